@@ -1,0 +1,70 @@
+//! FetcherPool: the global fetch slots.
+//!
+//! Runs HTTP requests and never decides what to fetch. At most
+//! `fetch.concurrency` requests run at once across all hosts; more wait for
+//! a slot in arrival order. Lives on one arbiter because awc's client is
+//! bound to its thread; a single thread drives thousands of connections.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use tokio::sync::Semaphore;
+
+use super::messages::Fetch;
+use crate::config::Config;
+use crate::fetch::{FetchError, FetchResponse, HttpClient};
+use crate::metrics::Metrics;
+
+/// The fetch slots and the HTTP client.
+pub struct FetcherPool {
+    client: Rc<HttpClient>,
+    slots: Rc<Semaphore>,
+    metrics: Arc<Metrics>,
+}
+
+impl FetcherPool {
+    /// A pool for `config` (must be created on the arbiter it runs on).
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
+        FetcherPool {
+            client: Rc::new(HttpClient::new(config)),
+            slots: Rc::new(Semaphore::new(config.fetch.concurrency)),
+            metrics,
+        }
+    }
+}
+
+impl Actor for FetcherPool {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        // Requests wait for slots, not for the mailbox.
+        ctx.set_mailbox_capacity(usize::MAX);
+    }
+}
+
+impl Handler<Fetch> for FetcherPool {
+    type Result = ResponseFuture<Result<FetchResponse, FetchError>>;
+
+    fn handle(&mut self, msg: Fetch, _: &mut Self::Context) -> Self::Result {
+        let client = self.client.clone();
+        let slots = self.slots.clone();
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let _slot = slots.acquire().await.expect("semaphore is never closed");
+            let result = client.get(&msg.url).await;
+            match &result {
+                Ok(resp) => {
+                    metrics.count_status(resp.status);
+                    metrics.fetched_bytes.inc_by(resp.body.len() as u64);
+                    metrics.fetch_duration.observe(resp.elapsed.as_secs_f64());
+                }
+                Err(err) => {
+                    metrics.fetch_errors.with_label_values(&[err.kind()]).inc();
+                    tracing::debug!(url = %msg.url, error = %err, "fetch failed");
+                }
+            }
+            result
+        })
+    }
+}

@@ -1,0 +1,16 @@
+//! The actor system: who does the work, and when.
+//!
+//! One actor per file; the messages that cross actors are in
+//! [`messages`]. Actors hold `Recipient`s of those messages, and only
+//! [`node`] knows the concrete types it wires together.
+
+pub mod archive;
+pub mod fetcher;
+pub mod host;
+pub mod messages;
+pub mod node;
+pub mod parser;
+pub mod partition;
+pub mod seen;
+
+pub use node::{GetStatus, Node, NodeError, NodeStatus, Seed, Shutdown, WhenIdle};

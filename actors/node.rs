@@ -1,0 +1,293 @@
+//! Node: the root actor. Starts, wires and stops everything from the config.
+//!
+//! Wiring: the FetcherPool and SeenSet run on the node's arbiter, the
+//! ParserPool and Archive on their own SyncArbiter threads, and partitions
+//! (with their hosts) spread over `storage.store_threads` arbiters, so
+//! RocksDB writes never block the fetcher's event loop.
+//!
+//! Shutdown is one sequence whatever asked for it (SIGINT/SIGTERM, an idle
+//! crawl, a test): partitions drain (hosts stop dispatching, in-flight
+//! fetches finish or time out, their pages are archived and their links
+//! admitted), stores sync, the archive closes its WARC file.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use url::Url;
+
+use super::archive::{ArchiveActor, ArchiveOpenError};
+use super::fetcher::FetcherPool;
+use super::host::HostSettings;
+use super::messages::{
+    Admission, ArchiveSnapshot, Candidate, CloseArchive, Discover, Drain, Failure,
+    GetArchiveSnapshot, GetPartitionSnapshot, PartitionSnapshot,
+};
+use super::parser::ParserPool;
+use super::partition::{PartitionActor, PipelineLinks};
+use super::seen::SeenSet;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::politeness::Policy;
+use crate::store::{Manifest, PartitionStore, StoreEnv, StoreError};
+
+/// How often the node checks whether the crawl ran out of work.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+/// Errors starting a node.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// A partition store could not be opened.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The archive could not be opened.
+    #[error(transparent)]
+    Archive(#[from] ArchiveOpenError),
+}
+
+/// The root actor.
+pub struct Node {
+    partitions: Vec<Addr<PartitionActor>>,
+    seen: Addr<SeenSet>,
+    archive: Addr<ArchiveActor>,
+    metrics: Arc<Metrics>,
+    started: Instant,
+    /// Threads of the partitions; stopped after shutdown.
+    store_arbiters: Vec<Arbiter>,
+    idle_waiters: Vec<oneshot::Sender<()>>,
+    /// Last totals seen by the idle poll.
+    last: Totals,
+    shutting_down: bool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    queued: u64,
+    completed: u64,
+    active_hosts: usize,
+}
+
+impl Node {
+    /// Opens the crawl in `config.storage.data_dir` and starts every actor.
+    /// Must run inside an actix system.
+    pub fn start(config: Config, metrics: Arc<Metrics>) -> Result<Addr<Node>, NodeError> {
+        let data_dir = config.storage.data_dir.clone();
+        Manifest::ensure(&data_dir, config.storage.partitions)?;
+        let env = StoreEnv::new(&config.storage);
+        let stores = (0..config.storage.partitions)
+            .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        let archive = ArchiveActor::start(&config, metrics.clone())?;
+        let parser = ParserPool::start(config.parse.threads, config.parse.max_links_per_page);
+        let fetcher = FetcherPool::new(&config, metrics.clone()).start();
+        let settings = Arc::new(HostSettings {
+            policy: Policy::from(&config.politeness),
+            product_token: config.crawl.product_token().to_owned(),
+        });
+        let store_arbiters: Vec<Arbiter> =
+            (0..config.storage.store_threads).map(|_| Arbiter::new()).collect();
+        let config = Arc::new(config);
+        // The SeenSet needs the partitions and the partitions the SeenSet:
+        // create the SeenSet's mailbox first and start it once wired.
+        let seen_ctx = Context::<SeenSet>::new();
+        let seen_addr = seen_ctx.address();
+        let pipeline = PipelineLinks {
+            fetch: fetcher.recipient(),
+            parse: parser.recipient(),
+            archive: archive.clone().recipient(),
+            discover: seen_addr.clone().recipient(),
+        };
+        let partitions: Vec<Addr<PartitionActor>> = stores
+            .into_iter()
+            .enumerate()
+            .map(|(id, store)| {
+                let arbiter = &store_arbiters[id % store_arbiters.len()];
+                let (settings, pipeline, metrics) =
+                    (settings.clone(), pipeline.clone(), metrics.clone());
+                PartitionActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                    PartitionActor::new(id as u16, store, settings, pipeline, metrics)
+                })
+            })
+            .collect();
+        let recipients = partitions.iter().map(|p| p.clone().recipient()).collect();
+        seen_ctx.run(SeenSet::new(&config, recipients, metrics.clone()));
+        Ok(Node {
+            partitions,
+            seen: seen_addr,
+            archive,
+            metrics,
+            started: Instant::now(),
+            store_arbiters,
+            idle_waiters: Vec::new(),
+            last: Totals::default(),
+            shutting_down: false,
+        }
+        .start())
+    }
+
+    fn poll_partitions(&mut self, ctx: &mut Context<Self>) {
+        let asks: Vec<_> = self
+            .partitions
+            .iter()
+            .map(|p| p.send(GetPartitionSnapshot))
+            .collect();
+        let gather = futures_util::future::join_all(asks);
+        ctx.spawn(gather.into_actor(self).map(|snaps, act, _| {
+            let mut totals = Totals::default();
+            for snap in snaps.into_iter().flatten() {
+                totals.queued += snap.queued;
+                totals.completed += snap.completed;
+                totals.active_hosts += snap.active_hosts;
+            }
+            act.last = totals;
+            if totals.queued == 0 {
+                for waiter in act.idle_waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+            }
+        }));
+    }
+}
+
+impl Actor for Node {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(IDLE_POLL, |act, ctx| act.poll_partitions(ctx));
+    }
+}
+
+/// Offers seed URLs (depth 0). Unparseable ones count as filtered.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Admission, Failure>")]
+pub struct Seed {
+    /// The seed URLs.
+    pub urls: Vec<String>,
+}
+
+impl Handler<Seed> for Node {
+    type Result = ResponseFuture<Result<Admission, Failure>>;
+
+    fn handle(&mut self, msg: Seed, _: &mut Self::Context) -> Self::Result {
+        let offered = msg.urls.len();
+        let candidates: Vec<Candidate> = msg
+            .urls
+            .iter()
+            .filter_map(|u| Url::parse(u.trim()).ok())
+            .map(|url| Candidate { url, depth: 0 })
+            .collect();
+        let unparsed = offered - candidates.len();
+        let send = self.seen.send(Discover { candidates });
+        Box::pin(async move {
+            let mut admission = send.await??;
+            admission.filtered += unparsed;
+            Ok(admission)
+        })
+    }
+}
+
+/// Resolves once nothing is queued or in flight anywhere on the node.
+///
+/// A URL leaves the queue only after its links are admitted, so "nothing
+/// queued" also means nothing in flight or in processing.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct WhenIdle;
+
+impl Handler<WhenIdle> for Node {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: WhenIdle, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.idle_waiters.push(tx);
+        // Answer from fresh snapshots, not the last poll's.
+        self.poll_partitions(ctx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}
+
+/// Observable state of the node (served at `/api/v1/status`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NodeStatus {
+    /// Seconds since start.
+    pub uptime_seconds: f64,
+    /// URLs queued and not completed.
+    pub queued: u64,
+    /// URLs completed since start.
+    pub completed: u64,
+    /// Active host actors.
+    pub active_hosts: usize,
+    /// Shutting down.
+    pub shutting_down: bool,
+    /// The archive's counters.
+    pub archive: ArchiveSnapshot,
+    /// Each partition.
+    pub partitions: Vec<PartitionSnapshot>,
+}
+
+/// Asks for the [`NodeStatus`].
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "NodeStatus")]
+pub struct GetStatus;
+
+impl Handler<GetStatus> for Node {
+    type Result = ResponseFuture<NodeStatus>;
+
+    fn handle(&mut self, _: GetStatus, _: &mut Self::Context) -> Self::Result {
+        let asks: Vec<_> = self
+            .partitions
+            .iter()
+            .map(|p| p.send(GetPartitionSnapshot))
+            .collect();
+        let archive = self.archive.send(GetArchiveSnapshot);
+        let uptime = self.started.elapsed().as_secs_f64();
+        let shutting_down = self.shutting_down;
+        Box::pin(async move {
+            let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
+                .await
+                .into_iter()
+                .flatten()
+                .collect();
+            NodeStatus {
+                uptime_seconds: uptime,
+                queued: partitions.iter().map(|p| p.queued).sum(),
+                completed: partitions.iter().map(|p| p.completed).sum(),
+                active_hosts: partitions.iter().map(|p| p.active_hosts).sum(),
+                shutting_down,
+                archive: archive.await.unwrap_or_default(),
+                partitions,
+            }
+        })
+    }
+}
+
+/// Drains the node and closes its files. The caller stops the system after.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<ArchiveSnapshot, Failure>")]
+pub struct Shutdown;
+
+impl Handler<Shutdown> for Node {
+    type Result = ResponseActFuture<Self, Result<ArchiveSnapshot, Failure>>;
+
+    fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
+        self.shutting_down = true;
+        tracing::info!("draining: no new requests; waiting for requests in flight");
+        let drains: Vec<_> = self.partitions.iter().map(|p| p.send(Drain)).collect();
+        let archive = self.archive.clone();
+        let done = async move {
+            futures_util::future::join_all(drains).await;
+            archive.send(CloseArchive).await?
+        };
+        Box::pin(done.into_actor(self).map(|result, act, _| {
+            for arbiter in &act.store_arbiters {
+                arbiter.stop();
+            }
+            act.metrics.active_hosts.set(0);
+            result
+        }))
+    }
+}

@@ -1,0 +1,41 @@
+//! ParserPool: CPU-bound HTML parsing on a SyncArbiter.
+//!
+//! Parsing is the largest CPU cost per page, so it runs on its own threads
+//! (one per core by default), never on the async executor. scraper's DOM is
+//! not `Send`: it is built and dropped inside the thread and only plain
+//! [`ParsedPage`] data leaves.
+
+use actix::prelude::*;
+
+use super::messages::Parse;
+use crate::parse::parse_html;
+
+/// One parser thread.
+pub struct ParserPool {
+    max_links: usize,
+}
+
+impl ParserPool {
+    /// Starts `threads` parser threads (0 = one per core).
+    pub fn start(threads: usize, max_links: usize) -> Addr<ParserPool> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get())
+        } else {
+            threads
+        };
+        SyncArbiter::start(threads, move || ParserPool { max_links })
+    }
+}
+
+impl Actor for ParserPool {
+    type Context = SyncContext<Self>;
+}
+
+impl Handler<Parse> for ParserPool {
+    type Result = MessageResult<Parse>;
+
+    fn handle(&mut self, msg: Parse, _: &mut Self::Context) -> Self::Result {
+        let html = String::from_utf8_lossy(&msg.body);
+        MessageResult(parse_html(&html, &msg.url, self.max_links))
+    }
+}

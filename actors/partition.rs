@@ -1,0 +1,253 @@
+//! PartitionActor: owns one partition's store and supervises its hosts.
+//!
+//! The only writer of its RocksDB instance: admissions, completions and
+//! host state all go through its mailbox, so every write is ordered. It
+//! activates a HostActor when a host has queued work and passivates it when
+//! the host reports idle (its state goes back to the store), so dormant
+//! hosts cost no memory. Host actors run on the partition's arbiter.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use super::host::{HostActor, HostLinks, HostSettings};
+use super::messages::{
+    AdmitBatch, Complete, Drain, DrainHost, Failure, GetPartitionSnapshot, HostIdle, PartitionSnapshot,
+    SaveHostState, Wake,
+};
+use crate::metrics::Metrics;
+use crate::store::PartitionStore;
+use crate::url::Fingerprint;
+
+/// The downstream recipients every host of the node shares.
+#[derive(Clone)]
+pub struct PipelineLinks {
+    /// FetcherPool.
+    pub fetch: Recipient<super::messages::Fetch>,
+    /// ParserPool.
+    pub parse: Recipient<super::messages::Parse>,
+    /// Archive.
+    pub archive: Recipient<super::messages::Archive>,
+    /// SeenSet.
+    pub discover: Recipient<super::messages::Discover>,
+}
+
+struct ActiveHost {
+    addr: Addr<HostActor>,
+    /// Bumped by every wake; a host idle at an older generation has work.
+    generation: u64,
+}
+
+/// One partition.
+pub struct PartitionActor {
+    id: u16,
+    store: Arc<PartitionStore>,
+    settings: Arc<HostSettings>,
+    pipeline: PipelineLinks,
+    hosts: HashMap<String, ActiveHost>,
+    /// Queued, not completed (mirrors the store's queue size).
+    queued: u64,
+    /// Completed since start.
+    completed: u64,
+    /// Draining: no new hosts are activated; work stays queued.
+    draining: bool,
+    metrics: Arc<Metrics>,
+}
+
+impl PartitionActor {
+    /// A partition over an opened store.
+    pub fn new(
+        id: u16,
+        store: Arc<PartitionStore>,
+        settings: Arc<HostSettings>,
+        pipeline: PipelineLinks,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        PartitionActor {
+            id,
+            store,
+            settings,
+            pipeline,
+            hosts: HashMap::new(),
+            queued: 0,
+            completed: 0,
+            draining: false,
+            metrics,
+        }
+    }
+
+    /// Tells `host` it has work, activating its actor if needed.
+    fn wake(&mut self, host: &str, ctx: &mut Context<Self>) {
+        if let Some(active) = self.hosts.get_mut(host) {
+            active.generation += 1;
+            active.addr.do_send(Wake {
+                generation: active.generation,
+            });
+            return;
+        }
+        if self.draining {
+            return;
+        }
+        let state = match self.store.host_state(host) {
+            Ok(state) => state.unwrap_or_default(),
+            Err(err) => {
+                tracing::error!(partition = self.id, host, error = %err, "cannot load host state");
+                Default::default()
+            }
+        };
+        let me = ctx.address();
+        let links = HostLinks {
+            pipeline: self.pipeline.clone(),
+            complete: me.clone().recipient(),
+            idle: me.clone().recipient(),
+            save: me.recipient(),
+        };
+        let addr = HostActor::new(
+            host.to_owned(),
+            self.store.clone(),
+            self.settings.clone(),
+            links,
+            state,
+            self.metrics.clone(),
+        )
+        .start();
+        self.metrics.active_hosts.inc();
+        self.hosts.insert(host.to_owned(), ActiveHost { addr, generation: 0 });
+    }
+
+    fn snapshot(&self) -> PartitionSnapshot {
+        PartitionSnapshot {
+            id: self.id,
+            queued: self.queued,
+            completed: self.completed,
+            active_hosts: self.hosts.len(),
+            draining: self.draining,
+        }
+    }
+}
+
+impl Actor for PartitionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(usize::MAX);
+        match self.store.queued_by_host() {
+            Ok(hosts) => {
+                self.queued = hosts.values().sum();
+                self.metrics.frontier_size.add(self.queued as i64);
+                for host in hosts.keys() {
+                    self.wake(host, ctx);
+                }
+                if !hosts.is_empty() {
+                    tracing::info!(partition = self.id, hosts = hosts.len(), queued = self.queued, "resuming queued work");
+                }
+            }
+            Err(err) => {
+                tracing::error!(partition = self.id, error = %err, "cannot scan the queue");
+            }
+        }
+    }
+}
+
+impl Handler<AdmitBatch> for PartitionActor {
+    type Result = Result<Vec<Fingerprint>, Failure>;
+
+    fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
+        let admitted = self.store.admit(msg.entries).map_err(|err| {
+            tracing::error!(partition = self.id, error = %err, "admit failed");
+            Failure::Store(err.to_string())
+        })?;
+        self.queued += admitted.len() as u64;
+        self.metrics.frontier_size.add(admitted.len() as i64);
+        let hosts: BTreeSet<&str> = admitted.iter().map(|e| e.host.as_str()).collect();
+        for host in hosts {
+            self.wake(host, ctx);
+        }
+        // admit() returns entries sorted by fingerprint.
+        Ok(admitted.into_iter().map(|e| e.fp).collect())
+    }
+}
+
+impl Handler<Complete> for PartitionActor {
+    type Result = Result<(), Failure>;
+
+    fn handle(&mut self, msg: Complete, _: &mut Self::Context) -> Self::Result {
+        self.store.complete(&[msg.completion]).map_err(|err| {
+            tracing::error!(partition = self.id, host = %msg.host, error = %err, "complete failed");
+            Failure::Store(err.to_string())
+        })?;
+        self.queued = self.queued.saturating_sub(1);
+        self.completed += 1;
+        self.metrics.frontier_size.dec();
+        Ok(())
+    }
+}
+
+impl Handler<HostIdle> for PartitionActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: HostIdle, _: &mut Self::Context) -> bool {
+        let current = self.hosts.get(&msg.host).map(|h| h.generation);
+        if current != Some(msg.generation) {
+            return false;
+        }
+        if let Err(err) = self.store.save_host_state(&msg.host, &msg.state) {
+            tracing::error!(partition = self.id, host = %msg.host, error = %err, "cannot save host state");
+        }
+        self.hosts.remove(&msg.host);
+        self.metrics.active_hosts.dec();
+        true
+    }
+}
+
+impl Handler<SaveHostState> for PartitionActor {
+    type Result = Result<(), Failure>;
+
+    fn handle(&mut self, msg: SaveHostState, _: &mut Self::Context) -> Self::Result {
+        self.store
+            .save_host_state(&msg.host, &msg.state)
+            .map_err(|e| Failure::Store(e.to_string()))
+    }
+}
+
+impl Handler<Drain> for PartitionActor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Drain, _: &mut Self::Context) -> Self::Result {
+        self.draining = true;
+        let drains: Vec<_> = self
+            .hosts
+            .iter()
+            .map(|(host, h)| {
+                let drained = h.addr.send(DrainHost);
+                let host = host.clone();
+                async move { (host, drained.await) }
+            })
+            .collect();
+        let store = self.store.clone();
+        let id = self.id;
+        Box::pin(async move {
+            // A host that passivated meanwhile answers with a closed mailbox:
+            // it had nothing in flight and saved its state when it went.
+            for (host, drained) in futures_util::future::join_all(drains).await {
+                if let Ok(state) = drained {
+                    if let Err(err) = store.save_host_state(&host, &state) {
+                        tracing::error!(partition = id, host, error = %err, "cannot save host state");
+                    }
+                }
+            }
+            if let Err(err) = store.sync() {
+                tracing::error!(partition = id, error = %err, "cannot sync the store");
+            }
+        })
+    }
+}
+
+impl Handler<GetPartitionSnapshot> for PartitionActor {
+    type Result = MessageResult<GetPartitionSnapshot>;
+
+    fn handle(&mut self, _: GetPartitionSnapshot, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.snapshot())
+    }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian/Ubuntu machine lacks to build and test trawl:
+# a C++ compiler and libclang (RocksDB is compiled from source, its bindings
+# by bindgen), and python3-venv for the test helper (warcio). Checks first,
+# installs only what is missing. Sourced by demo.sh and test.sh.
+set -euo pipefail
+
+missing=()
+have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
+
+if command -v dpkg >/dev/null 2>&1; then
+  have_pkg libclang-dev || missing+=(libclang-dev)
+  command -v c++ >/dev/null 2>&1 || missing+=(g++)
+  command -v make >/dev/null 2>&1 || missing+=(make)
+  if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+  fi
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+else
+  echo "setup: not a Debian system; make sure libclang, a C++ compiler and python3 (with venv) are installed" >&2
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: cargo not found; install the Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+
+if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
+  venv="${TRAWL_VENV:-$(pwd)/.venv}"
+  if ! "$venv/bin/python" -c 'import warcio' >/dev/null 2>&1; then
+    echo "setup: creating $venv with warcio" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1'
+  fi
+  # Tests call warcio through this interpreter.
+  export TRAWL_PYTHON="$venv/bin/python"
+fi

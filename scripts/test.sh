@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: formatting, clippy, unit and integration tests
+# (the integration tests crawl the synthetic web and check WARC output with
+# warcio, which setup installs into a virtualenv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TRAWL_NEED_PYTHON=1
+source scripts/setup.sh
+cargo fmt --all -- --check
+# Everything builds in release: RocksDB's C++ is compiled once per profile
+# (about 15 minutes on two cores), and tests, demo and benches share it.
+cargo clippy --release --locked --all-targets -- -D warnings
+cargo test --release --locked

@@ -1,0 +1,71 @@
+//! The admin HTTP API (actix-web), an edge of the system: it holds the
+//! node's handle, the node does not know it exists.
+//!
+//! - `GET /metrics`: Prometheus text exposition;
+//! - `GET /api/v1/status`: the node's status as JSON.
+//!
+//! Unknown paths answer 404 with a JSON error body.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use actix::Addr;
+use actix_web::{web, App, HttpResponse, HttpServer};
+
+use crate::actors::{GetStatus, Node};
+use crate::metrics::Metrics;
+
+struct AdminState {
+    node: Addr<Node>,
+    metrics: Arc<Metrics>,
+}
+
+/// A running admin server.
+pub struct AdminServer {
+    /// Stops the server.
+    pub handle: actix_web::dev::ServerHandle,
+    /// The bound address.
+    pub addr: SocketAddr,
+}
+
+/// Binds `listen` and serves the API on the current actix system.
+pub fn start(listen: &str, node: Addr<Node>, metrics: Arc<Metrics>) -> std::io::Result<AdminServer> {
+    let state = web::Data::new(AdminState { node, metrics });
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .route("/metrics", web::get().to(metrics_text))
+            .route("/api/v1/status", web::get().to(status))
+            .default_service(web::to(not_found))
+    })
+    .workers(1)
+    .disable_signals()
+    .bind(listen)?;
+    let addr = server
+        .addrs()
+        .first()
+        .copied()
+        .ok_or_else(|| std::io::Error::other("admin server bound no address"))?;
+    let server = server.run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    Ok(AdminServer { handle, addr })
+}
+
+async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(state.metrics.render())
+}
+
+async fn status(state: web::Data<AdminState>) -> HttpResponse {
+    match state.node.send(GetStatus).await {
+        Ok(status) => HttpResponse::Ok().json(status),
+        Err(err) => HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
+    }
+}
+
+async fn not_found() -> HttpResponse {
+    HttpResponse::NotFound().json(serde_json::json!({ "error": "no such endpoint" }))
+}

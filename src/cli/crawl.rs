@@ -1,0 +1,99 @@
+//! Running a node to the end: seeds in, then until idle or a signal.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use trawl::actors::messages::ArchiveSnapshot;
+use trawl::actors::{Node, Seed, Shutdown, WhenIdle};
+use trawl::config::Config;
+use trawl::metrics::Metrics;
+
+use super::progress::Progress;
+
+/// How a crawl ended.
+pub struct CrawlOutcome {
+    /// The archive's counters at the end.
+    pub archive: ArchiveSnapshot,
+    /// Wall time of the crawl.
+    pub elapsed: Duration,
+    /// Stopped by SIGINT/SIGTERM rather than by running out of work.
+    pub interrupted: bool,
+    /// Pages completed during this run.
+    pub completed: u64,
+}
+
+/// Starts a node on `config`, seeds it, and runs until it is idle (when
+/// `until_idle`) or a SIGINT/SIGTERM arrives; then shuts down gracefully.
+pub async fn crawl(config: Config, seeds: Vec<String>, until_idle: bool) -> anyhow::Result<CrawlOutcome> {
+    let started = Instant::now();
+    let metrics = Arc::new(Metrics::new());
+    let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
+    let admin = if config.admin.enabled {
+        let server = trawl::admin::start(&config.admin.listen, node.clone(), metrics.clone())
+            .with_context(|| format!("starting the admin server on {}", config.admin.listen))?;
+        tracing::info!(addr = %server.addr, "admin api listening (/metrics, /api/v1/status)");
+        Some(server)
+    } else {
+        None
+    };
+    let seeds = node
+        .send(Seed { urls: seeds })
+        .await
+        .context("node mailbox")?
+        .context("admitting seeds")?;
+    tracing::info!(admitted = seeds.admitted, seen = seeds.seen, filtered = seeds.filtered, "seeds offered");
+    let progress = Progress::start(node.clone());
+
+    let idle = async {
+        if until_idle {
+            let _ = node.send(WhenIdle).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let interrupted = tokio::select! {
+        _ = idle => false,
+        _ = shutdown_signal() => true,
+    };
+    if interrupted {
+        tracing::info!("signal received: stopping gracefully");
+    } else {
+        tracing::info!("nothing queued or in flight: stopping");
+    }
+    let status = node.send(trawl::actors::GetStatus).await.unwrap_or_default();
+    let archive = node
+        .send(Shutdown)
+        .await
+        .context("node mailbox")?
+        .context("closing the archive")?;
+    progress.finish();
+    if let Some(admin) = admin {
+        admin.handle.stop(true).await;
+    }
+    Ok(CrawlOutcome {
+        archive,
+        elapsed: started.elapsed(),
+        interrupted,
+        completed: status.completed,
+    })
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,17 @@
+//! The subcommands' implementations (binary only).
+
+pub mod crawl;
+pub mod demo;
+pub mod progress;
+pub mod run;
+pub mod testweb;
+
+/// Logs to stderr, `info` by default, `RUST_LOG` to change.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

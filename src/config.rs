@@ -1,0 +1,348 @@
+//! Typed configuration.
+//!
+//! The defaults live in `config/trawl.toml`, which the binary embeds; a user
+//! file is merged on top of them key by key, so a file only names what it
+//! changes. Every struct denies unknown fields, and the error names the full
+//! path of the offending key (`politeness.min_dely`), because a silently
+//! ignored typo in a politeness setting is how crawlers end up overloading
+//! sites.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+/// The embedded defaults (`config/trawl.toml`).
+pub const DEFAULT_TOML: &str = include_str!("../config/trawl.toml");
+
+/// Errors raised while loading or validating a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML.
+    #[error("config {origin} is not valid TOML: {message}")]
+    Syntax { origin: String, message: String },
+    /// A key is unknown or has the wrong type; `key` is the dotted path.
+    #[error("config key `{key}`: {message}")]
+    Key { key: String, message: String },
+    /// The values parse but contradict each other or are out of range.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+/// The whole configuration of a node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// What to crawl and how deep.
+    pub crawl: CrawlConfig,
+    /// Per-host request pacing.
+    pub politeness: PolitenessConfig,
+    /// Name resolution.
+    pub dns: DnsConfig,
+    /// The HTTP client.
+    pub fetch: FetchConfig,
+    /// Durable state.
+    pub storage: StorageConfig,
+    /// WARC output.
+    pub warc: WarcConfig,
+    /// JSON-lines output events.
+    pub events: EventsConfig,
+    /// The admin HTTP API.
+    pub admin: AdminConfig,
+    /// HTML parsing.
+    pub parse: ParseConfig,
+}
+
+/// `[crawl]`: scope of the crawl.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrawlConfig {
+    /// User-Agent header; its product token selects the robots.txt group.
+    pub user_agent: String,
+    /// Maximum hops from a seed; 0 means unlimited.
+    pub max_depth: u32,
+    /// Longest accepted normalised URL, in bytes.
+    pub max_url_length: usize,
+}
+
+impl CrawlConfig {
+    /// The robots.txt product token: the user agent up to the first `/` or
+    /// space (RFC 9309 §2.2.1).
+    pub fn product_token(&self) -> &str {
+        self.user_agent
+            .split(['/', ' '])
+            .next()
+            .unwrap_or(&self.user_agent)
+    }
+}
+
+/// `[politeness]`: the promise made to every host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolitenessConfig {
+    /// Floor of the completion-to-start delay.
+    #[serde(with = "humantime_serde")]
+    pub min_delay: Duration,
+    /// Delay is at least this factor times the last response time.
+    pub delay_factor: f64,
+    /// Requests in flight to one host at once.
+    pub max_in_flight_per_host: u32,
+}
+
+/// `[dns]`: resolution overrides.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsConfig {
+    /// Host pattern (`*.` wildcard allowed) to IP address.
+    pub overrides: BTreeMap<String, IpAddr>,
+}
+
+/// `[fetch]`: the HTTP client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchConfig {
+    /// Global requests in flight.
+    pub concurrency: usize,
+    /// TCP + TLS connect timeout.
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Deadline of a whole request.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Largest body kept, in bytes.
+    pub max_body_bytes: usize,
+    /// CIDR blocks exempt from the SSRF deny list.
+    pub allow_addresses: Vec<IpNet>,
+}
+
+/// `[storage]`: the partition stores.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// Root of the durable state.
+    pub data_dir: PathBuf,
+    /// Number of partitions, fixed at crawl creation.
+    pub partitions: u16,
+    /// Threads running partitions and their hosts.
+    pub store_threads: usize,
+    /// Shared block cache size in bytes.
+    pub block_cache_bytes: usize,
+    /// Shared memtable budget in bytes.
+    pub write_buffer_bytes: usize,
+    /// fsync the WAL on every write batch.
+    pub sync_writes: bool,
+}
+
+/// `[warc]`: archive files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarcConfig {
+    /// Directory of WARC files, relative to `storage.data_dir` unless absolute.
+    pub dir: PathBuf,
+    /// Rotation size in bytes.
+    pub max_file_bytes: u64,
+    /// File name prefix.
+    pub prefix: String,
+    /// gzip level per record.
+    pub compression_level: u32,
+}
+
+/// `[events]`: output events.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsConfig {
+    /// JSON-lines path, relative to `storage.data_dir` unless absolute.
+    pub path: PathBuf,
+}
+
+/// `[admin]`: the admin HTTP API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Listen address.
+    pub listen: String,
+    /// Whether to start the server.
+    pub enabled: bool,
+}
+
+/// `[parse]`: the parser pool.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParseConfig {
+    /// Parser threads; 0 = one per core.
+    pub threads: usize,
+    /// Links kept per page.
+    pub max_links_per_page: usize,
+}
+
+impl Config {
+    /// The embedded defaults alone.
+    pub fn defaults() -> Self {
+        Self::from_layers(&[]).expect("embedded config/trawl.toml is valid")
+    }
+
+    /// Defaults with the file at `path` layered on top.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        match path {
+            None => Self::from_layers(&[]),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+                Self::from_layers(&[(path.display().to_string(), text)])
+            }
+        }
+    }
+
+    /// Defaults with each `(origin, toml text)` layer merged on top in order.
+    pub fn from_layers(layers: &[(String, String)]) -> Result<Self, ConfigError> {
+        let mut merged = parse_table("embedded defaults", DEFAULT_TOML)?;
+        for (origin, text) in layers {
+            merge(&mut merged, parse_table(origin, text)?);
+        }
+        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(merged))
+            .map_err(|err| ConfigError::Key {
+                key: err.path().to_string(),
+                message: err.into_inner().to_string(),
+            })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Renders the effective configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("config serialises")
+    }
+
+    /// Resolves a path from the config against `storage.data_dir`.
+    pub fn data_path(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_owned()
+        } else {
+            self.storage.data_dir.join(path)
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if self.politeness.max_in_flight_per_host == 0 {
+            return invalid("politeness.max_in_flight_per_host must be at least 1");
+        }
+        if !(self.politeness.delay_factor.is_finite() && self.politeness.delay_factor >= 0.0) {
+            return invalid("politeness.delay_factor must be a non-negative number");
+        }
+        if self.storage.partitions == 0 || self.storage.partitions > 4096 {
+            return invalid("storage.partitions must be between 1 and 4096");
+        }
+        if self.storage.store_threads == 0 {
+            return invalid("storage.store_threads must be at least 1");
+        }
+        if self.fetch.concurrency == 0 {
+            return invalid("fetch.concurrency must be at least 1");
+        }
+        if self.warc.compression_level > 9 {
+            return invalid("warc.compression_level must be between 0 and 9");
+        }
+        if self.crawl.user_agent.trim().is_empty() {
+            return invalid("crawl.user_agent must not be empty");
+        }
+        for pattern in self.dns.overrides.keys() {
+            let bare = pattern.strip_prefix("*.").unwrap_or(pattern);
+            if bare.is_empty() || bare.contains('*') {
+                return Err(ConfigError::Invalid(format!(
+                    "dns.overrides pattern `{pattern}`: only a leading `*.` wildcard is allowed"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_table(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
+    text.parse::<toml::Table>()
+        .map_err(|err| ConfigError::Syntax {
+            origin: origin.to_owned(),
+            message: err.to_string(),
+        })
+}
+
+/// Merges `top` into `base`: tables merge recursively, anything else replaces.
+/// `dns.overrides` is a table too, so a user's overrides add to the defaults'.
+fn merge(base: &mut toml::Table, top: toml::Table) {
+    for (key, value) in top {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(t)) => merge(b, t),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(text: &str) -> Result<Config, ConfigError> {
+        Config::from_layers(&[("test".into(), text.into())])
+    }
+
+    #[test]
+    fn defaults_parse_and_round_trip() {
+        let config = Config::defaults();
+        assert_eq!(config.politeness.min_delay, Duration::from_secs(1));
+        assert_eq!(config.politeness.max_in_flight_per_host, 1);
+        assert_eq!(config.admin.listen, "127.0.0.1:9090");
+        let printed = config.to_toml();
+        let again = Config::from_layers(&[("printed".into(), printed)]).unwrap();
+        assert_eq!(again.to_toml(), config.to_toml());
+    }
+
+    #[test]
+    fn layer_overrides_only_named_keys() {
+        let config = layer("[politeness]\nmin_delay = \"250ms\"\n").unwrap();
+        assert_eq!(config.politeness.min_delay, Duration::from_millis(250));
+        assert_eq!(config.politeness.delay_factor, 10.0);
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = layer("[politeness]\nmin_dely = \"1s\"\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("min_dely"), "{text}");
+        let err = layer("[nonsense]\nx = 1\n").unwrap_err();
+        assert!(err.to_string().contains("nonsense"), "{err}");
+    }
+
+    #[test]
+    fn bad_duration_names_the_key() {
+        let err = layer("[politeness]\nmin_delay = \"soon\"\n").unwrap_err();
+        assert!(err.to_string().contains("politeness.min_delay"), "{err}");
+    }
+
+    #[test]
+    fn dns_overrides_and_cidrs_parse() {
+        let config = layer(
+            "[dns.overrides]\n\"*.test\" = \"127.0.0.1\"\n[fetch]\nallow_addresses = [\"127.0.0.0/8\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.dns.overrides["*.test"].to_string(), "127.0.0.1");
+        assert_eq!(config.fetch.allow_addresses[0].to_string(), "127.0.0.0/8");
+        assert!(layer("[dns.overrides]\n\"a.*.test\" = \"127.0.0.1\"\n").is_err());
+    }
+
+    #[test]
+    fn product_token_is_the_first_word() {
+        assert_eq!(Config::defaults().crawl.product_token(), "trawl");
+    }
+}

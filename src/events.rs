@@ -1,0 +1,196 @@
+//! Output events: one JSON line per stored response.
+//!
+//! Consumers (indexers, corpus builders) tail this file instead of parsing
+//! WARCs: each event says what was fetched, when, with what result, and
+//! where its record is (`warc_ref`). The file is append-only; a line torn by
+//! a crash is cut off at the next start, and the response it described is
+//! fetched again because its URL was never completed.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::warc::WarcRef;
+
+/// One stored response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// The URL fetched.
+    pub url: String,
+    /// The page's `rel=canonical` target, when it names one.
+    pub canonical_url: Option<String>,
+    /// RFC 3339 time the request started.
+    pub fetched_at: String,
+    /// HTTP status.
+    pub status: u16,
+    /// Content-Type header, if any.
+    pub content_type: Option<String>,
+    /// Where the response record is.
+    pub warc_ref: WarcRef,
+    /// Hex SHA-256 of the payload.
+    pub content_sha256: String,
+    /// 64-bit simhash (hex) of the visible text; null until near-duplicate
+    /// detection is enabled.
+    pub simhash: Option<String>,
+    /// URL of the earlier response this one duplicates, if any.
+    pub duplicate_of: Option<String>,
+    /// Robots directives from meta tags (`noindex`, `nofollow`, ...).
+    pub robots_meta: Option<String>,
+    /// Links found on the page.
+    pub links_out: usize,
+    /// `page` for crawled URLs, `robots` for robots.txt fetches.
+    pub kind: EventKind,
+    /// Hops from the seed.
+    pub depth: u32,
+}
+
+/// What kind of fetch an event records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EventKind {
+    /// A URL of the crawl.
+    Page,
+    /// A robots.txt fetch.
+    Robots,
+}
+
+/// Appends events to a JSON-lines file.
+pub struct EventWriter {
+    path: PathBuf,
+    out: BufWriter<File>,
+    written: u64,
+}
+
+impl EventWriter {
+    /// Opens `path` for appending, cutting a torn last line.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)?;
+        cut_torn_line(&mut file)?;
+        Ok(EventWriter {
+            path: path.to_owned(),
+            out: BufWriter::with_capacity(64 * 1024, file),
+            written: 0,
+        })
+    }
+
+    /// Appends one event.
+    pub fn append(&mut self, event: &Event) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, event)?;
+        self.out.write_all(b"\n")?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Pushes buffered lines to the OS.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+
+    /// Flushes and fsyncs.
+    pub fn sync(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        self.out.get_ref().sync_all()
+    }
+
+    /// Events appended by this writer.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// The file written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Truncates `file` after its last newline.
+fn cut_torn_line(file: &mut File) -> std::io::Result<()> {
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    // Scan back in blocks for the last newline; events are short.
+    let mut end = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(pos) = chunk.iter().rposition(|&b| b == b'\n') {
+            let keep = start + pos as u64 + 1;
+            if keep != len {
+                file.set_len(keep)?;
+            }
+            return Ok(());
+        }
+        end = start;
+    }
+    file.set_len(0)
+}
+
+/// Reads every event of a file (tests and the demo's summary).
+pub fn read_all(path: &Path) -> std::io::Result<Vec<Event>> {
+    let text = std::fs::read_to_string(path)?;
+    text.lines()
+        .map(|line| serde_json::from_str(line).map_err(std::io::Error::other))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(url: &str) -> Event {
+        Event {
+            url: url.into(),
+            canonical_url: None,
+            fetched_at: "2026-11-30T00:00:00Z".into(),
+            status: 200,
+            content_type: Some("text/html".into()),
+            warc_ref: WarcRef {
+                file: "f.warc.gz".into(),
+                offset: 1,
+                length: 2,
+            },
+            content_sha256: "00".into(),
+            simhash: None,
+            duplicate_of: None,
+            robots_meta: None,
+            links_out: 3,
+            kind: EventKind::Page,
+            depth: 0,
+        }
+    }
+
+    #[test]
+    fn appends_and_cuts_a_torn_line_on_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut w = EventWriter::open(&path).unwrap();
+        w.append(&event("http://a.test/1")).unwrap();
+        w.append(&event("http://a.test/2")).unwrap();
+        w.flush().unwrap();
+        drop(w);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(b"{\"url\":\"http://a.te").unwrap();
+        drop(f);
+        let mut w = EventWriter::open(&path).unwrap();
+        w.append(&event("http://a.test/3")).unwrap();
+        w.flush().unwrap();
+        let urls: Vec<_> = read_all(&path).unwrap().into_iter().map(|e| e.url).collect();
+        assert_eq!(urls, ["http://a.test/1", "http://a.test/2", "http://a.test/3"]);
+        let line = std::fs::read_to_string(&path).unwrap();
+        assert!(line.contains("\"kind\":\"page\""));
+        assert!(line.contains("\"simhash\":null"));
+    }
+}

@@ -1,0 +1,325 @@
+//! The HTTP client: awc with rustls, our resolver, and hard limits.
+//!
+//! The client fetches and never decides what to fetch: redirects are not
+//! followed (a 3xx is a response like any other; its target re-enters the
+//! crawl through the SeenSet so robots.txt and politeness apply to it), and
+//! no per-host limit is kept here (the HostActor's permit is the limit).
+//!
+//! Bodies are read as a stream and cut at `max_body_bytes`; a cut body is
+//! kept and marked truncated (archived with `WARC-Truncated: length`).
+//! awc's decompression is compiled out, so no `Accept-Encoding` is sent and
+//! the payload is stored exactly as received.
+
+mod resolver;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use url::Url;
+
+pub use resolver::{DnsOverrides, OverrideResolver};
+
+use crate::config::Config;
+
+/// Why a fetch produced no response. The kind is a bounded label for
+/// metrics and logs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// Name resolution failed.
+    #[error("dns: {0}")]
+    Dns(String),
+    /// TCP or TLS connection failed.
+    #[error("connect: {0}")]
+    Connect(String),
+    /// A deadline passed.
+    #[error("timeout")]
+    Timeout,
+    /// The server broke the protocol or the connection.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The URL cannot be requested (bad scheme, no host).
+    #[error("bad url: {0}")]
+    BadUrl(String),
+}
+
+impl FetchError {
+    /// The metric label of the error.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FetchError::Dns(_) => "dns",
+            FetchError::Connect(_) => "connect",
+            FetchError::Timeout => "timeout",
+            FetchError::Protocol(_) => "protocol",
+            FetchError::BadUrl(_) => "bad_url",
+        }
+    }
+}
+
+/// A response as the crawl keeps it.
+#[derive(Debug, Clone)]
+pub struct FetchResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// Response headers, names lower-case, in received order.
+    pub headers: Vec<(String, String)>,
+    /// The response head as archived: status line, headers, blank line.
+    pub head: Vec<u8>,
+    /// The request head as sent.
+    pub request_head: Vec<u8>,
+    /// The body (transfer coding removed, content coding kept).
+    pub body: Bytes,
+    /// The body was cut at the size cap.
+    pub truncated: bool,
+    /// Address the name resolved to (first candidate), if known.
+    pub ip: Option<IpAddr>,
+    /// Wall-clock start of the request.
+    pub started_at: SystemTime,
+    /// Time from request start to the last body byte.
+    pub elapsed: Duration,
+}
+
+impl FetchResponse {
+    /// The first value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether the body is HTML by its Content-Type (missing counts as HTML,
+    /// as browsers sniff it so).
+    pub fn is_html(&self) -> bool {
+        self.header("content-type").is_none_or(|ct| {
+            let ct = ct.to_ascii_lowercase();
+            ct.starts_with("text/html") || ct.starts_with("application/xhtml")
+        })
+    }
+}
+
+/// Limits of one fetch.
+#[derive(Debug, Clone)]
+pub struct FetchLimits {
+    /// Connect (TCP + TLS) timeout.
+    pub connect_timeout: Duration,
+    /// Whole-request deadline.
+    pub timeout: Duration,
+    /// Body cap in bytes.
+    pub max_body_bytes: usize,
+}
+
+/// Installs rustls' ring crypto provider once per process; awc's rustls
+/// connector panics without one.
+pub fn install_crypto_provider() {
+    // Err means one is installed already, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// An HTTP client bound to the current arbiter (awc clients are `!Send`).
+pub struct HttpClient {
+    client: awc::Client,
+    resolver: OverrideResolver,
+    limits: FetchLimits,
+    user_agent: String,
+}
+
+impl HttpClient {
+    /// Builds the client from the config.
+    pub fn new(config: &Config) -> Self {
+        install_crypto_provider();
+        let resolver = OverrideResolver::new(DnsOverrides::new(&config.dns.overrides));
+        let limits = FetchLimits {
+            connect_timeout: config.fetch.connect_timeout,
+            timeout: config.fetch.timeout,
+            max_body_bytes: config.fetch.max_body_bytes,
+        };
+        let mut tls = rustls::ClientConfig::builder()
+            .with_root_certificates(actix_tls::connect::rustls_0_23::webpki_roots_cert_store())
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let tcp = actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(
+            resolver.clone(),
+        ))
+        .service();
+        let connector = awc::Connector::new()
+            .connector(tcp)
+            .rustls_0_23(Arc::new(tls))
+            .timeout(limits.connect_timeout)
+            .limit(config.fetch.concurrency)
+            .conn_keep_alive(Duration::from_secs(30));
+        let client = awc::ClientBuilder::new()
+            .connector(connector)
+            .disable_redirects()
+            .timeout(limits.timeout)
+            .no_default_headers()
+            .finish();
+        HttpClient {
+            client,
+            resolver,
+            limits,
+            user_agent: config.crawl.user_agent.clone(),
+        }
+    }
+
+    /// GETs `url`, reading the body up to the cap within the deadline.
+    pub async fn get(&self, url: &Url) -> Result<FetchResponse, FetchError> {
+        let host = url
+            .host_str()
+            .ok_or_else(|| FetchError::BadUrl(url.to_string()))?
+            .to_owned();
+        let started = Instant::now();
+        let started_at = SystemTime::now();
+        let request_head = request_head(url, &self.user_agent);
+        let request = self
+            .client
+            .get(url.as_str())
+            .insert_header(("User-Agent", self.user_agent.as_str()))
+            .insert_header(("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"));
+        let mut response = request.send().await.map_err(classify_send_error)?;
+        let status = response.status().as_u16();
+        let headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let head = response_head(response.version(), response.status(), &headers);
+        let deadline = started + self.limits.timeout;
+        let (body, truncated) = read_body(&mut response, self.limits.max_body_bytes, deadline).await?;
+        Ok(FetchResponse {
+            status,
+            headers,
+            head,
+            request_head,
+            body,
+            truncated,
+            ip: host
+                .parse::<IpAddr>()
+                .ok()
+                .or_else(|| self.resolver.last_address(&host)),
+            started_at,
+            elapsed: started.elapsed(),
+        })
+    }
+}
+
+/// Reads the body stream up to `cap` bytes or the deadline.
+async fn read_body(
+    response: &mut awc::ClientResponse<
+        impl futures_util::Stream<Item = Result<Bytes, awc::error::PayloadError>> + Unpin,
+    >,
+    cap: usize,
+    deadline: Instant,
+) -> Result<(Bytes, bool), FetchError> {
+    let mut body = BytesMut::new();
+    loop {
+        let next = tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), response.next())
+            .await
+            .map_err(|_| FetchError::Timeout)?;
+        match next {
+            None => return Ok((body.freeze(), false)),
+            Some(Err(e)) => return Err(FetchError::Protocol(e.to_string())),
+            Some(Ok(chunk)) => {
+                let room = cap - body.len();
+                if chunk.len() > room {
+                    body.extend_from_slice(&chunk[..room]);
+                    return Ok((body.freeze(), true));
+                }
+                body.extend_from_slice(&chunk);
+            }
+        }
+    }
+}
+
+fn classify_send_error(err: awc::error::SendRequestError) -> FetchError {
+    use awc::error::{ConnectError, SendRequestError as E};
+    match err {
+        E::Timeout => FetchError::Timeout,
+        E::Connect(ConnectError::Timeout) => FetchError::Timeout,
+        E::Connect(ConnectError::Resolver(e)) => FetchError::Dns(e.to_string()),
+        E::Connect(ConnectError::Unresolved) => FetchError::Dns("unresolved".into()),
+        E::Connect(e) => FetchError::Connect(e.to_string()),
+        E::Url(e) => FetchError::BadUrl(e.to_string()),
+        other => FetchError::Protocol(other.to_string()),
+    }
+}
+
+/// The request head as sent (awc writes these headers and `Host`).
+fn request_head(url: &Url, user_agent: &str) -> Vec<u8> {
+    let target = match url.query() {
+        Some(q) => format!("{}?{}", url.path(), q),
+        None => url.path().to_owned(),
+    };
+    let host = match url.port() {
+        Some(port) => format!("{}:{}", url.host_str().unwrap_or(""), port),
+        None => url.host_str().unwrap_or("").to_owned(),
+    };
+    format!(
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\nAccept: text/html,application/xhtml+xml,*/*;q=0.8\r\n\r\n"
+    )
+    .into_bytes()
+}
+
+/// The response head for the archive. `Transfer-Encoding` is left out: the
+/// archived body has its transfer coding removed, and a reader that saw the
+/// header would try to de-chunk it again.
+fn response_head(
+    version: awc::http::Version,
+    status: awc::http::StatusCode,
+    headers: &[(String, String)],
+) -> Vec<u8> {
+    let version = match version {
+        awc::http::Version::HTTP_10 => "HTTP/1.0",
+        awc::http::Version::HTTP_2 => "HTTP/2",
+        _ => "HTTP/1.1",
+    };
+    let mut head = format!(
+        "{version} {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    for (name, value) in headers {
+        if name == "transfer-encoding" {
+            continue;
+        }
+        head.push_str(name);
+        head.push_str(": ");
+        head.push_str(value);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    head.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_are_well_formed() {
+        let url = Url::parse("http://a.test:8080/x?y=1").unwrap();
+        let req = String::from_utf8(request_head(&url, "trawl/0.1")).unwrap();
+        assert!(req.starts_with("GET /x?y=1 HTTP/1.1\r\nHost: a.test:8080\r\n"));
+        assert!(req.ends_with("\r\n\r\n"));
+        let head = response_head(
+            awc::http::Version::HTTP_11,
+            awc::http::StatusCode::NOT_FOUND,
+            &[
+                ("content-type".into(), "text/html".into()),
+                ("transfer-encoding".into(), "chunked".into()),
+            ],
+        );
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn error_kinds_are_bounded_labels() {
+        assert_eq!(FetchError::Timeout.kind(), "timeout");
+        assert_eq!(FetchError::Dns("x".into()).kind(), "dns");
+    }
+}

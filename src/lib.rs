@@ -1,0 +1,37 @@
+//! trawl: a polite, durable, distributed web crawler on actix actors.
+//!
+//! # Layout
+//!
+//! The domain (what a crawler knows) is plain, synchronous code in this
+//! crate's modules; the actor layer (who does it, and when) is in
+//! [`actors`]. The domain never imports the actors; only the edges do
+//! (`main.rs` and [`admin`]).
+//!
+//! - [`config`]: typed configuration, defaults embedded from `config/trawl.toml`
+//! - [`url`]: normalisation, fingerprints, partition routing
+//! - [`robots`]: robots.txt policy (RFC 9309)
+//! - [`politeness`]: the per-host delay arithmetic
+//! - [`store`]: the RocksDB partition store and its atomic admit
+//! - [`fetch`]: the HTTP client, resolver and limits
+//! - [`parse`]: HTML links, canonical, meta robots
+//! - [`warc`]: the WARC 1.1 writer
+//! - [`events`]: JSON-lines output events
+//! - [`metrics`]: every Prometheus metric
+//! - [`admin`]: the admin HTTP API
+//! - [`testweb`]: the synthetic web for tests, demo and benchmarks
+
+pub mod admin;
+pub mod config;
+pub mod events;
+pub mod fetch;
+pub mod metrics;
+pub mod parse;
+pub mod politeness;
+pub mod robots;
+pub mod store;
+pub mod testweb;
+pub mod url;
+pub mod warc;
+
+#[path = "../actors/mod.rs"]
+pub mod actors;

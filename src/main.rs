@@ -1,0 +1,69 @@
+//! The `trawl` command line: demo, run, testweb, config.
+//!
+//! The binary is the edge of the system: it parses arguments, builds the
+//! config, starts the node and the admin server, and turns errors into exit
+//! codes (`anyhow` lives only here).
+
+mod cli;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// A polite, durable, distributed web crawler.
+#[derive(Debug, Parser)]
+#[command(name = "trawl", version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Crawl the built-in synthetic web end to end and check the result.
+    Demo(cli::demo::DemoArgs),
+    /// Crawl from seed URLs with the full pipeline.
+    Run(cli::run::RunArgs),
+    /// Serve the synthetic web on loopback.
+    Testweb(cli::testweb::TestwebArgs),
+    /// Configuration tools.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (defaults + --config file).
+    Print {
+        /// A TOML file layered on the defaults.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    cli::init_logging();
+    let args = Args::parse();
+    let result = match args.command {
+        Command::Demo(a) => cli::demo::main(a),
+        Command::Run(a) => cli::run::main(a),
+        Command::Testweb(a) => cli::testweb::main(a),
+        Command::Config {
+            command: ConfigCommand::Print { config },
+        } => trawl::config::Config::load(config.as_deref())
+            .map(|c| {
+                print!("{}", c.to_toml());
+                std::process::ExitCode::SUCCESS
+            })
+            .map_err(Into::into),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

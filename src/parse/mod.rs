@@ -1,0 +1,151 @@
+//! HTML parsing: links, `<base href>`, canonical, meta robots, title.
+//!
+//! Runs on the ParserPool's threads (scraper's `Html` is not `Send`), and
+//! returns plain data. Malformed HTML never fails: html5ever recovers the
+//! way browsers do, and a link that does not resolve is skipped.
+
+use std::sync::OnceLock;
+
+use scraper::{Html, Selector};
+use url::Url;
+
+/// What the crawl needs from a page.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParsedPage {
+    /// Absolute link targets in document order (before dedup or filters).
+    pub links: Vec<Url>,
+    /// Links dropped over the per-page cap.
+    pub links_dropped: usize,
+    /// `rel=canonical` target, resolved.
+    pub canonical: Option<Url>,
+    /// Content of `<meta name="robots">`, lower-cased, if present.
+    pub robots_meta: Option<String>,
+    /// The `<title>` text, trimmed.
+    pub title: Option<String>,
+}
+
+impl ParsedPage {
+    /// Whether meta robots forbids following links (`nofollow` or `none`).
+    pub fn nofollow(&self) -> bool {
+        self.robots_meta.as_deref().is_some_and(|m| {
+            m.split(',')
+                .map(str::trim)
+                .any(|d| d == "nofollow" || d == "none")
+        })
+    }
+}
+
+struct Selectors {
+    base: Selector,
+    links: Selector,
+    canonical: Selector,
+    meta_robots: Selector,
+    title: Selector,
+}
+
+fn selectors() -> &'static Selectors {
+    static SELECTORS: OnceLock<Selectors> = OnceLock::new();
+    SELECTORS.get_or_init(|| {
+        let s = |css| Selector::parse(css).expect("static selector");
+        Selectors {
+            base: s("base[href]"),
+            links: s("a[href], area[href]"),
+            canonical: s("link[rel~=canonical][href]"),
+            meta_robots: s("meta[name]"),
+            title: s("title"),
+        }
+    })
+}
+
+/// Parses `html` fetched from `page_url`, keeping at most `max_links` links.
+pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
+    let doc = Html::parse_document(html);
+    let sel = selectors();
+    let base = doc
+        .select(&sel.base)
+        .next()
+        .and_then(|b| b.value().attr("href"))
+        .and_then(|href| page_url.join(href.trim()).ok())
+        .unwrap_or_else(|| page_url.clone());
+
+    let mut page = ParsedPage::default();
+    for a in doc.select(&sel.links) {
+        let Some(href) = a.value().attr("href") else {
+            continue;
+        };
+        let rel_nofollow = a
+            .value()
+            .attr("rel")
+            .is_some_and(|r| r.split_ascii_whitespace().any(|t| t.eq_ignore_ascii_case("nofollow")));
+        if rel_nofollow {
+            continue;
+        }
+        if let Ok(url) = base.join(href.trim()) {
+            if page.links.len() < max_links {
+                page.links.push(url);
+            } else {
+                page.links_dropped += 1;
+            }
+        }
+    }
+    page.canonical = doc
+        .select(&sel.canonical)
+        .next()
+        .and_then(|l| l.value().attr("href"))
+        .and_then(|href| base.join(href.trim()).ok());
+    page.robots_meta = doc
+        .select(&sel.meta_robots)
+        .find(|m| m.value().attr("name").is_some_and(|n| n.eq_ignore_ascii_case("robots")))
+        .and_then(|m| m.value().attr("content"))
+        .map(|c| c.trim().to_ascii_lowercase());
+    page.title = doc
+        .select(&sel.title)
+        .next()
+        .map(|t| t.text().collect::<String>().trim().to_owned())
+        .filter(|t| !t.is_empty());
+    page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(html: &str) -> ParsedPage {
+        parse_html(html, &Url::parse("http://a.test/dir/page.html").unwrap(), 100)
+    }
+
+    #[test]
+    fn resolves_links_against_the_page_and_base() {
+        let p = page(r#"<a href="x.html">x</a><a href="/y">y</a><a href="http://b.test/z#f">z</a>"#);
+        let links: Vec<_> = p.links.iter().map(Url::as_str).collect();
+        assert_eq!(links, ["http://a.test/dir/x.html", "http://a.test/y", "http://b.test/z#f"]);
+        let p = page(r#"<head><base href="http://c.test/base/"></head><a href="x">x</a>"#);
+        assert_eq!(p.links[0].as_str(), "http://c.test/base/x");
+    }
+
+    #[test]
+    fn reads_canonical_meta_robots_title_and_nofollow() {
+        let p = page(
+            r#"<html><head><title> T </title><link rel="canonical" href="/c">
+            <meta name="ROBOTS" content="NoIndex, NoFollow"></head>
+            <body><a rel="nofollow" href="/skip">s</a><a href="/keep">k</a></body></html>"#,
+        );
+        assert_eq!(p.title.as_deref(), Some("T"));
+        assert_eq!(p.canonical.unwrap().as_str(), "http://a.test/c");
+        assert_eq!(p.robots_meta.as_deref(), Some("noindex, nofollow"));
+        assert!(p.nofollow());
+        assert_eq!(p.links.len(), 1);
+    }
+
+    #[test]
+    fn malformed_html_and_bad_hrefs_do_not_fail() {
+        let p = page("<a href='http://[::1'>bad</a><a href=ok.html>ok<div><p></a></table>");
+        assert_eq!(p.links.len(), 1);
+        let p = parse_html(
+            &"<a href=/l>l</a>".repeat(10),
+            &Url::parse("http://a.test/").unwrap(),
+            3,
+        );
+        assert_eq!((p.links.len(), p.links_dropped), (3, 7));
+    }
+}

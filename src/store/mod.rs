@@ -1,0 +1,560 @@
+//! The partition store: one RocksDB instance per partition.
+//!
+//! The PartitionActor is the only writer of its store; HostActors of the
+//! partition read their queue range through a shared handle (RocksDB reads
+//! are thread-safe and see every acknowledged write). All instances share
+//! one block cache and one memtable budget ([`StoreEnv`]) so that 64
+//! partitions do not mean 64 times the memory.
+//!
+//! The central promise lives in [`PartitionStore::admit`]: the seen check
+//! and the durable enqueue of a batch of URLs are one `WriteBatch`, so after
+//! any crash a URL is either both seen and queued, or neither.
+
+pub mod codec;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, Direction, IteratorMode, Options,
+    WriteBatch, WriteBufferManager, WriteOptions, DB,
+};
+use serde::{Deserialize, Serialize};
+
+pub use codec::{QueueValue, UrlRecord, UrlState};
+
+use crate::config::StorageConfig;
+use crate::robots::RobotsRecord;
+use crate::url::Fingerprint;
+
+const CF_URLS: &str = "urls";
+const CF_QUEUE: &str = "queue";
+const CF_HOSTS: &str = "hosts";
+const CF_META: &str = "meta";
+const META_SEQ: &[u8] = b"seq";
+
+/// Errors of the partition store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// RocksDB reported an error.
+    #[error("rocksdb at {path}: {source}")]
+    Rocks {
+        path: PathBuf,
+        source: rocksdb::Error,
+    },
+    /// A stored value does not decode: the store is corrupt or foreign.
+    #[error("corrupt {what} in {path}")]
+    Corrupt { path: PathBuf, what: &'static str },
+    /// The crawl manifest is unreadable or contradicts the config.
+    #[error("crawl manifest {path}: {message}")]
+    Manifest { path: PathBuf, message: String },
+}
+
+/// Resources shared by every partition store of a node.
+pub struct StoreEnv {
+    /// One block cache for all partitions.
+    cache: Cache,
+    /// One memtable budget for all partitions.
+    write_buffers: WriteBufferManager,
+    /// fsync the WAL on each write.
+    sync_writes: bool,
+}
+
+impl StoreEnv {
+    /// Builds the shared cache and memtable budget from the config.
+    pub fn new(config: &StorageConfig) -> Self {
+        let cache = Cache::new_lru_cache(config.block_cache_bytes);
+        let write_buffers = WriteBufferManager::new_write_buffer_manager_with_cache(
+            config.write_buffer_bytes,
+            false,
+            cache.clone(),
+        );
+        StoreEnv {
+            cache,
+            write_buffers,
+            sync_writes: config.sync_writes,
+        }
+    }
+
+    fn db_options(&self) -> Options {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        opts.set_write_buffer_manager(&self.write_buffers);
+        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        opts.set_max_background_jobs(2);
+        // Small partitions: keep per-instance file handles and logs modest.
+        opts.set_max_open_files(256);
+        opts.set_keep_log_file_num(2);
+        opts
+    }
+
+    fn cf_options(&self, point_lookups: bool) -> Options {
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&self.cache);
+        if point_lookups {
+            // The seen check is a point lookup that mostly misses: a Bloom
+            // filter per SST answers those misses without reading blocks.
+            table.set_bloom_filter(10.0, false);
+        }
+        let mut opts = Options::default();
+        opts.set_block_based_table_factory(&table);
+        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        opts
+    }
+}
+
+/// A URL offered for admission to a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmitEntry {
+    /// Fingerprint of the normalised URL (the identity).
+    pub fp: Fingerprint,
+    /// The URL to fetch.
+    pub url: String,
+    /// Host key (queue owner).
+    pub host: String,
+    /// Hops from the seed.
+    pub depth: u32,
+}
+
+/// One entry of a host's durable queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// The queue key; completing the entry deletes it.
+    pub key: Vec<u8>,
+    /// The decoded value.
+    pub value: QueueValue,
+}
+
+/// A finished queue entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The URL's fingerprint.
+    pub fp: Fingerprint,
+    /// Its queue key.
+    pub queue_key: Vec<u8>,
+    /// Hops from the seed.
+    pub depth: u32,
+    /// Final state (never `Queued`).
+    pub state: UrlState,
+}
+
+/// Durable state of a host, saved when its actor passivates.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostState {
+    /// robots.txt fetches by origin key (`scheme://host:port`).
+    pub robots: BTreeMap<String, RobotsRecord>,
+    /// Unix milliseconds before which no request may start.
+    pub next_allowed_ms: u64,
+}
+
+/// One partition's RocksDB instance.
+pub struct PartitionStore {
+    db: DB,
+    path: PathBuf,
+    /// Next queue sequence number; only the owning PartitionActor admits.
+    next_seq: AtomicU64,
+    sync_writes: bool,
+}
+
+impl PartitionStore {
+    /// The directory of partition `id` under `data_dir`.
+    pub fn dir(data_dir: &Path, id: u16) -> PathBuf {
+        data_dir.join("partitions").join(format!("{id:03}"))
+    }
+
+    /// Opens (or creates) partition `id` for writing.
+    pub fn open(env: &StoreEnv, data_dir: &Path, id: u16) -> Result<Self, StoreError> {
+        let path = Self::dir(data_dir, id);
+        let cfs = [
+            ColumnFamilyDescriptor::new(CF_URLS, env.cf_options(true)),
+            ColumnFamilyDescriptor::new(CF_QUEUE, env.cf_options(false)),
+            ColumnFamilyDescriptor::new(CF_HOSTS, env.cf_options(true)),
+            ColumnFamilyDescriptor::new(CF_META, env.cf_options(false)),
+        ];
+        let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
+            StoreError::Rocks {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        Self::from_db(db, path, env.sync_writes)
+    }
+
+    /// Opens partition `id` read-only, e.g. to inspect a crawl that is not
+    /// running.
+    pub fn open_read_only(data_dir: &Path, id: u16) -> Result<Self, StoreError> {
+        let path = Self::dir(data_dir, id);
+        let opts = Options::default();
+        let db = DB::open_cf_for_read_only(
+            &opts,
+            &path,
+            [CF_URLS, CF_QUEUE, CF_HOSTS, CF_META],
+            false,
+        )
+        .map_err(|source| StoreError::Rocks {
+            path: path.clone(),
+            source,
+        })?;
+        Self::from_db(db, path, false)
+    }
+
+    fn from_db(db: DB, path: PathBuf, sync_writes: bool) -> Result<Self, StoreError> {
+        let mut store = PartitionStore {
+            db,
+            path,
+            next_seq: AtomicU64::new(0),
+            sync_writes,
+        };
+        let seq = match store.get(CF_META, META_SEQ)? {
+            Some(bytes) => u64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| {
+                store.corrupt("sequence counter")
+            })?),
+            None => 0,
+        };
+        store.next_seq = AtomicU64::new(seq);
+        Ok(store)
+    }
+
+    /// Admits the entries not seen before: marks them seen and appends them
+    /// to their host's queue in one atomic write. Returns the admitted ones
+    /// (duplicates within `entries` count once).
+    pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Vec<AdmitEntry>, StoreError> {
+        // Sorted keys let RocksDB's batched multi-get walk each SST once.
+        entries.sort_unstable_by_key(|e| e.fp);
+        entries.dedup_by_key(|e| e.fp);
+        let keys: Vec<[u8; 16]> = entries.iter().map(|e| e.fp.to_bytes()).collect();
+        let urls = self.cf(CF_URLS);
+        let found = self.db.batched_multi_get_cf(urls, &keys, true);
+        let mut batch = WriteBatch::default();
+        let mut seq = self.next_seq.load(Ordering::Relaxed);
+        let mut admitted = Vec::new();
+        for ((entry, key), hit) in entries.into_iter().zip(&keys).zip(found) {
+            if hit.map_err(|e| self.rocks(e))?.is_some() {
+                continue;
+            }
+            let record = UrlRecord {
+                state: UrlState::Queued,
+                depth: entry.depth,
+            };
+            batch.put_cf(urls, key, record.encode());
+            let value = QueueValue {
+                fp: entry.fp,
+                depth: entry.depth,
+                url: entry.url.clone(),
+            };
+            batch.put_cf(
+                self.cf(CF_QUEUE),
+                codec::queue_key(&entry.host, seq),
+                value.encode(),
+            );
+            seq += 1;
+            admitted.push(entry);
+        }
+        if admitted.is_empty() {
+            return Ok(admitted);
+        }
+        batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
+        self.write(batch)?;
+        self.next_seq.store(seq, Ordering::Relaxed);
+        Ok(admitted)
+    }
+
+    /// Records finished entries and removes them from their queues, in one
+    /// atomic write.
+    pub fn complete(&self, completions: &[Completion]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for c in completions {
+            let record = UrlRecord {
+                state: c.state,
+                depth: c.depth,
+            };
+            batch.put_cf(self.cf(CF_URLS), c.fp.to_bytes(), record.encode());
+            batch.delete_cf(self.cf(CF_QUEUE), &c.queue_key);
+        }
+        self.write(batch)
+    }
+
+    /// Up to `limit` queue entries of `host` after key `after` (exclusive),
+    /// in admission order.
+    pub fn queue_page(
+        &self,
+        host: &str,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let prefix = codec::queue_prefix(host);
+        let start = after.unwrap_or(&prefix);
+        let iter = self.db.iterator_cf(
+            self.cf(CF_QUEUE),
+            IteratorMode::From(start, Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for item in iter {
+            let (key, value) = item.map_err(|e| self.rocks(e))?;
+            if !key.starts_with(&prefix) || out.len() >= limit {
+                break;
+            }
+            if Some(&key[..]) == after {
+                continue;
+            }
+            let value = QueueValue::decode(&value).ok_or_else(|| self.corrupt("queue entry"))?;
+            out.push(QueueEntry {
+                key: key.into_vec(),
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every host with queued entries and how many it has. Used once at
+    /// start to reactivate the hosts a previous run left with work.
+    pub fn queued_by_host(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        let mut hosts = BTreeMap::new();
+        for item in self.db.iterator_cf(self.cf(CF_QUEUE), IteratorMode::Start) {
+            let (key, _) = item.map_err(|e| self.rocks(e))?;
+            let host = codec::queue_key_host(&key).ok_or_else(|| self.corrupt("queue key"))?;
+            *hosts.entry(host.to_owned()).or_insert(0) += 1;
+        }
+        Ok(hosts)
+    }
+
+    /// Every queued URL (inspection and tests).
+    pub fn queued_urls(&self) -> Result<Vec<String>, StoreError> {
+        let mut urls = Vec::new();
+        for item in self.db.iterator_cf(self.cf(CF_QUEUE), IteratorMode::Start) {
+            let (_, value) = item.map_err(|e| self.rocks(e))?;
+            let value = QueueValue::decode(&value).ok_or_else(|| self.corrupt("queue entry"))?;
+            urls.push(value.url);
+        }
+        Ok(urls)
+    }
+
+    /// The record of a URL, if it was ever admitted.
+    pub fn url_record(&self, fp: Fingerprint) -> Result<Option<UrlRecord>, StoreError> {
+        match self.get(CF_URLS, &fp.to_bytes())? {
+            None => Ok(None),
+            Some(bytes) => UrlRecord::decode(&bytes)
+                .map(Some)
+                .ok_or_else(|| self.corrupt("url record")),
+        }
+    }
+
+    /// The saved state of `host`, if any.
+    pub fn host_state(&self, host: &str) -> Result<Option<HostState>, StoreError> {
+        match self.get(CF_HOSTS, host.as_bytes())? {
+            None => Ok(None),
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|_| self.corrupt("host state")),
+        }
+    }
+
+    /// Saves the state of `host`.
+    pub fn save_host_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(state).expect("host state serialises");
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), bytes);
+        self.write(batch)
+    }
+
+    /// Makes everything written so far survive a power loss.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.db.flush_wal(true).map_err(|e| self.rocks(e))
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(self.sync_writes);
+        self.db.write_opt(batch, &opts).map_err(|e| self.rocks(e))
+    }
+
+    fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.db.get_cf(self.cf(cf), key).map_err(|e| self.rocks(e))
+    }
+
+    fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("column families are created at open")
+    }
+
+    fn rocks(&self, source: rocksdb::Error) -> StoreError {
+        StoreError::Rocks {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn corrupt(&self, what: &'static str) -> StoreError {
+        StoreError::Corrupt {
+            path: self.path.clone(),
+            what,
+        }
+    }
+}
+
+/// The crawl manifest (`data_dir/crawl.json`): facts fixed when a crawl is
+/// created. Reopening a crawl with another partition count would route URLs
+/// to the wrong stores, so it is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Number of partitions.
+    pub partitions: u16,
+}
+
+impl Manifest {
+    /// Reads the manifest, writing it first if the crawl is new; errors if it
+    /// disagrees with `partitions`.
+    pub fn ensure(data_dir: &Path, partitions: u16) -> Result<Manifest, StoreError> {
+        let path = data_dir.join("crawl.json");
+        let err = |message: String| StoreError::Manifest {
+            path: path.clone(),
+            message,
+        };
+        let wanted = Manifest { partitions };
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let found: Manifest =
+                    serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
+                if found != wanted {
+                    return Err(err(format!(
+                        "crawl was created with {} partitions, config says {}",
+                        found.partitions, partitions
+                    )));
+                }
+                Ok(found)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(data_dir).map_err(|e| err(e.to_string()))?;
+                let tmp = path.with_extension("json.tmp");
+                std::fs::write(&tmp, serde_json::to_vec_pretty(&wanted).expect("serialises"))
+                    .and_then(|_| std::fs::rename(&tmp, &path))
+                    .map_err(|e| err(e.to_string()))?;
+                Ok(wanted)
+            }
+            Err(e) => Err(err(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn entry(url: &str, host: &str) -> AdmitEntry {
+        AdmitEntry {
+            fp: Fingerprint::of(url),
+            url: url.into(),
+            host: host.into(),
+            depth: 1,
+        }
+    }
+
+    fn open(dir: &Path) -> PartitionStore {
+        let env = StoreEnv::new(&Config::defaults().storage);
+        PartitionStore::open(&env, dir, 0).unwrap()
+    }
+
+    #[test]
+    fn admit_is_exact_and_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let batch = vec![
+            entry("http://a.test/1", "a.test"),
+            entry("http://a.test/2", "a.test"),
+            entry("http://a.test/1", "a.test"),
+            entry("http://b.test/1", "b.test"),
+        ];
+        let admitted = store.admit(batch.clone()).unwrap();
+        assert_eq!(admitted.len(), 3, "in-batch duplicate counted once");
+        assert!(store.admit(batch).unwrap().is_empty(), "second offer is seen");
+        let queued = store.queued_by_host().unwrap();
+        assert_eq!(queued["a.test"], 2);
+        assert_eq!(queued["b.test"], 1);
+        let rec = store.url_record(Fingerprint::of("http://a.test/2")).unwrap();
+        assert_eq!(rec.map(|r| r.state), Some(UrlState::Queued));
+    }
+
+    #[test]
+    fn admit_survives_reopen_and_keeps_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            store.admit(vec![entry("http://a.test/1", "a.test")]).unwrap();
+        }
+        let store = open(dir.path());
+        assert!(store
+            .admit(vec![entry("http://a.test/1", "a.test")])
+            .unwrap()
+            .is_empty());
+        store.admit(vec![entry("http://a.test/2", "a.test")]).unwrap();
+        let page = store.queue_page("a.test", None, 10).unwrap();
+        let urls: Vec<_> = page.iter().map(|e| e.value.url.as_str()).collect();
+        assert_eq!(urls, ["http://a.test/1", "http://a.test/2"], "admission order kept");
+    }
+
+    #[test]
+    fn queue_pages_and_completion() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let batch: Vec<_> = (0..5)
+            .map(|i| entry(&format!("http://a.test/{i}"), "a.test"))
+            .chain([entry("http://a.test.b/x", "a.test.b")])
+            .collect();
+        store.admit(batch).unwrap();
+        let first = store.queue_page("a.test", None, 2).unwrap();
+        assert_eq!(first.len(), 2);
+        let rest = store
+            .queue_page("a.test", Some(&first[1].key), 10)
+            .unwrap();
+        assert_eq!(rest.len(), 3, "other host's keys are not in the range");
+        let done = Completion {
+            fp: first[0].value.fp,
+            queue_key: first[0].key.clone(),
+            depth: 1,
+            state: UrlState::Fetched(200),
+        };
+        store.complete(&[done]).unwrap();
+        assert_eq!(store.queue_page("a.test", None, 10).unwrap().len(), 4);
+        let rec = store.url_record(first[0].value.fp).unwrap().unwrap();
+        assert_eq!(rec.state, UrlState::Fetched(200));
+        // A completed URL stays seen.
+        assert!(store
+            .admit(vec![entry(&first[0].value.url, "a.test")])
+            .unwrap()
+            .is_empty());
+    }
+
+    #[test]
+    fn host_state_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        assert_eq!(store.host_state("a.test").unwrap(), None);
+        let mut state = HostState {
+            next_allowed_ms: 42,
+            ..HostState::default()
+        };
+        state.robots.insert(
+            "http://a.test:80".into(),
+            RobotsRecord {
+                status: Some(200),
+                fetched_at_ms: 1,
+                body: b"User-agent: *\nDisallow: /x".to_vec(),
+            },
+        );
+        store.save_host_state("a.test", &state).unwrap();
+        assert_eq!(store.host_state("a.test").unwrap(), Some(state));
+    }
+
+    #[test]
+    fn manifest_refuses_a_different_partition_count() {
+        let dir = tempfile::tempdir().unwrap();
+        Manifest::ensure(dir.path(), 8).unwrap();
+        Manifest::ensure(dir.path(), 8).unwrap();
+        let err = Manifest::ensure(dir.path(), 16).unwrap_err();
+        assert!(err.to_string().contains("8 partitions"), "{err}");
+    }
+}

@@ -1,0 +1,151 @@
+//! URL identity: normalisation, fingerprints and partition routing.
+//!
+//! The URL as found is kept for fetching; the normalised form is the URL's
+//! identity, and its 128-bit xxh3 fingerprint is the key of the seen set
+//! (64 bits collide at web scale: a billion URLs give ~3% odds of a
+//! collision, 128 bits make it negligible).
+//!
+//! This is the baseline normalisation: WHATWG parsing (which lower-cases the
+//! scheme and host, applies IDNA, drops default ports and resolves dot
+//! segments) and fragment removal. Session-ID and percent-encoding rules
+//! build on this module.
+
+use url::Url;
+use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
+
+/// Why a candidate URL is not admitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// Not parseable as an absolute URL.
+    #[error("unparseable url: {0}")]
+    Parse(String),
+    /// Not http or https.
+    #[error("unsupported scheme {0}")]
+    Scheme(String),
+    /// No host (e.g. `http:///x`).
+    #[error("url has no host")]
+    NoHost,
+    /// Longer than the configured maximum.
+    #[error("url longer than {0} bytes")]
+    TooLong(usize),
+}
+
+/// A 128-bit URL fingerprint, big-endian so byte order equals numeric order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fingerprint(pub u128);
+
+impl Fingerprint {
+    /// Fingerprint of an already normalised URL.
+    pub fn of(normalised: &str) -> Self {
+        Fingerprint(xxh3_128(normalised.as_bytes()))
+    }
+
+    /// The 16-byte key form.
+    pub fn to_bytes(self) -> [u8; 16] {
+        self.0.to_be_bytes()
+    }
+
+    /// Parses the 16-byte key form.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        Some(Fingerprint(u128::from_be_bytes(bytes.try_into().ok()?)))
+    }
+
+    /// Lower-case hex, as shown to operators.
+    pub fn to_hex(self) -> String {
+        format!("{:032x}", self.0)
+    }
+}
+
+/// Normalises a parsed URL in place and checks it can be crawled.
+pub fn normalise(mut url: Url, max_len: usize) -> Result<Url, UrlError> {
+    match url.scheme() {
+        "http" | "https" => {}
+        other => return Err(UrlError::Scheme(other.to_owned())),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(UrlError::NoHost);
+    }
+    url.set_fragment(None);
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+    if url.as_str().len() > max_len {
+        return Err(UrlError::TooLong(max_len));
+    }
+    Ok(url)
+}
+
+/// Parses `raw` (absolute) and normalises it.
+pub fn parse_and_normalise(raw: &str, max_len: usize) -> Result<Url, UrlError> {
+    let url = Url::parse(raw).map_err(|e| UrlError::Parse(e.to_string()))?;
+    normalise(url, max_len)
+}
+
+/// The host key that politeness and queues are kept by: the lower-case host
+/// name without port (two ports of one machine share its politeness).
+pub fn host_key(url: &Url) -> &str {
+    url.host_str().unwrap_or("")
+}
+
+/// The registrable domain (eTLD+1 by the public suffix list), or the host
+/// itself for IP literals and names the list cannot split.
+pub fn registrable_domain(host: &str) -> &str {
+    if host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
+        return host;
+    }
+    psl::domain_str(host).unwrap_or(host)
+}
+
+/// The partition owning a host: a hash of its registrable domain, so all
+/// hosts of one site live together.
+pub fn partition_of(host: &str, partitions: u16) -> u16 {
+    (xxh3_64(registrable_domain(host).as_bytes()) % u64::from(partitions.max(1))) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalises_case_port_fragment_and_dots() {
+        let url = parse_and_normalise("HTTP://Example.COM:80/a/./b/../c?#frag", 2048).unwrap();
+        assert_eq!(url.as_str(), "http://example.com/a/c");
+        let url = parse_and_normalise("https://example.com:8443/x?q=1#f", 2048).unwrap();
+        assert_eq!(url.as_str(), "https://example.com:8443/x?q=1");
+    }
+
+    #[test]
+    fn rejects_other_schemes_long_and_hostless() {
+        assert!(matches!(
+            parse_and_normalise("mailto:a@b.c", 2048),
+            Err(UrlError::Scheme(_))
+        ));
+        assert!(matches!(
+            parse_and_normalise("ftp://x.org/", 2048),
+            Err(UrlError::Scheme(_))
+        ));
+        let long = format!("http://x.org/{}", "a".repeat(100));
+        assert_eq!(parse_and_normalise(&long, 50), Err(UrlError::TooLong(50)));
+        assert!(parse_and_normalise("not a url", 2048).is_err());
+    }
+
+    #[test]
+    fn fingerprint_round_trips_and_orders() {
+        let a = Fingerprint::of("http://a.test/");
+        assert_eq!(Fingerprint::from_bytes(&a.to_bytes()), Some(a));
+        assert_ne!(a, Fingerprint::of("http://a.test/x"));
+        let (x, y) = (Fingerprint(1), Fingerprint(2));
+        assert!(x.to_bytes() < y.to_bytes());
+    }
+
+    #[test]
+    fn hosts_of_one_site_share_a_partition() {
+        assert_eq!(registrable_domain("www.example.co.uk"), "example.co.uk");
+        assert_eq!(
+            partition_of("a.example.com", 64),
+            partition_of("b.example.com", 64)
+        );
+        assert_eq!(registrable_domain("127.0.0.1"), "127.0.0.1");
+        assert!(partition_of("site0001.test", 64) < 64);
+    }
+}

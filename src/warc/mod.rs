@@ -1,0 +1,242 @@
+//! WARC 1.1 writer: one gzip member per record, rotation, crash recovery.
+//!
+//! Why our own writer: the `warc` crate writes lower-case header names in a
+//! random order, computes no digests and may write partially. This writer
+//! emits canonical header names in one stable order, SHA-256 block and
+//! payload digests (base32, as warcio and pywb verify them), and gzips every
+//! record as its own member so each record has a byte offset that
+//! `(file, offset, length)` can point to.
+//!
+//! A file is written as `NAME.warc.gz.open` and renamed to `NAME.warc.gz`
+//! when closed, so readers never pick up a file being written. A file left
+//! `.open` by a crash is recovered on the next start: cut after its last
+//! complete record and renamed.
+
+mod record;
+mod recover;
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use record::{Exchange, Record};
+pub use recover::recover_open_files;
+
+/// Where a record landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarcRef {
+    /// File name (final, without `.open`), relative to the WARC directory.
+    pub file: String,
+    /// Byte offset of the record's gzip member.
+    pub offset: u64,
+    /// Compressed length of the member.
+    pub length: u64,
+}
+
+/// Errors of WARC writing.
+#[derive(Debug, thiserror::Error)]
+pub enum WarcError {
+    /// A file operation failed.
+    #[error("warc file {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Settings of a [`WarcWriter`].
+#[derive(Debug, Clone)]
+pub struct WarcSettings {
+    /// Output directory.
+    pub dir: PathBuf,
+    /// File name prefix.
+    pub prefix: String,
+    /// Rotate once a file reaches this many bytes.
+    pub max_file_bytes: u64,
+    /// gzip level 0–9.
+    pub compression_level: u32,
+    /// Lines of the warcinfo record (`software`, `http-header-user-agent`, ...).
+    pub info: Vec<(String, String)>,
+}
+
+struct OpenFile {
+    name: String,
+    open_path: PathBuf,
+    out: BufWriter<File>,
+    offset: u64,
+}
+
+/// Writes records to rotating `.warc.gz` files.
+pub struct WarcWriter {
+    settings: WarcSettings,
+    current: Option<OpenFile>,
+    /// Distinguishes files of one run; the run id distinguishes runs.
+    serial: u32,
+    run_id: String,
+    /// Closed files, in order.
+    closed: Vec<String>,
+    /// Records written (all types).
+    records: u64,
+    /// Compressed bytes written.
+    bytes: u64,
+}
+
+impl WarcWriter {
+    /// A writer into `settings.dir`, recovering files a crash left open.
+    pub fn new(settings: WarcSettings) -> Result<Self, WarcError> {
+        let io = |source| WarcError::Io {
+            path: settings.dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&settings.dir).map_err(io)?;
+        recover_open_files(&settings.dir).map_err(io)?;
+        let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+        Ok(WarcWriter {
+            settings,
+            current: None,
+            serial: 0,
+            run_id,
+            closed: Vec::new(),
+            records: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Writes the response and request records of one exchange; returns the
+    /// response's location and the payload's SHA-256.
+    pub fn write_exchange(
+        &mut self,
+        exchange: &Exchange<'_>,
+    ) -> Result<(WarcRef, [u8; 32]), WarcError> {
+        let (response, request, payload_sha256) = record::exchange_records(exchange);
+        let at = self.write_record(&response)?;
+        self.write_record(&request)?;
+        Ok((at, payload_sha256))
+    }
+
+    /// Writes one record as its own gzip member.
+    pub fn write_record(&mut self, record: &Record) -> Result<WarcRef, WarcError> {
+        let member = record.to_gzip_member(self.settings.compression_level);
+        let file = self.file_for(member.len() as u64)?;
+        let at = WarcRef {
+            file: file.name.clone(),
+            offset: file.offset,
+            length: member.len() as u64,
+        };
+        file.out.write_all(&member).map_err(|source| WarcError::Io {
+            path: file.open_path.clone(),
+            source,
+        })?;
+        file.offset += member.len() as u64;
+        self.records += 1;
+        self.bytes += member.len() as u64;
+        Ok(at)
+    }
+
+    /// Pushes buffered bytes to the OS, so a process crash loses nothing
+    /// acknowledged.
+    pub fn flush(&mut self) -> Result<(), WarcError> {
+        if let Some(file) = &mut self.current {
+            file.out.flush().map_err(|source| WarcError::Io {
+                path: file.open_path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Closes the current file: flush, fsync, rename to its final name.
+    pub fn close(&mut self) -> Result<(), WarcError> {
+        let Some(file) = self.current.take() else {
+            return Ok(());
+        };
+        let final_path = self.settings.dir.join(&file.name);
+        let io = |source| WarcError::Io {
+            path: file.open_path.clone(),
+            source,
+        };
+        let inner = file.out.into_inner().map_err(|e| io(e.into_error()))?;
+        inner.sync_all().map_err(io)?;
+        std::fs::rename(&file.open_path, &final_path).map_err(io)?;
+        self.closed.push(file.name);
+        Ok(())
+    }
+
+    /// Files closed so far by this writer.
+    pub fn closed_files(&self) -> &[String] {
+        &self.closed
+    }
+
+    /// Records written by this writer.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Compressed bytes written by this writer.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    fn file_for(&mut self, next_len: u64) -> Result<&mut OpenFile, WarcError> {
+        let full = self.current.as_ref().is_some_and(|f| {
+            f.offset > 0 && f.offset + next_len > self.settings.max_file_bytes
+        });
+        if full {
+            self.close()?;
+        }
+        if self.current.is_none() {
+            self.open_next()?;
+        }
+        Ok(self.current.as_mut().expect("opened above"))
+    }
+
+    fn open_next(&mut self) -> Result<(), WarcError> {
+        let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
+        let name = format!(
+            "{}-{}-{:05}-{}.warc.gz",
+            self.settings.prefix, stamp, self.serial, self.run_id
+        );
+        self.serial += 1;
+        let open_path = self.settings.dir.join(format!("{name}.open"));
+        let file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .open(&open_path)
+            .map_err(|source| WarcError::Io {
+                path: open_path.clone(),
+                source,
+            })?;
+        self.current = Some(OpenFile {
+            name: name.clone(),
+            open_path,
+            out: BufWriter::with_capacity(256 * 1024, file),
+            offset: 0,
+        });
+        let info = Record::warcinfo(&name, &self.settings.info);
+        self.write_record(&info)?;
+        Ok(())
+    }
+}
+
+impl Drop for WarcWriter {
+    fn drop(&mut self) {
+        if let Err(err) = self.close() {
+            tracing::error!(error = %err, "closing warc file on drop failed");
+        }
+    }
+}
+
+/// Lists finished `.warc.gz` files in `dir`, sorted.
+pub fn list_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".warc.gz"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests;

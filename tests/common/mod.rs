@@ -1,0 +1,185 @@
+//! Helpers shared by the integration tests: the synthetic web, configs,
+//! in-process and out-of-process crawls, WARC checks.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use trawl::actors::messages::ArchiveSnapshot;
+use trawl::actors::{Node, Seed, Shutdown, WhenIdle};
+use trawl::config::Config;
+use trawl::events::{Event, EventKind};
+use trawl::metrics::Metrics;
+use trawl::testweb::{RequestRecord, SyntheticWeb, TestWebServer, WebSpec};
+
+/// A synthetic web and its server on a free loopback port.
+pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, TestWebServer) {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts,
+        pages_per_host,
+        seed,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
+    (web, server)
+}
+
+/// The TOML of a test crawl into `data` with `min_delay_ms`.
+pub fn config_toml(data: &Path, min_delay_ms: u64, partitions: u16) -> String {
+    format!(
+        r#"
+[crawl]
+max_depth = 0
+[politeness]
+min_delay = "{min_delay_ms}ms"
+delay_factor = 10.0
+[dns.overrides]
+"*.test" = "127.0.0.1"
+[fetch]
+allow_addresses = ["127.0.0.0/8"]
+timeout = "10s"
+[storage]
+data_dir = {data:?}
+partitions = {partitions}
+[admin]
+enabled = false
+"#,
+        data = data.display().to_string()
+    )
+}
+
+/// A test config.
+pub fn config(data: &Path, min_delay_ms: u64, partitions: u16) -> Config {
+    Config::from_layers(&[("test".into(), config_toml(data, min_delay_ms, partitions))]).unwrap()
+}
+
+/// Crawls in this process until idle; returns the archive's counters.
+pub fn crawl_in_process(config: Config, seeds: Vec<String>) -> ArchiveSnapshot {
+    actix_rt::System::new().block_on(async move {
+        let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
+        node.send(Seed { urls: seeds }).await.unwrap().unwrap();
+        node.send(WhenIdle).await.unwrap();
+        node.send(Shutdown).await.unwrap().unwrap()
+    })
+}
+
+/// URL of a logged request.
+pub fn url_of(r: &RequestRecord, port: u16) -> String {
+    format!("http://{}:{port}{}", r.host, r.path)
+}
+
+/// Page requests (robots.txt excluded) by URL, with their counts.
+pub fn page_requests(log: &[RequestRecord], port: u16) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for r in log.iter().filter(|r| r.path != "/robots.txt") {
+        *out.entry(url_of(r, port)).or_default() += 1;
+    }
+    out
+}
+
+/// Asserts two URL sets are equal, showing a readable difference.
+pub fn assert_same_urls(fetched: &BTreeSet<String>, truth: &BTreeSet<String>) {
+    let missed: Vec<_> = truth.difference(fetched).take(10).collect();
+    let extra: Vec<_> = fetched.difference(truth).take(10).collect();
+    assert!(
+        missed.is_empty() && extra.is_empty(),
+        "fetched {} vs truth {}; missed (first 10): {missed:?}; extra (first 10): {extra:?}",
+        fetched.len(),
+        truth.len()
+    );
+}
+
+/// Every event in the crawl's events file.
+pub fn events(config: &Config) -> Vec<Event> {
+    trawl::events::read_all(&config.data_path(&config.events.path)).unwrap()
+}
+
+/// Page events only.
+pub fn page_events(config: &Config) -> Vec<Event> {
+    events(config)
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Page)
+        .collect()
+}
+
+/// Reads the record an event points at, decompressed, as text.
+pub fn record_at(config: &Config, event: &Event) -> String {
+    let path = config.data_path(&config.warc.dir).join(&event.warc_ref.file);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let start = event.warc_ref.offset as usize;
+    let end = start + event.warc_ref.length as usize;
+    assert!(end <= bytes.len(), "warc_ref past the end of {}", path.display());
+    let mut text = Vec::new();
+    flate2::read::GzDecoder::new(&bytes[start..end])
+        .read_to_end(&mut text)
+        .expect("warc_ref is one complete gzip member");
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// The WARC files of a crawl.
+pub fn warc_files(config: &Config) -> Vec<PathBuf> {
+    trawl::warc::list_files(&config.data_path(&config.warc.dir)).unwrap()
+}
+
+/// The `warcio` command of the virtualenv the test script set up.
+fn warcio() -> Command {
+    let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut cmd = Command::new(python);
+    cmd.args(["-c", "import sys; from warcio.cli import main; sys.exit(main())"]);
+    cmd
+}
+
+/// Runs `warcio check` and `warcio index` on every file; panics with
+/// warcio's output on failure.
+pub fn warcio_check(files: &[PathBuf]) {
+    assert!(!files.is_empty(), "no WARC files to check");
+    for sub in ["check", "index"] {
+        let out = warcio()
+            .arg(sub)
+            .args(files)
+            .output()
+            .expect("python with warcio (scripts/test.sh installs it; set TRAWL_PYTHON)");
+        assert!(
+            out.status.success(),
+            "warcio {sub} failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if sub == "index" {
+            let lines = String::from_utf8_lossy(&out.stdout).lines().count();
+            assert!(lines > 0, "warcio index listed no records");
+        }
+    }
+}
+
+/// Waits for a child process to exit, at most `timeout`.
+pub fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("process did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Starts `trawl run` on a config file and a seeds file.
+pub fn spawn_run(config_path: &Path, seeds_path: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["run", "--until-idle", "--config"])
+        .arg(config_path)
+        .arg("--seeds")
+        .arg(seeds_path)
+        .env("RUST_LOG", "warn")
+        .spawn()
+        .expect("spawn trawl")
+}
