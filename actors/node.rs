@@ -283,8 +283,13 @@ impl Handler<Shutdown> for Node {
             archive.send(CloseArchive).await?
         };
         Box::pin(done.into_actor(self).map(|result, act, _| {
-            for arbiter in &act.store_arbiters {
+            // Partitions close their RocksDB instances as their threads end;
+            // wait for that, or process exit would race the C++ teardown.
+            for arbiter in act.store_arbiters.drain(..) {
                 arbiter.stop();
+                if arbiter.join().is_err() {
+                    tracing::error!("a partition thread panicked while stopping");
+                }
             }
             act.metrics.active_hosts.set(0);
             result

@@ -66,6 +66,8 @@ struct OpenFile {
     open_path: PathBuf,
     out: BufWriter<File>,
     offset: u64,
+    /// Offset after the warcinfo record.
+    info_end: u64,
 }
 
 /// Writes records to rotating `.warc.gz` files.
@@ -111,21 +113,32 @@ impl WarcWriter {
         exchange: &Exchange<'_>,
     ) -> Result<(WarcRef, [u8; 32]), WarcError> {
         let (response, request, payload_sha256) = record::exchange_records(exchange);
-        let at = self.write_record(&response)?;
-        self.write_record(&request)?;
+        let level = self.settings.compression_level;
+        let response = response.to_gzip_member(level);
+        let request = request.to_gzip_member(level);
+        // Both records of an exchange go to the same file.
+        self.file_for((response.len() + request.len()) as u64)?;
+        let at = self.write_member(&response)?;
+        self.write_member(&request)?;
         Ok((at, payload_sha256))
     }
 
     /// Writes one record as its own gzip member.
     pub fn write_record(&mut self, record: &Record) -> Result<WarcRef, WarcError> {
         let member = record.to_gzip_member(self.settings.compression_level);
-        let file = self.file_for(member.len() as u64)?;
+        self.file_for(member.len() as u64)?;
+        self.write_member(&member)
+    }
+
+    /// Appends a gzip member to the current file (opened by `file_for`).
+    fn write_member(&mut self, member: &[u8]) -> Result<WarcRef, WarcError> {
+        let file = self.current.as_mut().expect("file_for opened a file");
         let at = WarcRef {
             file: file.name.clone(),
             offset: file.offset,
             length: member.len() as u64,
         };
-        file.out.write_all(&member).map_err(|source| WarcError::Io {
+        file.out.write_all(member).map_err(|source| WarcError::Io {
             path: file.open_path.clone(),
             source,
         })?;
@@ -179,9 +192,11 @@ impl WarcWriter {
         self.bytes
     }
 
-    fn file_for(&mut self, next_len: u64) -> Result<&mut OpenFile, WarcError> {
+    /// Makes sure a file with room for `next_len` more bytes is open. A file
+    /// holding only its warcinfo takes any record, however large.
+    fn file_for(&mut self, next_len: u64) -> Result<(), WarcError> {
         let full = self.current.as_ref().is_some_and(|f| {
-            f.offset > 0 && f.offset + next_len > self.settings.max_file_bytes
+            f.offset > f.info_end && f.offset + next_len > self.settings.max_file_bytes
         });
         if full {
             self.close()?;
@@ -189,7 +204,7 @@ impl WarcWriter {
         if self.current.is_none() {
             self.open_next()?;
         }
-        Ok(self.current.as_mut().expect("opened above"))
+        Ok(())
     }
 
     fn open_next(&mut self) -> Result<(), WarcError> {
@@ -213,9 +228,14 @@ impl WarcWriter {
             open_path,
             out: BufWriter::with_capacity(256 * 1024, file),
             offset: 0,
+            info_end: 0,
         });
         let info = Record::warcinfo(&name, &self.settings.info);
-        self.write_record(&info)?;
+        let member = info.to_gzip_member(self.settings.compression_level);
+        let at = self.write_member(&member)?;
+        if let Some(file) = &mut self.current {
+            file.info_end = at.offset + at.length;
+        }
         Ok(())
     }
 }
