@@ -37,7 +37,10 @@ pub enum ArchiveOpenError {
 impl ArchiveActor {
     /// Opens the writers (recovering files a crash left) and starts the
     /// actor on its own thread.
-    pub fn start(config: &Config, metrics: Arc<Metrics>) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
+    pub fn start(
+        config: &Config,
+        metrics: Arc<Metrics>,
+    ) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
         let warc = WarcWriter::new(WarcSettings {
             dir: config.data_path(&config.warc.dir),
             prefix: config.warc.prefix.clone(),
@@ -89,7 +92,9 @@ impl ArchiveActor {
         let records_before = self.warc.bytes();
         let (at, sha256) = self.warc.write_exchange(&exchange).map_err(|e| fail(&e))?;
         self.metrics.warc_records.inc_by(2);
-        self.metrics.warc_bytes.inc_by(self.warc.bytes() - records_before);
+        self.metrics
+            .warc_bytes
+            .inc_by(self.warc.bytes() - records_before);
         let event = Event {
             url: msg.url.to_string(),
             canonical_url: msg.canonical.map(String::from),

@@ -107,7 +107,10 @@ impl HostActor {
         let mut robots_records = BTreeMap::new();
         for (origin, record) in state.robots {
             if now_ms.saturating_sub(record.fetched_at_ms) < ROBOTS_TTL.as_millis() as u64 {
-                rules.insert(origin.clone(), Rules::from_record(&record, &settings.product_token));
+                rules.insert(
+                    origin.clone(),
+                    Rules::from_record(&record, &settings.product_token),
+                );
                 robots_records.insert(origin, record);
             }
         }
@@ -158,7 +161,10 @@ impl HostActor {
             }
             if let Some(rules) = self.rules.get(&origin) {
                 if !rules.allows(&url) {
-                    self.metrics.robots_decisions.with_label_values(&["disallowed"]).inc();
+                    self.metrics
+                        .robots_decisions
+                        .with_label_values(&["disallowed"])
+                        .inc();
                     let entry = self.head.pop_front().expect("front exists");
                     self.complete_without_fetch(entry, UrlState::Disallowed, ctx);
                     continue;
@@ -167,7 +173,10 @@ impl HostActor {
             let now = Instant::now();
             match self.politeness.try_acquire(&self.settings.policy, now) {
                 Ok(permit) if robots_known => {
-                    self.metrics.robots_decisions.with_label_values(&["allowed"]).inc();
+                    self.metrics
+                        .robots_decisions
+                        .with_label_values(&["allowed"])
+                        .inc();
                     let entry = self.head.pop_front().expect("front exists");
                     self.fetch_page(entry, url, permit, ctx);
                 }
@@ -187,7 +196,10 @@ impl HostActor {
         if self.exhausted {
             return false;
         }
-        match self.store.queue_page(&self.host, self.cursor.as_deref(), REFILL) {
+        match self
+            .store
+            .queue_page(&self.host, self.cursor.as_deref(), REFILL)
+        {
             Ok(page) if page.is_empty() => {
                 self.exhausted = true;
                 false
@@ -227,7 +239,8 @@ impl HostActor {
             url: robots_url.clone(),
         });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
-            act.politeness.release(&act.settings.policy, permit, Instant::now());
+            act.politeness
+                .release(&act.settings.policy, permit, Instant::now());
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
             act.robots_fetched(origin, robots_url, result, ctx);
             act.dispatch(ctx);
@@ -294,7 +307,8 @@ impl HostActor {
     fn fetch_page(&mut self, entry: QueueEntry, url: Url, permit: Permit, ctx: &mut Context<Self>) {
         let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
-            act.politeness.release(&act.settings.policy, permit, Instant::now());
+            act.politeness
+                .release(&act.settings.policy, permit, Instant::now());
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
             act.processing += 1;
             let pipeline = process(act.links.clone(), act.host.clone(), entry, url, result);
@@ -306,7 +320,12 @@ impl HostActor {
         }));
     }
 
-    fn complete_without_fetch(&mut self, entry: QueueEntry, state: UrlState, ctx: &mut Context<Self>) {
+    fn complete_without_fetch(
+        &mut self,
+        entry: QueueEntry,
+        state: UrlState,
+        ctx: &mut Context<Self>,
+    ) {
         self.processing += 1;
         let done = self.links.complete.send(Complete {
             host: self.host.clone(),
@@ -455,7 +474,10 @@ async fn archive_and_follow(
         .await??;
     if !found.is_empty() {
         let depth = entry.value.depth + 1;
-        let candidates = found.into_iter().map(|url| Candidate { url, depth }).collect();
+        let candidates = found
+            .into_iter()
+            .map(|url| Candidate { url, depth })
+            .collect();
         links
             .pipeline
             .discover
@@ -466,7 +488,8 @@ async fn archive_and_follow(
 }
 
 fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Actor for HostActor {

@@ -86,8 +86,9 @@ impl Node {
             policy: Policy::from(&config.politeness),
             product_token: config.crawl.product_token().to_owned(),
         });
-        let store_arbiters: Vec<Arbiter> =
-            (0..config.storage.store_threads).map(|_| Arbiter::new()).collect();
+        let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)
+            .map(|_| Arbiter::new())
+            .collect();
         let config = Arc::new(config);
         // The SeenSet needs the partitions and the partitions the SeenSet:
         // create the SeenSet's mailbox first and start it once wired.

@@ -13,8 +13,8 @@ use actix::prelude::*;
 
 use super::host::{HostActor, HostLinks, HostSettings};
 use super::messages::{
-    AdmitBatch, Complete, Drain, DrainHost, Failure, GetPartitionSnapshot, HostIdle, PartitionSnapshot,
-    SaveHostState, Wake,
+    AdmitBatch, Complete, Drain, DrainHost, Failure, GetPartitionSnapshot, HostIdle,
+    PartitionSnapshot, SaveHostState, Wake,
 };
 use crate::metrics::Metrics;
 use crate::store::PartitionStore;
@@ -113,7 +113,13 @@ impl PartitionActor {
         )
         .start();
         self.metrics.active_hosts.inc();
-        self.hosts.insert(host.to_owned(), ActiveHost { addr, generation: 0 });
+        self.hosts.insert(
+            host.to_owned(),
+            ActiveHost {
+                addr,
+                generation: 0,
+            },
+        );
     }
 
     fn snapshot(&self) -> PartitionSnapshot {
@@ -140,7 +146,12 @@ impl Actor for PartitionActor {
                     self.wake(host, ctx);
                 }
                 if !hosts.is_empty() {
-                    tracing::info!(partition = self.id, hosts = hosts.len(), queued = self.queued, "resuming queued work");
+                    tracing::info!(
+                        partition = self.id,
+                        hosts = hosts.len(),
+                        queued = self.queued,
+                        "resuming queued work"
+                    );
                 }
             }
             Err(err) => {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use super::messages::{AdmitBatch, Admission, Candidate, Discover, Failure};
+use super::messages::{Admission, AdmitBatch, Candidate, Discover, Failure};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::store::AdmitEntry;
@@ -49,7 +49,11 @@ pub struct SeenSet {
 
 impl SeenSet {
     /// A SeenSet routing to `partitions` (index = partition id).
-    pub fn new(config: &Config, partitions: Vec<Recipient<AdmitBatch>>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        config: &Config,
+        partitions: Vec<Recipient<AdmitBatch>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let pending = partitions.iter().map(|_| Pending::default()).collect();
         SeenSet {
             partitions,
@@ -126,7 +130,10 @@ impl Handler<Discover> for SeenSet {
         }
         let valid: usize = mine.iter().map(Vec::len).sum();
         let filtered = offered - valid;
-        self.metrics.urls.with_label_values(&["filtered"]).inc_by(filtered as u64);
+        self.metrics
+            .urls
+            .with_label_values(&["filtered"])
+            .inc_by(filtered as u64);
         let mut replies = Vec::new();
         for (p, fps) in mine.into_iter().enumerate() {
             if fps.is_empty() {
@@ -161,8 +168,14 @@ impl Handler<Discover> for SeenSet {
                     }
                 }
             }
-            metrics.urls.with_label_values(&["admitted"]).inc_by(admission.admitted as u64);
-            metrics.urls.with_label_values(&["seen"]).inc_by(admission.seen as u64);
+            metrics
+                .urls
+                .with_label_values(&["admitted"])
+                .inc_by(admission.admitted as u64);
+            metrics
+                .urls
+                .with_label_values(&["seen"])
+                .inc_by(admission.seen as u64);
             Ok(admission)
         })
     }

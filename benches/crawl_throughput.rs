@@ -1,1 +1,97 @@
-fn main(){}
+//! Crawl throughput on the synthetic web: pages/s, CPU seconds per 1,000
+//! pages, peak RSS, with the full pipeline (durable frontier, WARC, events)
+//! and one request in flight per host.
+//!
+//! ```text
+//! cargo bench --bench crawl_throughput -- [HOSTS] [PAGES_PER_HOST] [MIN_DELAY_MS]
+//! ```
+//! Defaults: 1000 hosts × 20 pages, 1 ms delay (delay_factor 0, so loopback
+//! response times do not stretch the delay). The synthetic web's server runs
+//! in the same process, as on a machine where crawler and server share the
+//! cores; CPU figures cover both.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use trawl::actors::{Node, Seed, Shutdown, WhenIdle};
+use trawl::config::Config;
+use trawl::metrics::Metrics;
+use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
+
+fn arg(n: usize, default: u64) -> u64 {
+    std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .nth(n)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+fn cpu_seconds_and_max_rss_kb() -> (f64, i64) {
+    // SAFETY: getrusage only writes into the struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss)
+}
+
+fn main() {
+    let (hosts, pages, delay_ms) = (arg(0, 1000) as u32, arg(1, 20) as u32, arg(2, 1));
+    let web = SyntheticWeb::new(WebSpec {
+        hosts,
+        pages_per_host: pages,
+        seed: 5,
+    });
+    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let toml = format!(
+        r#"
+[crawl]
+max_depth = 0
+[politeness]
+min_delay = "{delay_ms}ms"
+delay_factor = 0.0
+[dns.overrides]
+"*.test" = "127.0.0.1"
+[fetch]
+allow_addresses = ["127.0.0.0/8"]
+[storage]
+data_dir = {data:?}
+[admin]
+enabled = false
+"#,
+        data = data.path().display().to_string()
+    );
+    let config = Config::from_layers(&[("bench".into(), toml)]).unwrap();
+    let expected = web.ground_truth(port).len();
+    let (cpu0, _) = cpu_seconds_and_max_rss_kb();
+    let started = Instant::now();
+    let archive = actix_rt::System::new().block_on(async move {
+        let node = Node::start(config, Arc::new(Metrics::new())).unwrap();
+        node.send(Seed {
+            urls: web.seeds(port),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        node.send(WhenIdle).await.unwrap();
+        node.send(Shutdown).await.unwrap().unwrap()
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let (cpu1, rss_kb) = cpu_seconds_and_max_rss_kb();
+    let fetched = server.log().len();
+    server.stop();
+    let cpu = cpu1 - cpu0;
+    println!(
+        "crawl_throughput hosts={hosts} pages_per_host={pages} min_delay_ms={delay_ms}: \
+         {fetched} requests ({expected} pages expected) in {wall:.2} s = {:.0} pages/s; \
+         cpu {cpu:.2} s = {:.3} cpu-s per 1000 pages ({:.0} µs/page); peak rss {:.0} MiB; \
+         warc {:.1} MB",
+        expected as f64 / wall,
+        cpu / expected as f64 * 1000.0,
+        cpu / expected as f64 * 1e6,
+        rss_kb as f64 / 1024.0,
+        archive.bytes as f64 / 1e6,
+    );
+}

@@ -1,1 +1,117 @@
-fn main(){}
+//! Micro-benchmarks of the per-page hot paths: link extraction, the
+//! store's batched admit, WARC record writing.
+//!
+//! `cargo bench --bench micro` (add `-- parse` to run one group).
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use trawl::config::Config;
+use trawl::parse::parse_html;
+use trawl::store::{AdmitEntry, PartitionStore, StoreEnv};
+use trawl::testweb::{SyntheticWeb, WebSpec};
+use trawl::url::Fingerprint;
+use trawl::warc::{Exchange, WarcSettings, WarcWriter};
+
+fn web() -> SyntheticWeb {
+    SyntheticWeb::new(WebSpec {
+        hosts: 100,
+        pages_per_host: 100,
+        seed: 1,
+    })
+}
+
+fn link_extraction(c: &mut Criterion) {
+    let web = web();
+    let pages: Vec<String> = (1..21).map(|id| web.render(1, id, 8080)).collect();
+    let bytes: usize = pages.iter().map(String::len).sum();
+    let base = url::Url::parse("http://site0001.test:8080/p/1.html").unwrap();
+    let mut group = c.benchmark_group("parse");
+    group.throughput(Throughput::Bytes(bytes as u64 / pages.len() as u64));
+    group.bench_function("links_per_page", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % pages.len();
+            black_box(parse_html(&pages[i], &base, 5000))
+        })
+    });
+    group.finish();
+}
+
+fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
+    (start..start + n)
+        .map(|i| {
+            let url = format!("http://site{:04}.test/p/{i}.html", i % 1000);
+            AdmitEntry {
+                fp: Fingerprint::of(&url),
+                host: format!("site{:04}.test", i % 1000),
+                url,
+                depth: 1,
+            }
+        })
+        .collect()
+}
+
+fn store_admit(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let env = StoreEnv::new(&Config::defaults().storage);
+    let store = PartitionStore::open(&env, dir.path(), 0).unwrap();
+    // A store that already knows a million URLs.
+    for chunk in 0..1000 {
+        store.admit(entries(chunk * 1000, 1000)).unwrap();
+    }
+    let mut group = c.benchmark_group("store");
+    group.throughput(Throughput::Elements(1000));
+    let mut next = 10_000_000u64;
+    group.bench_function("admit_1000_new", |b| {
+        b.iter_batched(
+            || {
+                next += 1000;
+                entries(next, 1000)
+            },
+            |batch| black_box(store.admit(batch).unwrap()),
+            BatchSize::SmallInput,
+        )
+    });
+    group.bench_function("admit_1000_seen", |b| {
+        b.iter_batched(
+            || entries(500_000, 1000),
+            |batch| black_box(store.admit(batch).unwrap()),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+fn warc_write(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut writer = WarcWriter::new(WarcSettings {
+        dir: dir.path().to_owned(),
+        prefix: "bench".into(),
+        max_file_bytes: 1 << 30,
+        compression_level: 1,
+        info: vec![],
+    })
+    .unwrap();
+    let page = web().render(1, 1, 8080);
+    let mut group = c.benchmark_group("warc");
+    group.throughput(Throughput::Bytes(page.len() as u64));
+    group.bench_function("write_exchange", |b| {
+        b.iter(|| {
+            let ex = Exchange {
+                target_uri: "http://site0001.test/p/1.html",
+                date: chrono::Utc::now(),
+                ip: None,
+                request_head: b"GET /p/1.html HTTP/1.1\r\nHost: site0001.test\r\n\r\n",
+                response_head: b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n",
+                payload: page.as_bytes(),
+                truncated: None,
+            };
+            black_box(writer.write_exchange(&ex).unwrap())
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, link_extraction, store_admit, warc_write);
+criterion_main!(benches);

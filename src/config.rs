@@ -210,10 +210,12 @@ impl Config {
         for (origin, text) in layers {
             merge(&mut merged, parse_table(origin, text)?);
         }
-        let config: Config = serde_path_to_error::deserialize(toml::Value::Table(merged))
-            .map_err(|err| ConfigError::Key {
-                key: err.path().to_string(),
-                message: err.into_inner().to_string(),
+        let config: Config =
+            serde_path_to_error::deserialize(toml::Value::Table(merged)).map_err(|err| {
+                ConfigError::Key {
+                    key: err.path().to_string(),
+                    message: err.into_inner().to_string(),
+                }
             })?;
         config.validate()?;
         Ok(config)

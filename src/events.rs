@@ -187,8 +187,15 @@ mod tests {
         let mut w = EventWriter::open(&path).unwrap();
         w.append(&event("http://a.test/3")).unwrap();
         w.flush().unwrap();
-        let urls: Vec<_> = read_all(&path).unwrap().into_iter().map(|e| e.url).collect();
-        assert_eq!(urls, ["http://a.test/1", "http://a.test/2", "http://a.test/3"]);
+        let urls: Vec<_> = read_all(&path)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.url)
+            .collect();
+        assert_eq!(
+            urls,
+            ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+        );
         let line = std::fs::read_to_string(&path).unwrap();
         assert!(line.contains("\"kind\":\"page\""));
         assert!(line.contains("\"simhash\":null"));

@@ -39,17 +39,23 @@ impl Metrics {
         let registry = Registry::new();
         let counter_vec = |name: &str, help: &str, label: &str| {
             let m = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
-            registry.register(Box::new(m.clone())).expect("unique metric");
+            registry
+                .register(Box::new(m.clone()))
+                .expect("unique metric");
             m
         };
         let counter = |name: &str, help: &str| {
             let m = IntCounter::new(name, help).expect("valid metric");
-            registry.register(Box::new(m.clone())).expect("unique metric");
+            registry
+                .register(Box::new(m.clone()))
+                .expect("unique metric");
             m
         };
         let gauge = |name: &str, help: &str| {
             let m = IntGauge::new(name, help).expect("valid metric");
-            registry.register(Box::new(m.clone())).expect("unique metric");
+            registry
+                .register(Box::new(m.clone()))
+                .expect("unique metric");
             m
         };
         let fetch_duration = Histogram::with_opts(
@@ -66,7 +72,11 @@ impl Metrics {
             .register(Box::new(fetch_duration.clone()))
             .expect("unique metric");
         Metrics {
-            pages: counter_vec("trawl_pages_total", "Responses received, by status class.", "class"),
+            pages: counter_vec(
+                "trawl_pages_total",
+                "Responses received, by status class.",
+                "class",
+            ),
             fetched_bytes: counter("trawl_fetched_bytes_total", "Response body bytes received."),
             fetch_duration,
             fetch_errors: counter_vec(
@@ -76,7 +86,10 @@ impl Metrics {
             ),
             frontier_size: gauge("trawl_frontier_size", "URLs queued and not yet completed."),
             active_hosts: gauge("trawl_active_host_actors", "Host actors currently active."),
-            warc_bytes: counter("trawl_warc_bytes_total", "Compressed bytes written to WARC files."),
+            warc_bytes: counter(
+                "trawl_warc_bytes_total",
+                "Compressed bytes written to WARC files.",
+            ),
             warc_records: counter("trawl_warc_records_total", "WARC records written."),
             urls: counter_vec(
                 "trawl_urls_total",
@@ -132,7 +145,10 @@ mod tests {
         m.fetch_errors.with_label_values(&["timeout"]).inc();
         m.fetch_duration.observe(0.02);
         let text = m.render();
-        assert!(text.contains("trawl_pages_total{class=\"2xx\"} 1"), "{text}");
+        assert!(
+            text.contains("trawl_pages_total{class=\"2xx\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("trawl_pages_total{class=\"4xx\"} 1"));
         assert!(text.contains("trawl_fetch_errors_total{kind=\"timeout\"} 1"));
         assert!(text.contains("trawl_fetch_duration_seconds_count 1"));

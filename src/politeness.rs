@@ -135,8 +135,14 @@ mod tests {
     #[test]
     fn delay_is_the_larger_of_floor_and_scaled_response_time() {
         let p = policy(1);
-        assert_eq!(p.delay_after(Duration::from_millis(20)), Duration::from_secs(1));
-        assert_eq!(p.delay_after(Duration::from_millis(300)), Duration::from_secs(3));
+        assert_eq!(
+            p.delay_after(Duration::from_millis(20)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            p.delay_after(Duration::from_millis(300)),
+            Duration::from_secs(3)
+        );
     }
 
     #[test]
@@ -150,7 +156,10 @@ mod tests {
         host.release(&p, permit, done);
         // 200 ms response × 10 = 2 s after completion.
         let due = done + Duration::from_secs(2);
-        assert_eq!(host.try_acquire(&p, due - Duration::from_millis(1)), Err(Wait::Until(due)));
+        assert_eq!(
+            host.try_acquire(&p, due - Duration::from_millis(1)),
+            Err(Wait::Until(due))
+        );
         assert!(host.try_acquire(&p, due).is_ok());
     }
 
@@ -165,10 +174,16 @@ mod tests {
         host.release(&p, a, t0 + Duration::from_millis(10));
         assert_eq!(host.in_flight(), 1);
         let first_due = t0 + Duration::from_millis(1010);
-        assert_eq!(host.try_acquire(&p, t0 + Duration::from_millis(500)), Err(Wait::Until(first_due)));
+        assert_eq!(
+            host.try_acquire(&p, t0 + Duration::from_millis(500)),
+            Err(Wait::Until(first_due))
+        );
         // A later, slower completion moves the schedule further out, never back.
         host.release(&p, b, t0 + Duration::from_millis(150));
-        assert_eq!(host.next_allowed(), t0 + Duration::from_millis(150) + Duration::from_millis(1500));
+        assert_eq!(
+            host.next_allowed(),
+            t0 + Duration::from_millis(150) + Duration::from_millis(1500)
+        );
     }
 
     #[test]
@@ -179,6 +194,9 @@ mod tests {
         host.defer_until(t0 + Duration::from_secs(1));
         assert_eq!(host.next_allowed(), t0 + Duration::from_secs(5));
         host.defer_until(t0 + Duration::from_secs(9));
-        assert_eq!(host.try_acquire(&p, t0 + Duration::from_secs(8)), Err(Wait::Until(t0 + Duration::from_secs(9))));
+        assert_eq!(
+            host.try_acquire(&p, t0 + Duration::from_secs(8)),
+            Err(Wait::Until(t0 + Duration::from_secs(9)))
+        );
     }
 }

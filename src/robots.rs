@@ -121,12 +121,27 @@ mod tests {
     #[test]
     fn status_policy() {
         let body = "User-agent: *\nDisallow: /\n";
-        assert!(allows(&Rules::from_record(&record(Some(404), body), "trawl"), "http://a.test/x"));
-        assert!(allows(&Rules::from_record(&record(Some(403), body), "trawl"), "http://a.test/x"));
-        assert!(!allows(&Rules::from_record(&record(Some(503), ""), "trawl"), "http://a.test/x"));
-        assert!(!allows(&Rules::from_record(&record(None, ""), "trawl"), "http://a.test/x"));
+        assert!(allows(
+            &Rules::from_record(&record(Some(404), body), "trawl"),
+            "http://a.test/x"
+        ));
+        assert!(allows(
+            &Rules::from_record(&record(Some(403), body), "trawl"),
+            "http://a.test/x"
+        ));
+        assert!(!allows(
+            &Rules::from_record(&record(Some(503), ""), "trawl"),
+            "http://a.test/x"
+        ));
+        assert!(!allows(
+            &Rules::from_record(&record(None, ""), "trawl"),
+            "http://a.test/x"
+        ));
         // robots.txt itself is always allowed.
-        assert!(allows(&Rules::from_record(&record(None, ""), "trawl"), "http://a.test/robots.txt"));
+        assert!(allows(
+            &Rules::from_record(&record(None, ""), "trawl"),
+            "http://a.test/robots.txt"
+        ));
     }
 
     #[test]
@@ -149,6 +164,9 @@ mod tests {
         let url = Url::parse("https://u:p@a.test:8443/x/y?z#f").unwrap();
         assert_eq!(robots_url(&url).as_str(), "https://a.test:8443/robots.txt");
         assert_eq!(origin_key(&url), "https://a.test:8443");
-        assert_eq!(origin_key(&Url::parse("http://a.test/").unwrap()), "http://a.test:80");
+        assert_eq!(
+            origin_key(&Url::parse("http://a.test/").unwrap()),
+            "http://a.test:80"
+        );
     }
 }

@@ -19,7 +19,12 @@ fn metrics_and_status_describe_the_crawl() {
         let metrics = Arc::new(Metrics::new());
         let node = Node::start(config, metrics.clone()).unwrap();
         let admin = trawl::admin::start("127.0.0.1:0", node.clone(), metrics).unwrap();
-        node.send(Seed { urls: web.seeds(port) }).await.unwrap().unwrap();
+        node.send(Seed {
+            urls: web.seeds(port),
+        })
+        .await
+        .unwrap()
+        .unwrap();
         node.send(WhenIdle).await.unwrap();
         let client = awc::Client::default();
         let base = format!("http://{}", admin.addr);
@@ -46,10 +51,14 @@ fn metrics_and_status_describe_the_crawl() {
             .unwrap_or_else(|| panic!("{name} missing in\n{metrics_text}"))
     };
     // Pages plus the robots.txt of each host (host 3 answers 404).
-    let responses = value("trawl_pages_total{class=\"2xx\"}") + value("trawl_pages_total{class=\"4xx\"}");
+    let responses =
+        value("trawl_pages_total{class=\"2xx\"}") + value("trawl_pages_total{class=\"4xx\"}");
     assert_eq!(responses as usize, truth + 5);
     assert!(value("trawl_fetched_bytes_total") > 10_000.0 * truth as f64);
-    assert_eq!(value("trawl_fetch_duration_seconds_count") as usize, truth + 5);
+    assert_eq!(
+        value("trawl_fetch_duration_seconds_count") as usize,
+        truth + 5
+    );
     assert_eq!(value("trawl_frontier_size"), 0.0);
     assert!(value("trawl_warc_bytes_total") > 0.0);
     assert!(metrics_text.contains("trawl_active_host_actors"));
@@ -57,7 +66,10 @@ fn metrics_and_status_describe_the_crawl() {
     // Completed = fetched + robots-disallowed (dequeued without a fetch).
     let disallowed = value("trawl_robots_decisions_total{outcome=\"disallowed\"}") as usize;
     assert!(disallowed > 0);
-    assert_eq!(status["completed"].as_u64().unwrap() as usize, truth + disallowed);
+    assert_eq!(
+        status["completed"].as_u64().unwrap() as usize,
+        truth + disallowed
+    );
     assert_eq!(status["partitions"].as_array().unwrap().len(), 4);
     assert_eq!(missing, 404);
 }

@@ -20,8 +20,16 @@ fn config_print_shows_defaults_and_layers() {
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("t.toml");
-    std::fs::write(&file, "[politeness]\nmin_delay = \"250ms\"\n[dns.overrides]\n\"*.test\" = \"127.0.0.1\"\n").unwrap();
-    let out = trawl().args(["config", "print", "--config"]).arg(&file).output().unwrap();
+    std::fs::write(
+        &file,
+        "[politeness]\nmin_delay = \"250ms\"\n[dns.overrides]\n\"*.test\" = \"127.0.0.1\"\n",
+    )
+    .unwrap();
+    let out = trawl()
+        .args(["config", "print", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("min_delay = \"250ms\""), "{text}");
@@ -33,10 +41,17 @@ fn unknown_config_key_is_named_and_fails() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bad.toml");
     std::fs::write(&file, "[politeness]\nmax_inflight = 2\n").unwrap();
-    let out = trawl().args(["config", "print", "--config"]).arg(&file).output().unwrap();
+    let out = trawl()
+        .args(["config", "print", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("politeness") && err.contains("max_inflight"), "{err}");
+    assert!(
+        err.contains("politeness") && err.contains("max_inflight"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -44,12 +59,24 @@ fn demo_json_reports_a_complete_polite_crawl() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("demo");
     let out = trawl()
-        .args(["demo", "--hosts", "12", "--pages-per-host", "15", "--json", "--data"])
+        .args([
+            "demo",
+            "--hosts",
+            "12",
+            "--pages-per-host",
+            "15",
+            "--json",
+            "--data",
+        ])
         .arg(&data)
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(summary["pages_fetched"], summary["pages_expected"]);
     assert!(summary["pages_expected"].as_u64().unwrap() > 100);
@@ -58,13 +85,29 @@ fn demo_json_reports_a_complete_polite_crawl() {
     assert!(summary["warc_files"].as_u64().unwrap() >= 1);
 
     // A rerun clears its own directory and crawls everything again...
-    let again = trawl().args(["demo", "--hosts", "3", "--pages-per-host", "5", "--json", "--data"]).arg(&data).output().unwrap();
+    let again = trawl()
+        .args([
+            "demo",
+            "--hosts",
+            "3",
+            "--pages-per-host",
+            "5",
+            "--json",
+            "--data",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
     assert!(again.status.success());
     // ...but will not touch a directory it did not make.
     let foreign = dir.path().join("foreign");
     std::fs::create_dir_all(&foreign).unwrap();
     std::fs::write(foreign.join("precious.txt"), "keep").unwrap();
-    let refused = trawl().args(["demo", "--json", "--data"]).arg(&foreign).output().unwrap();
+    let refused = trawl()
+        .args(["demo", "--json", "--data"])
+        .arg(&foreign)
+        .output()
+        .unwrap();
     assert!(!refused.status.success());
     assert!(foreign.join("precious.txt").exists());
 }

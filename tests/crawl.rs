@@ -30,7 +30,10 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
     assert!(twice.is_empty(), "fetched more than once: {twice:?}");
     let fetched: BTreeSet<String> = pages.keys().cloned().collect();
     assert_same_urls(&fetched, &truth);
-    assert!(truth.len() > 2000, "the web is big enough to mean something");
+    assert!(
+        truth.len() > 2000,
+        "the web is big enough to mean something"
+    );
 
     // No disallowed URL was requested, and robots.txt came first per host.
     for r in &log {
@@ -46,14 +49,21 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
         let name = SyntheticWeb::host_name(host);
         let mut reqs: Vec<_> = log.iter().filter(|r| r.host == name).collect();
         reqs.sort_by_key(|r| r.start);
-        assert_eq!(reqs[0].path, "/robots.txt", "{name} got a page before robots.txt");
+        assert_eq!(
+            reqs[0].path, "/robots.txt",
+            "{name} got a page before robots.txt"
+        );
         let robots = reqs.iter().filter(|r| r.path == "/robots.txt").count();
         assert_eq!(robots, 1, "{name}: robots.txt fetched {robots} times");
     }
 
     // The politeness audit, from the server's side.
     let report = audit(&log, 1, Duration::from_millis(MIN_DELAY_MS));
-    assert!(report.violations.is_empty(), "{:#?}", &report.violations[..report.violations.len().min(5)]);
+    assert!(
+        report.violations.is_empty(),
+        "{:#?}",
+        &report.violations[..report.violations.len().min(5)]
+    );
     assert_eq!(report.max_concurrent, 1);
 
     // Every page has one event, and its warc_ref opens its response record.
@@ -63,13 +73,28 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
     assert_eq!(events.len(), truth.len());
     for e in &events {
         let record = record_at(&config, e);
-        assert!(record.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"), "{}", &record[..80]);
-        assert!(record.contains(&format!("\r\nWARC-Target-URI: {}\r\n", e.url)), "{}", e.url);
+        assert!(
+            record.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"),
+            "{}",
+            &record[..80]
+        );
+        assert!(
+            record.contains(&format!("\r\nWARC-Target-URI: {}\r\n", e.url)),
+            "{}",
+            e.url
+        );
         assert!(record.contains(&format!("\r\n\r\nHTTP/1.1 {} ", e.status)));
         assert_eq!(e.content_sha256.len(), 64);
     }
-    assert!(events.iter().any(|e| e.status == 404), "links to missing pages give 404 events");
-    assert_eq!(archive.records, 1 + 2 * (truth.len() as u64 + 100), "warcinfo + request/response per fetch");
+    assert!(
+        events.iter().any(|e| e.status == 404),
+        "links to missing pages give 404 events"
+    );
+    assert_eq!(
+        archive.records,
+        1 + 2 * (truth.len() as u64 + 100),
+        "warcinfo + request/response per fetch"
+    );
 
     // The files are valid WARC for warcio, with no `.open` leftovers.
     warcio_check(&warc_files(&config));

@@ -27,7 +27,11 @@ fn setup(seeds: &[String]) -> Setup {
     let config_path = data.path().join("trawl.toml");
     let seeds_path = data.path().join("seeds.txt");
     let crawl_dir = data.path().join("crawl");
-    std::fs::write(&config_path, config_toml(&crawl_dir, MIN_DELAY_MS, PARTITIONS)).unwrap();
+    std::fs::write(
+        &config_path,
+        config_toml(&crawl_dir, MIN_DELAY_MS, PARTITIONS),
+    )
+    .unwrap();
     std::fs::write(&seeds_path, seeds.join("\n")).unwrap();
     Setup {
         data,
@@ -56,14 +60,20 @@ fn sigint_then_restart_fetches_everything_once() {
     let s = setup(&web.seeds(port));
 
     let mut first = spawn_run(&s.config_path, &s.seeds_path);
-    assert!(server.log().wait_for(truth.len() / 3, RUN_TIMEOUT), "first run made progress");
+    assert!(
+        server.log().wait_for(truth.len() / 3, RUN_TIMEOUT),
+        "first run made progress"
+    );
     let pid = first.id() as libc::pid_t;
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
     let status = wait_exit(&mut first, RUN_TIMEOUT);
     assert!(status.success(), "graceful stop exits 0, got {status:?}");
     let after_first = server.log().len();
-    assert!(after_first < truth.len(), "stopped before the end ({after_first} requests)");
+    assert!(
+        after_first < truth.len(),
+        "stopped before the end ({after_first} requests)"
+    );
 
     let mut second = spawn_run(&s.config_path, &s.seeds_path);
     assert!(wait_exit(&mut second, RUN_TIMEOUT).success());
@@ -72,12 +82,19 @@ fn sigint_then_restart_fetches_everything_once() {
 
     let pages = page_requests(&log, port);
     let twice: Vec<_> = pages.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "fetched twice across the restart: {twice:?}");
+    assert!(
+        twice.is_empty(),
+        "fetched twice across the restart: {twice:?}"
+    );
     assert_same_urls(&pages.keys().cloned().collect(), &truth);
     let robots = log.iter().filter(|r| r.path == "/robots.txt").count();
     assert_eq!(robots, 60, "robots.txt is kept across the restart");
     let report = audit(&log, 1, Duration::from_millis(MIN_DELAY_MS));
-    assert!(report.violations.is_empty(), "politeness across the restart: {:?}", report.violations.first());
+    assert!(
+        report.violations.is_empty(),
+        "politeness across the restart: {:?}",
+        report.violations.first()
+    );
     let crawl = config(&s.data.path().join("crawl"), MIN_DELAY_MS, PARTITIONS);
     warcio_check(&warc_files(&crawl));
 }
@@ -107,7 +124,11 @@ fn kill_9_then_restart_loses_nothing_and_refetches_only_in_flight() {
 
     let pages = page_requests(&log, port);
     assert_same_urls(&pages.keys().cloned().collect(), &truth);
-    let refetched: BTreeSet<&String> = pages.iter().filter(|(_, n)| **n > 1).map(|(u, _)| u).collect();
+    let refetched: BTreeSet<&String> = pages
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(u, _)| u)
+        .collect();
     for url in &refetched {
         assert!(served_first.contains(*url));
         assert!(

@@ -29,7 +29,11 @@ pub struct AdminServer {
 }
 
 /// Binds `listen` and serves the API on the current actix system.
-pub fn start(listen: &str, node: Addr<Node>, metrics: Arc<Metrics>) -> std::io::Result<AdminServer> {
+pub fn start(
+    listen: &str,
+    node: Addr<Node>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<AdminServer> {
     let state = web::Data::new(AdminState { node, metrics });
     let server = HttpServer::new(move || {
         App::new()

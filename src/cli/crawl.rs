@@ -25,7 +25,11 @@ pub struct CrawlOutcome {
 
 /// Starts a node on `config`, seeds it, and runs until it is idle (when
 /// `until_idle`) or a SIGINT/SIGTERM arrives; then shuts down gracefully.
-pub async fn crawl(config: Config, seeds: Vec<String>, until_idle: bool) -> anyhow::Result<CrawlOutcome> {
+pub async fn crawl(
+    config: Config,
+    seeds: Vec<String>,
+    until_idle: bool,
+) -> anyhow::Result<CrawlOutcome> {
     let started = Instant::now();
     let metrics = Arc::new(Metrics::new());
     let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
@@ -42,7 +46,12 @@ pub async fn crawl(config: Config, seeds: Vec<String>, until_idle: bool) -> anyh
         .await
         .context("node mailbox")?
         .context("admitting seeds")?;
-    tracing::info!(admitted = seeds.admitted, seen = seeds.seen, filtered = seeds.filtered, "seeds offered");
+    tracing::info!(
+        admitted = seeds.admitted,
+        seen = seeds.seen,
+        filtered = seeds.filtered,
+        "seeds offered"
+    );
     let progress = Progress::start(node.clone());
 
     let idle = async {
@@ -61,7 +70,10 @@ pub async fn crawl(config: Config, seeds: Vec<String>, until_idle: bool) -> anyh
     } else {
         tracing::info!("nothing queued or in flight: stopping");
     }
-    let status = node.send(trawl::actors::GetStatus).await.unwrap_or_default();
+    let status = node
+        .send(trawl::actors::GetStatus)
+        .await
+        .unwrap_or_default();
     let archive = node
         .send(Shutdown)
         .await
@@ -84,7 +96,10 @@ pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
             return std::future::pending().await;
         };
         tokio::select! {

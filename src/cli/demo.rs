@@ -95,8 +95,8 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     prepare_dir(&args.data)?;
     let mut layers = vec![("demo settings".to_owned(), demo_layer(&args.data))];
     if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         layers.push((path.display().to_string(), text));
     }
     let config = Config::from_layers(&layers)?;
@@ -106,7 +106,8 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("static address");
-    let server = TestWebServer::start(web.clone(), listen, 1).context("starting the synthetic web")?;
+    let server =
+        TestWebServer::start(web.clone(), listen, 1).context("starting the synthetic web")?;
     let port = server.addr().port();
     tracing::info!(hosts = args.hosts, pages_per_host = args.pages_per_host, addr = %server.addr(), "synthetic web up");
 
@@ -125,7 +126,9 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         if r.path == "/robots.txt" {
             robots_requests += 1;
         } else {
-            *fetched.entry(format!("http://{}:{port}{}", r.host, r.path)).or_default() += 1;
+            *fetched
+                .entry(format!("http://{}:{port}{}", r.host, r.path))
+                .or_default() += 1;
         }
     }
     let fetched_set: BTreeSet<&String> = fetched.keys().collect();
@@ -143,7 +146,10 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         .filter(|e| e.kind == EventKind::Page)
         .map(|e| e.url.as_str())
         .collect();
-    let events_missing = truth.iter().filter(|u| !event_urls.contains(u.as_str())).count();
+    let events_missing = truth
+        .iter()
+        .filter(|u| !event_urls.contains(u.as_str()))
+        .count();
     let warc_files = trawl::warc::list_files(&config.data_path(&config.warc.dir))
         .map(|f| f.len())
         .unwrap_or(0);
@@ -181,21 +187,42 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
             println!("  violation at {}: {}", v.host, v.what);
         }
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn print_summary(s: &Summary) {
     println!("trawl demo: {}", if s.ok { "OK" } else { "FAILED" });
-    println!("  pages fetched        {} of {} expected ({} missed, {} over-fetched, {} fetched twice)",
-        s.pages_fetched, s.pages_expected, s.pages_missed, s.pages_over_fetched, s.duplicate_fetches);
+    println!(
+        "  pages fetched        {} of {} expected ({} missed, {} over-fetched, {} fetched twice)",
+        s.pages_fetched,
+        s.pages_expected,
+        s.pages_missed,
+        s.pages_over_fetched,
+        s.duplicate_fetches
+    );
     println!("  robots.txt requests  {}", s.robots_requests);
-    println!("  politeness           {} violations (max {} in flight per host, smallest gap {} ms)",
+    println!(
+        "  politeness           {} violations (max {} in flight per host, smallest gap {} ms)",
         s.politeness_violations,
         s.max_concurrent_per_host,
-        s.min_gap_ms.map_or("-".into(), |g| format!("{g:.1}")));
-    println!("  warc                 {} files, {} records", s.warc_files, s.warc_records);
-    println!("  events               {} written, {} expected pages without one", s.events_written, s.events_missing);
-    println!("  time                 {:.1} s, {:.0} pages/s", s.elapsed_seconds, s.pages_per_second);
+        s.min_gap_ms.map_or("-".into(), |g| format!("{g:.1}"))
+    );
+    println!(
+        "  warc                 {} files, {} records",
+        s.warc_files, s.warc_records
+    );
+    println!(
+        "  events               {} written, {} expected pages without one",
+        s.events_written, s.events_missing
+    );
+    println!(
+        "  time                 {:.1} s, {:.0} pages/s",
+        s.elapsed_seconds, s.pages_per_second
+    );
     println!("  data                 {}", s.data_dir.display());
 }
 
@@ -215,6 +242,9 @@ fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
         }
     }
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join(MARKER), "made by trawl demo; rerunning the demo clears this directory\n")?;
+    std::fs::write(
+        dir.join(MARKER),
+        "made by trawl demo; rerunning the demo clears this directory\n",
+    )?;
     Ok(())
 }

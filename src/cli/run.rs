@@ -43,7 +43,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
                 .map(str::to_owned),
         );
     }
-    let outcome = actix_rt::System::new().block_on(super::crawl::crawl(config, seeds, args.until_idle))?;
+    let outcome =
+        actix_rt::System::new().block_on(super::crawl::crawl(config, seeds, args.until_idle))?;
     tracing::info!(
         completed = outcome.completed,
         warc_records = outcome.archive.records,

@@ -183,11 +183,17 @@ impl HttpClient {
         let headers: Vec<(String, String)> = response
             .headers()
             .iter()
-            .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
             .collect();
         let head = response_head(response.version(), response.status(), &headers);
         let deadline = started + self.limits.timeout;
-        let (body, truncated) = read_body(&mut response, self.limits.max_body_bytes, deadline).await?;
+        let (body, truncated) =
+            read_body(&mut response, self.limits.max_body_bytes, deadline).await?;
         Ok(FetchResponse {
             status,
             headers,
@@ -215,9 +221,10 @@ async fn read_body(
 ) -> Result<(Bytes, bool), FetchError> {
     let mut body = BytesMut::new();
     loop {
-        let next = tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), response.next())
-            .await
-            .map_err(|_| FetchError::Timeout)?;
+        let next =
+            tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), response.next())
+                .await
+                .map_err(|_| FetchError::Timeout)?;
         match next {
             None => return Ok((body.freeze(), false)),
             Some(Err(e)) => return Err(FetchError::Protocol(e.to_string())),

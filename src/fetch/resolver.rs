@@ -33,7 +33,7 @@ impl DnsOverrides {
                 }
             }
         }
-        table.wildcards.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+        table.wildcards.sort_by_key(|(suffix, _)| std::cmp::Reverse(suffix.len()));
         table
     }
 

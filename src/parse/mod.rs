@@ -73,10 +73,10 @@ pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
         let Some(href) = a.value().attr("href") else {
             continue;
         };
-        let rel_nofollow = a
-            .value()
-            .attr("rel")
-            .is_some_and(|r| r.split_ascii_whitespace().any(|t| t.eq_ignore_ascii_case("nofollow")));
+        let rel_nofollow = a.value().attr("rel").is_some_and(|r| {
+            r.split_ascii_whitespace()
+                .any(|t| t.eq_ignore_ascii_case("nofollow"))
+        });
         if rel_nofollow {
             continue;
         }
@@ -95,7 +95,11 @@ pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
         .and_then(|href| base.join(href.trim()).ok());
     page.robots_meta = doc
         .select(&sel.meta_robots)
-        .find(|m| m.value().attr("name").is_some_and(|n| n.eq_ignore_ascii_case("robots")))
+        .find(|m| {
+            m.value()
+                .attr("name")
+                .is_some_and(|n| n.eq_ignore_ascii_case("robots"))
+        })
         .and_then(|m| m.value().attr("content"))
         .map(|c| c.trim().to_ascii_lowercase());
     page.title = doc
@@ -111,14 +115,26 @@ mod tests {
     use super::*;
 
     fn page(html: &str) -> ParsedPage {
-        parse_html(html, &Url::parse("http://a.test/dir/page.html").unwrap(), 100)
+        parse_html(
+            html,
+            &Url::parse("http://a.test/dir/page.html").unwrap(),
+            100,
+        )
     }
 
     #[test]
     fn resolves_links_against_the_page_and_base() {
-        let p = page(r#"<a href="x.html">x</a><a href="/y">y</a><a href="http://b.test/z#f">z</a>"#);
+        let p =
+            page(r#"<a href="x.html">x</a><a href="/y">y</a><a href="http://b.test/z#f">z</a>"#);
         let links: Vec<_> = p.links.iter().map(Url::as_str).collect();
-        assert_eq!(links, ["http://a.test/dir/x.html", "http://a.test/y", "http://b.test/z#f"]);
+        assert_eq!(
+            links,
+            [
+                "http://a.test/dir/x.html",
+                "http://a.test/y",
+                "http://b.test/z#f"
+            ]
+        );
         let p = page(r#"<head><base href="http://c.test/base/"></head><a href="x">x</a>"#);
         assert_eq!(p.links[0].as_str(), "http://c.test/base/x");
     }
@@ -143,7 +159,10 @@ mod tests {
         // The unresolvable href is skipped; the adoption agency may clone
         // the open <a> into the misnested block, as browsers do.
         assert!(!p.links.is_empty());
-        assert!(p.links.iter().all(|l| l.as_str() == "http://a.test/dir/ok.html"));
+        assert!(p
+            .links
+            .iter()
+            .all(|l| l.as_str() == "http://a.test/dir/ok.html"));
         let p = parse_html(
             &"<a href=/l>l</a>".repeat(10),
             &Url::parse("http://a.test/").unwrap(),

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, Direction, IteratorMode, Options,
-    WriteBatch, WriteBufferManager, WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch,
+    WriteBufferManager, WriteOptions, DB,
 };
 use serde::{Deserialize, Serialize};
 
@@ -187,16 +187,12 @@ impl PartitionStore {
     pub fn open_read_only(data_dir: &Path, id: u16) -> Result<Self, StoreError> {
         let path = Self::dir(data_dir, id);
         let opts = Options::default();
-        let db = DB::open_cf_for_read_only(
-            &opts,
-            &path,
-            [CF_URLS, CF_QUEUE, CF_HOSTS, CF_META],
-            false,
-        )
-        .map_err(|source| StoreError::Rocks {
-            path: path.clone(),
-            source,
-        })?;
+        let db =
+            DB::open_cf_for_read_only(&opts, &path, [CF_URLS, CF_QUEUE, CF_HOSTS, CF_META], false)
+                .map_err(|source| StoreError::Rocks {
+                    path: path.clone(),
+                    source,
+                })?;
         Self::from_db(db, path, false)
     }
 
@@ -208,9 +204,12 @@ impl PartitionStore {
             sync_writes,
         };
         let seq = match store.get(CF_META, META_SEQ)? {
-            Some(bytes) => u64::from_be_bytes(bytes.as_slice().try_into().map_err(|_| {
-                store.corrupt("sequence counter")
-            })?),
+            Some(bytes) => u64::from_be_bytes(
+                bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| store.corrupt("sequence counter"))?,
+            ),
             None => 0,
         };
         store.next_seq = AtomicU64::new(seq);
@@ -429,9 +428,12 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(data_dir).map_err(|e| err(e.to_string()))?;
                 let tmp = path.with_extension("json.tmp");
-                std::fs::write(&tmp, serde_json::to_vec_pretty(&wanted).expect("serialises"))
-                    .and_then(|_| std::fs::rename(&tmp, &path))
-                    .map_err(|e| err(e.to_string()))?;
+                std::fs::write(
+                    &tmp,
+                    serde_json::to_vec_pretty(&wanted).expect("serialises"),
+                )
+                .and_then(|_| std::fs::rename(&tmp, &path))
+                .map_err(|e| err(e.to_string()))?;
                 Ok(wanted)
             }
             Err(e) => Err(err(e.to_string())),
@@ -470,11 +472,16 @@ mod tests {
         ];
         let admitted = store.admit(batch.clone()).unwrap();
         assert_eq!(admitted.len(), 3, "in-batch duplicate counted once");
-        assert!(store.admit(batch).unwrap().is_empty(), "second offer is seen");
+        assert!(
+            store.admit(batch).unwrap().is_empty(),
+            "second offer is seen"
+        );
         let queued = store.queued_by_host().unwrap();
         assert_eq!(queued["a.test"], 2);
         assert_eq!(queued["b.test"], 1);
-        let rec = store.url_record(Fingerprint::of("http://a.test/2")).unwrap();
+        let rec = store
+            .url_record(Fingerprint::of("http://a.test/2"))
+            .unwrap();
         assert_eq!(rec.map(|r| r.state), Some(UrlState::Queued));
     }
 
@@ -483,17 +490,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = open(dir.path());
-            store.admit(vec![entry("http://a.test/1", "a.test")]).unwrap();
+            store
+                .admit(vec![entry("http://a.test/1", "a.test")])
+                .unwrap();
         }
         let store = open(dir.path());
         assert!(store
             .admit(vec![entry("http://a.test/1", "a.test")])
             .unwrap()
             .is_empty());
-        store.admit(vec![entry("http://a.test/2", "a.test")]).unwrap();
+        store
+            .admit(vec![entry("http://a.test/2", "a.test")])
+            .unwrap();
         let page = store.queue_page("a.test", None, 10).unwrap();
         let urls: Vec<_> = page.iter().map(|e| e.value.url.as_str()).collect();
-        assert_eq!(urls, ["http://a.test/1", "http://a.test/2"], "admission order kept");
+        assert_eq!(
+            urls,
+            ["http://a.test/1", "http://a.test/2"],
+            "admission order kept"
+        );
     }
 
     #[test]
@@ -507,9 +522,7 @@ mod tests {
         store.admit(batch).unwrap();
         let first = store.queue_page("a.test", None, 2).unwrap();
         assert_eq!(first.len(), 2);
-        let rest = store
-            .queue_page("a.test", Some(&first[1].key), 10)
-            .unwrap();
+        let rest = store.queue_page("a.test", Some(&first[1].key), 10).unwrap();
         assert_eq!(rest.len(), 3, "other host's keys are not in the range");
         let done = Completion {
             fp: first[0].value.fp,

@@ -72,7 +72,11 @@ pub fn audit(records: &[RequestRecord], max_in_flight: u32, min_delay: Duration)
             });
         }
         for (k, r) in reqs.iter().enumerate() {
-            let last_end = reqs[..k].iter().map(|p| p.end).filter(|&e| e <= r.start).max();
+            let last_end = reqs[..k]
+                .iter()
+                .map(|p| p.end)
+                .filter(|&e| e <= r.start)
+                .max();
             let Some(last_end) = last_end else { continue };
             let gap = r.start - last_end;
             let gap_ms = gap.as_secs_f64() * 1000.0;
@@ -126,7 +130,11 @@ mod tests {
     #[test]
     fn clean_log_passes() {
         let t0 = Instant::now();
-        let log = [rec("a", t0, 0, 10), rec("a", t0, 110, 120), rec("b", t0, 5, 15)];
+        let log = [
+            rec("a", t0, 0, 10),
+            rec("a", t0, 110, 120),
+            rec("b", t0, 5, 15),
+        ];
         let r = audit(&log, 1, Duration::from_millis(100));
         assert!(r.violations.is_empty(), "{:?}", r.violations);
         assert_eq!((r.hosts, r.requests, r.max_concurrent), (2, 3, 1));
@@ -136,7 +144,11 @@ mod tests {
     #[test]
     fn overlap_and_short_gap_are_violations() {
         let t0 = Instant::now();
-        let log = [rec("a", t0, 0, 50), rec("a", t0, 20, 60), rec("a", t0, 100, 110)];
+        let log = [
+            rec("a", t0, 0, 50),
+            rec("a", t0, 20, 60),
+            rec("a", t0, 100, 110),
+        ];
         let r = audit(&log, 1, Duration::from_millis(100));
         assert_eq!(r.max_concurrent, 2);
         // One overlap, and /100 starts 40 ms after /20 ended.

@@ -100,7 +100,10 @@ pub struct SyntheticWeb {
 impl SyntheticWeb {
     /// The web of `spec`.
     pub fn new(spec: WebSpec) -> Self {
-        assert!(spec.pages_per_host >= 1, "a host has at least its root page");
+        assert!(
+            spec.pages_per_host >= 1,
+            "a host has at least its root page"
+        );
         SyntheticWeb { spec }
     }
 
@@ -240,7 +243,15 @@ impl SyntheticWeb {
     }
 
     /// Writes the link in one of the forms pages use in the wild.
-    fn href(&self, host: u32, from_dir: &str, target: Target, port: u16, n: u32, id: u32) -> String {
+    fn href(
+        &self,
+        host: u32,
+        from_dir: &str,
+        target: Target,
+        port: u16,
+        n: u32,
+        id: u32,
+    ) -> String {
         let (t_host, path) = match target {
             Target::Page { host, id } => (host, self.path_of(host, id)),
             Target::Missing { host, k } => (host, format!("/missing/{k}.html")),
@@ -376,7 +387,10 @@ mod tests {
         let (a, b) = (web(), web());
         assert_eq!(a.render(3, 5, 80), b.render(3, 5, 80));
         let sizes: Vec<usize> = (0..30).map(|id| a.render(1, id, 80).len()).collect();
-        assert!(sizes.iter().all(|&s| (10_000..=31_000).contains(&s)), "{sizes:?}");
+        assert!(
+            sizes.iter().all(|&s| (10_000..=31_000).contains(&s)),
+            "{sizes:?}"
+        );
         let mean = sizes.iter().sum::<usize>() / sizes.len();
         assert!((12_000..=22_000).contains(&mean), "mean {mean}");
     }
@@ -413,7 +427,9 @@ mod tests {
         assert!(!private_on_star, "Star-mode hosts hide /private/");
         assert!(truth.iter().any(|u| u.contains("/private/open-")));
         // Host 3 has no robots.txt, so its private pages are crawled.
-        assert!(truth.iter().any(|u| u.starts_with("http://site0003.test:8080/private/")));
+        assert!(truth
+            .iter()
+            .any(|u| u.starts_with("http://site0003.test:8080/private/")));
         assert!(truth.iter().any(|u| u.contains("/missing/")));
         assert!(truth.len() > 400, "{}", truth.len());
     }

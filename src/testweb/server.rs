@@ -153,7 +153,11 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         .get("host")
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
-    let host_name = host_header.split(':').next().unwrap_or("").to_ascii_lowercase();
+    let host_name = host_header
+        .split(':')
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase();
     let path = req.uri().path();
     let response = respond(&state, &host_name, path);
     let status = response.status().as_u16();

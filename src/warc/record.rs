@@ -95,7 +95,10 @@ impl Record {
     /// The record as one complete gzip member.
     pub fn to_gzip_member(&self, level: u32) -> Vec<u8> {
         let raw = self.to_bytes();
-        let mut enc = GzEncoder::new(Vec::with_capacity(raw.len() / 3 + 64), Compression::new(level));
+        let mut enc = GzEncoder::new(
+            Vec::with_capacity(raw.len() / 3 + 64),
+            Compression::new(level),
+        );
         enc.write_all(&raw).expect("writing to a Vec cannot fail");
         enc.finish().expect("writing to a Vec cannot fail")
     }

@@ -39,13 +39,25 @@ fn read_member(dir: &Path, at: &WarcRef) -> String {
 fn records_are_addressable_members_with_digests() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
-    let a = w.write_exchange(&exchange("http://a.test/", b"<p>a</p>")).unwrap().0;
-    let b = w.write_exchange(&exchange("http://a.test/b", b"<p>b</p>")).unwrap().0;
+    let a = w
+        .write_exchange(&exchange("http://a.test/", b"<p>a</p>"))
+        .unwrap()
+        .0;
+    let b = w
+        .write_exchange(&exchange("http://a.test/b", b"<p>b</p>"))
+        .unwrap()
+        .0;
     w.close().unwrap();
     let text = read_member(dir.path(), &b);
-    assert!(text.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"), "{text}");
+    assert!(
+        text.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"),
+        "{text}"
+    );
     assert!(text.contains("WARC-Target-URI: http://a.test/b\r\n"));
-    assert!(text.contains(&format!("WARC-Payload-Digest: {}\r\n", record::sha256_digest(b"<p>b</p>"))));
+    assert!(text.contains(&format!(
+        "WARC-Payload-Digest: {}\r\n",
+        record::sha256_digest(b"<p>b</p>")
+    )));
     assert!(a.offset > 0, "warcinfo comes first");
     assert!(b.offset > a.offset);
     // The `warc` crate reads the file back: warcinfo + 2 × (response, request).
@@ -56,7 +68,10 @@ fn records_are_addressable_members_with_digests() {
         .iter_records()
         .map(|r| r.unwrap().warc_type().to_string())
         .collect();
-    assert_eq!(types, ["warcinfo", "response", "request", "response", "request"]);
+    assert_eq!(
+        types,
+        ["warcinfo", "response", "request", "response", "request"]
+    );
 }
 
 #[test]
@@ -65,14 +80,21 @@ fn rotates_at_the_size_limit_and_renames_on_close() {
     let mut w = WarcWriter::new(settings(dir.path(), 600)).unwrap();
     let payload = vec![b'x'; 2000];
     for i in 0..3 {
-        w.write_exchange(&exchange(&format!("http://a.test/{i}"), &payload)).unwrap();
+        w.write_exchange(&exchange(&format!("http://a.test/{i}"), &payload))
+            .unwrap();
     }
     drop(w);
     let files = list_files(dir.path()).unwrap();
     assert_eq!(files.len(), 3, "{files:?}");
     let open: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".open"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .to_string_lossy()
+                .ends_with(".open")
+        })
         .collect();
     assert!(open.is_empty());
 }
@@ -81,8 +103,12 @@ fn rotates_at_the_size_limit_and_renames_on_close() {
 fn recovery_cuts_a_torn_last_record() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
-    let a = w.write_exchange(&exchange("http://a.test/", b"first")).unwrap().0;
-    w.write_exchange(&exchange("http://a.test/2", b"second")).unwrap();
+    let a = w
+        .write_exchange(&exchange("http://a.test/", b"first"))
+        .unwrap()
+        .0;
+    w.write_exchange(&exchange("http://a.test/2", b"second"))
+        .unwrap();
     w.flush().unwrap();
     // Simulate a crash: leak the writer (no close), then tear the file.
     let open_path = dir.path().join(format!("{}.open", a.file));

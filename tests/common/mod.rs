@@ -109,11 +109,17 @@ pub fn page_events(config: &Config) -> Vec<Event> {
 
 /// Reads the record an event points at, decompressed, as text.
 pub fn record_at(config: &Config, event: &Event) -> String {
-    let path = config.data_path(&config.warc.dir).join(&event.warc_ref.file);
+    let path = config
+        .data_path(&config.warc.dir)
+        .join(&event.warc_ref.file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let start = event.warc_ref.offset as usize;
     let end = start + event.warc_ref.length as usize;
-    assert!(end <= bytes.len(), "warc_ref past the end of {}", path.display());
+    assert!(
+        end <= bytes.len(),
+        "warc_ref past the end of {}",
+        path.display()
+    );
     let mut text = Vec::new();
     flate2::read::GzDecoder::new(&bytes[start..end])
         .read_to_end(&mut text)
@@ -130,7 +136,10 @@ pub fn warc_files(config: &Config) -> Vec<PathBuf> {
 fn warcio() -> Command {
     let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut cmd = Command::new(python);
-    cmd.args(["-c", "import sys; from warcio.cli import main; sys.exit(main())"]);
+    cmd.args([
+        "-c",
+        "import sys; from warcio.cli import main; sys.exit(main())",
+    ]);
     cmd
 }
 
