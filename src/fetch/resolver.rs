@@ -33,7 +33,9 @@ impl DnsOverrides {
                 }
             }
         }
-        table.wildcards.sort_by_key(|(suffix, _)| std::cmp::Reverse(suffix.len()));
+        table
+            .wildcards
+            .sort_by_key(|(suffix, _)| std::cmp::Reverse(suffix.len()));
         table
     }
 
