@@ -38,6 +38,16 @@ impl From<&PolitenessConfig> for Policy {
 
 impl Policy {
     /// The delay owed after a response that took `response_time`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use trawl::politeness::Policy;
+    ///
+    /// let policy = Policy { min_delay: Duration::from_secs(1), delay_factor: 10.0, max_in_flight: 1 };
+    /// // A fast host gets the floor, a slow one ten times its response time.
+    /// assert_eq!(policy.delay_after(Duration::from_millis(30)), Duration::from_secs(1));
+    /// assert_eq!(policy.delay_after(Duration::from_millis(400)), Duration::from_secs(4));
+    /// ```
     pub fn delay_after(&self, response_time: Duration) -> Duration {
         let scaled = response_time.mul_f64(self.delay_factor);
         self.min_delay.max(scaled)

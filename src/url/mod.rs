@@ -76,6 +76,11 @@ pub fn normalise(mut url: Url, max_len: usize) -> Result<Url, UrlError> {
 }
 
 /// Parses `raw` (absolute) and normalises it.
+///
+/// ```
+/// let url = trawl::url::parse_and_normalise("HTTP://Example.COM:80/a/../b#top", 2048).unwrap();
+/// assert_eq!(url.as_str(), "http://example.com/b");
+/// ```
 pub fn parse_and_normalise(raw: &str, max_len: usize) -> Result<Url, UrlError> {
     let url = Url::parse(raw).map_err(|e| UrlError::Parse(e.to_string()))?;
     normalise(url, max_len)
