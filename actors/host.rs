@@ -1,21 +1,26 @@
-//! HostActor: one host's queue head, robots.txt rules and politeness timer.
+//! HostActor: one host's queues, robots.txt rules and politeness timer.
 //!
 //! The host decides *when* its next URL may be fetched and nothing else:
-//! - robots.txt of an origin is fetched before any other URL of it, under
-//!   the same permit and delay as every other request;
+//! - robots.txt of an origin is fetched (redirects followed, failures
+//!   retried) before any other URL of it, under the same permit and delay
+//!   as every other request ([`OriginRobots`] holds that lifecycle);
 //! - a request starts only with a permit from [`HostPoliteness`], which
-//!   enforces `max_in_flight_per_host` and the completion-to-start delay;
-//! - after a fetch, the page is parsed, archived and its links admitted,
-//!   and only then is the URL completed in the store, so a crash at any
-//!   point re-fetches it rather than losing it or its links.
+//!   enforces `max_in_flight_per_host`, the delays, Retry-After, backoff
+//!   and parking;
+//! - the next URL comes from the host's priority queues by a biased choice
+//!   ([`LevelPicker`]); retries go first;
+//! - after a fetch the page is parsed (or the sitemap read), archived and
+//!   its links admitted, and only then is the URL completed in the store
+//!   (with the host's schedule), so a crash at any point re-fetches it
+//!   rather than losing it or its links.
 //!
-//! The queue head is refilled from the partition store (read-only; the
-//! partition is the only writer). When the host has nothing queued, in
-//! flight or in processing, it reports idle and the partition passivates it.
+//! Queues are refilled from the partition store (read-only; the partition
+//! is the only writer). When the host has nothing queued, in flight or in
+//! processing, it reports idle and the partition passivates it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
@@ -23,28 +28,48 @@ use url::Url;
 
 use super::messages::{
     Archive, Candidate, Complete, Discover, DrainHost, Failure, Fetch, GetHostSnapshot, HostIdle,
-    HostSnapshot, Parse, SaveHostState, Wake,
+    HostSnapshot, Parse, ParseSitemap, PolitenessSnapshot, SaveHostState, Wake,
 };
 use super::partition::PipelineLinks;
 use crate::events::EventKind;
 use crate::fetch::{FetchError, FetchResponse};
+use crate::frontier::{EntryKind, LevelPicker, Priority, LEVELS};
 use crate::metrics::Metrics;
-use crate::politeness::{HostPoliteness, Permit, Policy, Wait};
-use crate::robots::{self, RobotsRecord, Rules, MAX_ROBOTS_BYTES};
+use crate::politeness::{unix_ms, HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
+use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
+use crate::robots::{self, RobotsRecord, RobotsSummary};
+use crate::sitemap::{SitemapKind, SitemapLimits};
 use crate::store::{Completion, HostState, PartitionStore, QueueEntry, UrlState};
+use crate::url::Fingerprint;
 
-/// Queue entries read from the store at a time.
-const REFILL: usize = 64;
-/// How long a robots.txt copy is used before it is fetched again.
-const ROBOTS_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Queue entries read from the store at a time, per priority level.
+const REFILL: usize = 32;
+
+/// Sitemap handling knobs.
+#[derive(Debug, Clone)]
+pub struct SitemapSettings {
+    /// Per-file limits.
+    pub limits: SitemapLimits,
+    /// Depth of sitemap indexes followed.
+    pub max_index_depth: u32,
+    /// lastmod this recent means high priority.
+    pub fresh_within: Duration,
+}
 
 /// Settings shared by every host of a node.
 #[derive(Debug, Clone)]
 pub struct HostSettings {
     /// Politeness policy.
     pub policy: Policy,
-    /// robots.txt product token.
-    pub product_token: String,
+    /// robots.txt policy.
+    pub robots: RobotsSettings,
+    /// Attempts per URL on retryable failures.
+    pub max_attempts: u32,
+    /// Sitemap discovery, if enabled.
+    pub sitemaps: Option<SitemapSettings>,
+    /// The previous run did not stop cleanly: a request may have been in
+    /// flight, so every host owes its last delay again.
+    pub crashed: bool,
 }
 
 /// Where a host sends its work.
@@ -60,6 +85,13 @@ pub struct HostLinks {
     pub save: Recipient<SaveHostState>,
 }
 
+/// Where the next entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Retry,
+    Level(usize),
+}
+
 /// One active host.
 pub struct HostActor {
     host: String,
@@ -69,18 +101,23 @@ pub struct HostActor {
     metrics: Arc<Metrics>,
     /// Last wake generation seen.
     generation: u64,
-    /// Entries read from the store, not yet dispatched.
-    head: VecDeque<QueueEntry>,
-    /// Key of the last entry read; the next refill starts after it.
-    cursor: Option<Vec<u8>>,
-    /// The store had nothing after `cursor` at the last refill.
-    exhausted: bool,
+    /// Entries read from the store, not yet dispatched, per priority.
+    queues: [VecDeque<QueueEntry>; LEVELS],
+    /// Key of the last entry read per level; refills start after it.
+    cursors: [Option<Vec<u8>>; LEVELS],
+    /// The store had nothing more at the last refill of each level.
+    exhausted: [bool; LEVELS],
+    picker: LevelPicker,
+    /// The level picked and not yet consumed (a wait keeps the choice).
+    chosen: Option<usize>,
+    /// Entries to try again (429/503/5xx/timeouts), before anything else.
+    retry: VecDeque<QueueEntry>,
+    attempts: HashMap<Fingerprint, u32>,
     politeness: HostPoliteness,
-    /// Rules by origin, and the fetches they came from (persisted).
-    rules: HashMap<String, Rules>,
-    robots_records: BTreeMap<String, RobotsRecord>,
-    /// Origins whose robots.txt is being fetched.
-    robots_pending: HashSet<String>,
+    /// robots.txt state per origin (`scheme://host:port`).
+    origins: HashMap<String, OriginRobots>,
+    /// Persisted robots.txt copies not yet turned into an origin state.
+    saved_robots: BTreeMap<String, RobotsRecord>,
     /// Fetched entries still being parsed, archived or admitted.
     processing: usize,
     /// The armed politeness timer and its deadline.
@@ -90,6 +127,8 @@ pub struct HostActor {
     drain_waiters: Vec<oneshot::Sender<HostState>>,
     /// A HostIdle report awaits its answer.
     idle_reported: bool,
+    /// State of the jitter generator.
+    jitter: u64,
 }
 
 impl HostActor {
@@ -102,20 +141,17 @@ impl HostActor {
         state: HostState,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let now_ms = unix_ms(SystemTime::now());
-        let mut rules = HashMap::new();
-        let mut robots_records = BTreeMap::new();
-        for (origin, record) in state.robots {
-            if now_ms.saturating_sub(record.fetched_at_ms) < ROBOTS_TTL.as_millis() as u64 {
-                rules.insert(
-                    origin.clone(),
-                    Rules::from_record(&record, &settings.product_token),
-                );
-                robots_records.insert(origin, record);
-            }
-        }
-        // The saved schedule is wall-clock; a restart must not burst.
-        let wait = Duration::from_millis(state.next_allowed_ms.saturating_sub(now_ms));
+        let now = Instant::now();
+        let mut politeness = match &state.schedule {
+            Some(s) => HostPoliteness::restore(s, now, SystemTime::now(), settings.crashed),
+            None => HostPoliteness::new(now),
+        };
+        let crawl_delay = state
+            .robots
+            .values()
+            .find_map(|r| robots::Rules::from_record(r, &settings.robots.product_token).crawl_delay);
+        politeness.set_crawl_delay(crawl_delay);
+        let jitter = xxhash_rust::xxh3::xxh3_64(host.as_bytes()) | 1;
         HostActor {
             host,
             store,
@@ -123,18 +159,22 @@ impl HostActor {
             links,
             metrics,
             generation: 0,
-            head: VecDeque::new(),
-            cursor: None,
-            exhausted: false,
-            politeness: HostPoliteness::new(Instant::now() + wait),
-            rules,
-            robots_records,
-            robots_pending: HashSet::new(),
+            queues: Default::default(),
+            cursors: Default::default(),
+            exhausted: [false; LEVELS],
+            picker: LevelPicker::default(),
+            chosen: None,
+            retry: VecDeque::new(),
+            attempts: HashMap::new(),
+            politeness,
+            origins: HashMap::new(),
+            saved_robots: state.robots,
             processing: 0,
             timer: None,
             draining: false,
             drain_waiters: Vec::new(),
             idle_reported: false,
+            jitter,
         }
     }
 
@@ -142,78 +182,132 @@ impl HostActor {
     /// reports idle.
     fn dispatch(&mut self, ctx: &mut Context<Self>) {
         while !self.draining {
-            if self.head.is_empty() && !self.refill() {
-                break;
-            }
-            let entry = self.head.front().expect("refilled above");
-            let url = match Url::parse(&entry.value.url) {
-                Ok(url) => url,
-                Err(_) => {
-                    let entry = self.head.pop_front().expect("front exists");
-                    self.complete_without_fetch(entry, UrlState::Failed, ctx);
-                    continue;
-                }
+            let Some(source) = self.choose() else { break };
+            let raw = self.entry(source).value.url.clone();
+            let Ok(url) = Url::parse(&raw) else {
+                let entry = self.take(source);
+                self.complete_without_fetch(entry, UrlState::Failed, ctx);
+                continue;
             };
             let origin = robots::origin_key(&url);
-            let robots_known = self.rules.contains_key(&origin);
-            if !robots_known && self.robots_pending.contains(&origin) {
-                break;
-            }
-            if let Some(rules) = self.rules.get(&origin) {
-                if !rules.allows(&url) {
-                    self.metrics
-                        .robots_decisions
-                        .with_label_values(&["disallowed"])
-                        .inc();
-                    let entry = self.head.pop_front().expect("front exists");
-                    self.complete_without_fetch(entry, UrlState::Disallowed, ctx);
-                    continue;
-                }
-            }
-            let now = Instant::now();
-            match self.politeness.try_acquire(&self.settings.policy, now) {
-                Ok(permit) if robots_known => {
-                    self.metrics
-                        .robots_decisions
-                        .with_label_values(&["allowed"])
-                        .inc();
-                    let entry = self.head.pop_front().expect("front exists");
-                    self.fetch_page(entry, url, permit, ctx);
-                }
-                Ok(permit) => self.fetch_robots(origin, &url, permit, ctx),
-                Err(Wait::Busy) => break,
-                Err(Wait::Until(at)) => {
-                    self.arm_timer(at, ctx);
+            let (now, now_ms) = (Instant::now(), unix_ms(SystemTime::now()));
+            self.ensure_origin(&origin, &url);
+            let robots = &self.origins[&origin];
+            let allowed = match robots.need(now_ms, &self.settings.robots) {
+                Need::InFlight => break,
+                Need::RetryAt(at_ms) => {
+                    self.metrics.robots_decisions.with_label_values(&["unreachable_wait"]).inc();
+                    self.arm_timer(now + Duration::from_millis(at_ms.saturating_sub(now_ms)), ctx);
                     break;
                 }
+                Need::GiveUp => {
+                    self.metrics.robots_decisions.with_label_values(&["unreachable_dropped"]).inc();
+                    let entry = self.take(source);
+                    self.complete_without_fetch(entry, UrlState::RobotsUnreachable, ctx);
+                    continue;
+                }
+                Need::Fetch(robots_url) => match self.acquire(now, ctx) {
+                    Some(permit) => {
+                        self.fetch_robots(origin, robots_url, permit, ctx);
+                        continue;
+                    }
+                    None => break,
+                },
+                Need::Ready(rules) => rules.allows(&url),
+            };
+            if !allowed {
+                self.metrics.robots_decisions.with_label_values(&["disallowed"]).inc();
+                let entry = self.take(source);
+                self.complete_without_fetch(entry, UrlState::Disallowed, ctx);
+                continue;
             }
+            let Some(permit) = self.acquire(now, ctx) else { break };
+            self.metrics.robots_decisions.with_label_values(&["allowed"]).inc();
+            let entry = self.take(source);
+            self.fetch_entry(entry, url, permit, ctx);
         }
         self.check_quiet(ctx);
     }
 
-    /// Loads the next page of the queue; false when there is none.
-    fn refill(&mut self) -> bool {
-        if self.exhausted {
-            return false;
+    /// Takes a permit, or arms the timer for when one can be taken.
+    fn acquire(&mut self, now: Instant, ctx: &mut Context<Self>) -> Option<Permit> {
+        match self.politeness.try_acquire(&self.settings.policy, now) {
+            Ok(permit) => Some(permit),
+            Err(Wait::Busy) => None,
+            Err(Wait::Until(at)) => {
+                self.arm_timer(at, ctx);
+                None
+            }
         }
+    }
+
+    /// Where the next entry comes from: retries first, then the level the
+    /// picker chose (kept until its entry is taken).
+    fn choose(&mut self) -> Option<Source> {
+        if !self.retry.is_empty() {
+            return Some(Source::Retry);
+        }
+        if let Some(level) = self.chosen {
+            if !self.queues[level].is_empty() {
+                return Some(Source::Level(level));
+            }
+        }
+        for level in 0..LEVELS {
+            if self.queues[level].is_empty() {
+                self.refill(level);
+            }
+        }
+        let queues = &self.queues;
+        self.chosen = self.picker.pick(|l| !queues[l].is_empty());
+        self.chosen.map(Source::Level)
+    }
+
+    fn entry(&self, source: Source) -> &QueueEntry {
+        match source {
+            Source::Retry => self.retry.front(),
+            Source::Level(l) => self.queues[l].front(),
+        }
+        .expect("chosen source has an entry")
+    }
+
+    fn take(&mut self, source: Source) -> QueueEntry {
+        match source {
+            Source::Retry => self.retry.pop_front(),
+            Source::Level(l) => {
+                self.chosen = None;
+                self.queues[l].pop_front()
+            }
+        }
+        .expect("chosen source has an entry")
+    }
+
+    /// Loads the next page of one level's queue from the store.
+    fn refill(&mut self, level: usize) {
+        if self.exhausted[level] {
+            return;
+        }
+        let priority = Priority::from_level(level as u8);
         match self
             .store
-            .queue_page(&self.host, self.cursor.as_deref(), REFILL)
+            .queue_page(&self.host, priority, self.cursors[level].as_deref(), REFILL)
         {
-            Ok(page) if page.is_empty() => {
-                self.exhausted = true;
-                false
-            }
+            Ok(page) if page.is_empty() => self.exhausted[level] = true,
             Ok(page) => {
-                self.cursor = page.last().map(|e| e.key.clone());
-                self.head.extend(page);
-                true
+                self.cursors[level] = page.last().map(|e| e.key.clone());
+                self.queues[level].extend(page);
             }
             Err(err) => {
                 tracing::error!(host = %self.host, error = %err, "cannot read the queue");
-                self.exhausted = true;
-                false
+                self.exhausted[level] = true;
             }
+        }
+    }
+
+    fn ensure_origin(&mut self, origin: &str, url: &Url) {
+        if !self.origins.contains_key(origin) {
+            let saved = self.saved_robots.remove(origin);
+            let state = OriginRobots::new(url, saved, &self.settings.robots);
+            self.origins.insert(origin.to_owned(), state);
         }
     }
 
@@ -232,17 +326,39 @@ impl HostActor {
         self.timer = Some((at, handle));
     }
 
-    fn fetch_robots(&mut self, origin: String, url: &Url, permit: Permit, ctx: &mut Context<Self>) {
-        self.robots_pending.insert(origin.clone());
-        let robots_url = robots::robots_url(url);
-        let fetch = self.links.pipeline.fetch.send(Fetch {
-            url: robots_url.clone(),
-        });
+    /// A number in `[0, 1)` for backoff jitter (xorshift; no need for a
+    /// cryptographic generator to spread retries).
+    fn next_jitter(&mut self) -> f64 {
+        self.jitter ^= self.jitter << 13;
+        self.jitter ^= self.jitter >> 7;
+        self.jitter ^= self.jitter << 17;
+        (self.jitter >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Frees the permit of a request that just ended and counts the wait.
+    fn release(&mut self, permit: Permit, outcome: Outcome) {
+        let jitter = self.next_jitter();
+        let released = self
+            .politeness
+            .release(&self.settings.policy, permit, Instant::now(), outcome, jitter);
+        self.metrics
+            .politeness_waits
+            .with_label_values(&[released.reason.as_str()])
+            .inc();
+        if released.parked {
+            tracing::warn!(host = %self.host, for_s = released.delay.as_secs(), "host parked after repeated failures");
+        }
+    }
+
+    fn fetch_robots(&mut self, origin: String, url: Url, permit: Permit, ctx: &mut Context<Self>) {
+        if let Some(state) = self.origins.get_mut(&origin) {
+            state.fetch_started(url.clone());
+        }
+        let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
-            act.politeness
-                .release(&act.settings.policy, permit, Instant::now());
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
-            act.robots_fetched(origin, robots_url, result, ctx);
+            act.release(permit, outcome_of(&result));
+            act.robots_fetched(origin, url, result, ctx);
             act.dispatch(ctx);
         }));
     }
@@ -250,82 +366,154 @@ impl HostActor {
     fn robots_fetched(
         &mut self,
         origin: String,
-        robots_url: Url,
+        url: Url,
         result: Result<FetchResponse, FetchError>,
         ctx: &mut Context<Self>,
     ) {
-        let record = match &result {
-            Ok(resp) => RobotsRecord {
+        let fetch_result = match &result {
+            Ok(resp) => FetchResult {
                 status: Some(resp.status),
-                fetched_at_ms: unix_ms(SystemTime::now()),
-                body: if (200..300).contains(&resp.status) {
-                    resp.body[..resp.body.len().min(MAX_ROBOTS_BYTES)].to_vec()
-                } else {
-                    Vec::new()
-                },
+                location: resp.header("location").map(str::to_owned),
+                body: resp.body.to_vec(),
             },
             Err(err) => {
-                tracing::info!(host = %self.host, error = %err, "robots.txt unreachable: disallowing the origin");
-                RobotsRecord {
+                tracing::info!(host = %self.host, error = %err, "robots.txt unreachable");
+                FetchResult {
                     status: None,
-                    fetched_at_ms: unix_ms(SystemTime::now()),
+                    location: None,
                     body: Vec::new(),
                 }
             }
         };
-        self.rules.insert(
-            origin.clone(),
-            Rules::from_record(&record, &self.settings.product_token),
-        );
-        self.robots_records.insert(origin.clone(), record);
-        self.robots_pending.remove(&origin);
-        self.links.save.do_send(SaveHostState {
-            host: self.host.clone(),
-            state: self.state(),
-        });
-        if let Ok(response) = result {
-            self.processing += 1;
-            let archive = self.links.pipeline.archive.send(Archive {
-                url: robots_url,
-                response,
-                kind: EventKind::Robots,
-                depth: 0,
-                canonical: None,
-                robots_meta: None,
-                links_out: 0,
-            });
-            ctx.spawn(archive.into_actor(self).map(|result, act, ctx| {
-                if let Err(err) = result.map_err(Failure::from).and_then(|r| r) {
-                    tracing::error!(host = %act.host, error = %err, "archiving robots.txt failed");
+        let now_ms = unix_ms(SystemTime::now());
+        let Some(state) = self.origins.get_mut(&origin) else {
+            return;
+        };
+        match state.fetch_done(fetch_result, now_ms, &self.settings.robots) {
+            Fetched::Stored(record) => {
+                let rules = robots::Rules::from_record(&record, &self.settings.robots.product_token);
+                if rules
+                    .crawl_delay
+                    .is_some_and(|d| d > self.settings.policy.max_crawl_delay)
+                {
+                    self.metrics.crawl_delay_capped.inc();
                 }
-                act.processing -= 1;
-                act.check_quiet(ctx);
-            }));
+                self.politeness.set_crawl_delay(rules.crawl_delay);
+                self.links.save.do_send(SaveHostState {
+                    host: self.host.clone(),
+                    state: self.state(),
+                });
+                self.discover_sitemaps(&url, &rules, ctx);
+            }
+            Fetched::Failed { retry_at_ms } => {
+                tracing::info!(host = %self.host, origin, retry_in_ms = retry_at_ms.saturating_sub(now_ms), "robots.txt fetch failed; will retry");
+            }
+            Fetched::Redirect(next) => {
+                tracing::debug!(host = %self.host, to = %next, "robots.txt redirects");
+            }
+        }
+        if let Ok(response) = result {
+            self.archive_side_response(url, response, EventKind::Robots, ctx);
         }
     }
 
-    fn fetch_page(&mut self, entry: QueueEntry, url: Url, permit: Permit, ctx: &mut Context<Self>) {
-        let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
-        ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
-            act.politeness
-                .release(&act.settings.policy, permit, Instant::now());
-            let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
-            act.processing += 1;
-            let pipeline = process(act.links.clone(), act.host.clone(), entry, url, result);
-            ctx.spawn(pipeline.into_actor(act).map(|(), act, ctx| {
-                act.processing -= 1;
-                act.dispatch(ctx);
-            }));
+    /// Archives a response that completes no queue entry (robots.txt).
+    fn archive_side_response(&mut self, url: Url, response: FetchResponse, kind: EventKind, ctx: &mut Context<Self>) {
+        self.processing += 1;
+        let archive = self.links.pipeline.archive.send(Archive {
+            url,
+            response,
+            kind,
+            depth: 0,
+            canonical: None,
+            robots_meta: None,
+            links_out: 0,
+        });
+        ctx.spawn(archive.into_actor(self).map(|result, act, ctx| {
+            if let Err(err) = result.map_err(Failure::from).and_then(|r| r) {
+                tracing::error!(host = %act.host, error = %err, "archiving robots.txt failed");
+            }
+            act.processing -= 1;
+            act.check_quiet(ctx);
+        }));
+    }
+
+    /// Offers the sitemaps robots.txt names, or `/sitemap.xml` if it names
+    /// none.
+    fn discover_sitemaps(&mut self, robots_url: &Url, rules: &robots::Rules, ctx: &mut Context<Self>) {
+        if self.settings.sitemaps.is_none() {
+            return;
+        }
+        let submitter = Some(self.host.clone());
+        let mut candidates: Vec<Candidate> = rules
+            .sitemaps
+            .iter()
+            .filter_map(|s| robots_url.join(s).ok())
+            .map(|url| Candidate {
+                url,
+                depth: 0,
+                priority: Priority::HIGH,
+                kind: EntryKind::Sitemap {
+                    submitter: submitter.clone(),
+                },
+            })
+            .collect();
+        if candidates.is_empty() {
+            if let Ok(url) = robots_url.join("/sitemap.xml") {
+                candidates.push(Candidate {
+                    url,
+                    depth: 0,
+                    priority: Priority::HIGH,
+                    kind: EntryKind::Sitemap { submitter: None },
+                });
+            }
+        }
+        self.processing += 1;
+        let discover = self.links.pipeline.discover.send(Discover { candidates });
+        ctx.spawn(discover.into_actor(self).map(|result, act, ctx| {
+            if let Err(err) = result.map_err(Failure::from).and_then(|r| r.map(|_| ())) {
+                tracing::error!(host = %act.host, error = %err, "cannot queue sitemaps");
+            }
+            act.processing -= 1;
             act.dispatch(ctx);
         }));
     }
 
-    fn complete_without_fetch(
-        &mut self,
-        entry: QueueEntry,
-        state: UrlState,
-        ctx: &mut Context<Self>,
-    ) {
+    fn fetch_entry(&mut self, entry: QueueEntry, url: Url, permit: Permit, ctx: &mut Context<Self>) {
+        let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
+        ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
+            let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
+            let outcome = outcome_of(&result);
+            act.release(permit, outcome);
+            let fp = entry.value.fp;
+            let tries = act.attempts.entry(fp).or_insert(0);
+            *tries += 1;
+            if outcome.is_retryable() && *tries < act.settings.max_attempts {
+                // Not archived: the server did not serve the page this time.
+                act.retry.push_back(entry);
+            } else {
+                act.attempts.remove(&fp);
+                act.processing += 1;
+                let schedule = act.politeness.schedule(Instant::now(), SystemTime::now());
+                let job = Job {
+                    links: act.links.clone(),
+                    settings: act.settings.clone(),
+                    metrics: act.metrics.clone(),
+                    host: act.host.clone(),
+                    entry,
+                    url,
+                    schedule,
+                };
+                ctx.spawn(job.run(result).into_actor(act).map(|(), act, ctx| {
+                    act.processing -= 1;
+                    act.dispatch(ctx);
+                }));
+            }
+            act.dispatch(ctx);
+        }));
+    }
+
+    fn complete_without_fetch(&mut self, entry: QueueEntry, state: UrlState, ctx: &mut Context<Self>) {
         self.processing += 1;
         let done = self.links.complete.send(Complete {
             host: self.host.clone(),
@@ -335,6 +523,7 @@ impl HostActor {
                 depth: entry.value.depth,
                 state,
             },
+            schedule: self.politeness.schedule(Instant::now(), SystemTime::now()),
         });
         ctx.spawn(done.into_actor(self).map(|result, act, ctx| {
             if let Err(err) = result.map_err(Failure::from).and_then(|r| r) {
@@ -355,7 +544,9 @@ impl HostActor {
         for waiter in std::mem::take(&mut self.drain_waiters) {
             let _ = waiter.send(self.state());
         }
-        let idle = self.head.is_empty() && self.exhausted && self.robots_pending.is_empty();
+        let idle = self.retry.is_empty()
+            && self.queues.iter().all(VecDeque::is_empty)
+            && self.exhausted.iter().all(|&e| e);
         if !idle || self.idle_reported {
             return;
         }
@@ -374,122 +565,246 @@ impl HostActor {
         }));
     }
 
-    /// The state persisted when the host passivates.
+    /// The state persisted when the host passivates or drains.
     fn state(&self) -> HostState {
-        let wait = self
-            .politeness
-            .next_allowed()
-            .saturating_duration_since(Instant::now());
+        let mut robots = self.saved_robots.clone();
+        for (origin, state) in &self.origins {
+            if let Some(record) = state.record() {
+                robots.insert(origin.clone(), record.clone());
+            }
+        }
         HostState {
-            robots: self.robots_records.clone(),
-            // Rounded up: a restart may wait a millisecond longer, never less.
-            next_allowed_ms: unix_ms(SystemTime::now()) + wait.as_millis() as u64 + 1,
+            robots,
+            schedule: Some(self.politeness.schedule(Instant::now(), SystemTime::now())),
+        }
+    }
+
+    fn snapshot(&self) -> HostSnapshot {
+        let now = Instant::now();
+        let state = self.state();
+        let token = &self.settings.robots.product_token;
+        let mut queued = self.store.queued_by_priority(&self.host).unwrap_or_default();
+        // Entries in flight or processing are still in the store's queue.
+        for level in 0..LEVELS {
+            queued[level] = queued[level].max(self.queues[level].len() as u64);
+        }
+        HostSnapshot {
+            host: self.host.clone(),
+            active: true,
+            robots: state
+                .robots
+                .iter()
+                .map(|(origin, record)| RobotsSummary::of(origin, record, token))
+                .collect(),
+            robots_failing: self
+                .origins
+                .iter()
+                .filter(|(_, o)| o.failing())
+                .map(|(origin, _)| origin.clone())
+                .collect(),
+            politeness: PolitenessSnapshot {
+                in_flight: self.politeness.in_flight(),
+                next_allowed_in_ms: self
+                    .politeness
+                    .next_allowed()
+                    .saturating_duration_since(now)
+                    .as_millis() as u64,
+                failures: self.politeness.failures(),
+                parked: self.politeness.parked(now),
+                crawl_delay_ms: self.politeness.crawl_delay().map(|d| d.as_millis() as u64),
+            },
+            queued_by_priority: queued,
+            head: self.retry.len() + self.queues.iter().map(VecDeque::len).sum::<usize>(),
+            processing: self.processing,
         }
     }
 }
 
-/// What happens to a fetched URL: parse, archive, admit its links, and
-/// only then complete it. If any step fails the URL is not completed: it
-/// stays queued and is fetched again after a restart.
-async fn process(
+/// The politeness outcome of a fetch result.
+fn outcome_of(result: &Result<FetchResponse, FetchError>) -> Outcome {
+    match result {
+        Ok(resp) => Outcome::of_status(resp.status, resp.header("retry-after"), SystemTime::now()),
+        Err(_) => Outcome::Failure,
+    }
+}
+
+/// What happens to a fetched entry: parse (page) or read (sitemap),
+/// archive, admit what it links to, and only then complete it. If a step
+/// fails the entry is not completed: it stays queued and is fetched again
+/// after a restart.
+struct Job {
     links: HostLinks,
+    settings: Arc<HostSettings>,
+    metrics: Arc<Metrics>,
     host: String,
     entry: QueueEntry,
     url: Url,
-    result: Result<FetchResponse, FetchError>,
-) {
-    let state = match result {
-        Ok(response) => match archive_and_follow(&links, &entry, url.clone(), response).await {
-            Ok(status) => UrlState::Fetched(status),
-            Err(err) => {
-                tracing::error!(url = %url, error = %err, "processing failed; the url stays queued");
-                return;
-            }
-        },
-        Err(err) => {
-            tracing::debug!(url = %url, kind = err.kind(), "fetch failed");
-            UrlState::Failed
-        }
-    };
-    let done = links
-        .complete
-        .send(Complete {
-            host,
-            completion: Completion {
-                fp: entry.value.fp,
-                queue_key: entry.key,
-                depth: entry.value.depth,
-                state,
-            },
-        })
-        .await;
-    if let Err(err) = done.map_err(Failure::from).and_then(|r| r) {
-        tracing::error!(url = %url, error = %err, "cannot complete a fetched url");
-    }
+    schedule: Schedule,
 }
 
-async fn archive_and_follow(
-    links: &HostLinks,
-    entry: &QueueEntry,
-    url: Url,
-    response: FetchResponse,
-) -> Result<u16, Failure> {
-    let status = response.status;
-    let mut found = Vec::new();
-    let mut canonical = None;
-    let mut robots_meta = None;
-    if (200..300).contains(&status) && response.is_html() {
-        let parsed = links
+impl Job {
+    async fn run(self, result: Result<FetchResponse, FetchError>) {
+        let state = match result {
+            Ok(response) => match self.archive_and_follow(response).await {
+                Ok(status) => UrlState::Fetched(status),
+                Err(err) => {
+                    tracing::error!(url = %self.url, error = %err, "processing failed; the url stays queued");
+                    return;
+                }
+            },
+            Err(err) => {
+                tracing::debug!(url = %self.url, kind = err.kind(), "fetch failed");
+                UrlState::Failed
+            }
+        };
+        let done = self
+            .links
+            .complete
+            .send(Complete {
+                host: self.host,
+                completion: Completion {
+                    fp: self.entry.value.fp,
+                    queue_key: self.entry.key,
+                    depth: self.entry.value.depth,
+                    state,
+                },
+                schedule: self.schedule,
+            })
+            .await;
+        if let Err(err) = done.map_err(Failure::from).and_then(|r| r) {
+            tracing::error!(url = %self.url, error = %err, "cannot complete a fetched url");
+        }
+    }
+
+    async fn archive_and_follow(&self, response: FetchResponse) -> Result<u16, Failure> {
+        let status = response.status;
+        let ok = (200..300).contains(&status);
+        let (found, canonical, robots_meta, kind) = match &self.entry.value.kind {
+            EntryKind::Sitemap { submitter } => {
+                let found = if ok {
+                    self.read_sitemap(&response, submitter.as_deref()).await?
+                } else {
+                    Vec::new()
+                };
+                (found, None, None, EventKind::Sitemap)
+            }
+            EntryKind::Page => {
+                let mut found = Vec::new();
+                let (mut canonical, mut robots_meta) = (None, None);
+                if ok && response.is_html() {
+                    let parsed = self
+                        .links
+                        .pipeline
+                        .parse
+                        .send(Parse {
+                            url: self.url.clone(),
+                            body: response.body.clone(),
+                        })
+                        .await?;
+                    canonical = parsed.canonical.clone();
+                    robots_meta = parsed.robots_meta.clone();
+                    if !parsed.nofollow() {
+                        let depth = self.entry.value.depth + 1;
+                        found = parsed.links.into_iter().map(|u| Candidate::link(u, depth)).collect();
+                    }
+                } else if (300..400).contains(&status) {
+                    // The redirect target enters the crawl like a link, so
+                    // robots.txt and politeness apply to its host.
+                    if let Some(target) = response.header("location").and_then(|l| self.url.join(l).ok()) {
+                        found.push(Candidate {
+                            priority: Priority::HIGH,
+                            ..Candidate::link(target, self.entry.value.depth + 1)
+                        });
+                    }
+                }
+                (found, canonical, robots_meta, EventKind::Page)
+            }
+        };
+        self.links
             .pipeline
-            .parse
-            .send(Parse {
-                url: url.clone(),
+            .archive
+            .send(Archive {
+                url: self.url.clone(),
+                response,
+                kind,
+                depth: self.entry.value.depth,
+                canonical,
+                robots_meta,
+                links_out: found.len(),
+            })
+            .await??;
+        if !found.is_empty() {
+            self.links
+                .pipeline
+                .discover
+                .send(Discover { candidates: found })
+                .await??;
+        }
+        Ok(status)
+    }
+
+    /// Reads a sitemap into candidates: pages of this host (or of the host
+    /// whose robots.txt submitted the sitemap), and child sitemaps of an
+    /// index up to the depth limit.
+    async fn read_sitemap(&self, response: &FetchResponse, submitter: Option<&str>) -> Result<Vec<Candidate>, Failure> {
+        let Some(settings) = &self.settings.sitemaps else {
+            return Ok(Vec::new());
+        };
+        let parsed = self
+            .links
+            .pipeline
+            .parse_sitemap
+            .send(ParseSitemap {
                 body: response.body.clone(),
+                limits: settings.limits,
             })
             .await?;
-        canonical = parsed.canonical.clone();
-        robots_meta = parsed.robots_meta.clone();
-        if !parsed.nofollow() {
-            found = parsed.links;
+        let count = |outcome: &str, n: usize| {
+            self.metrics.sitemap_urls.with_label_values(&[outcome]).inc_by(n as u64);
+        };
+        count("dropped_limit", parsed.dropped);
+        if let Some(err) = &parsed.error {
+            tracing::info!(url = %self.url, error = %err, "sitemap read partly");
         }
-    } else if (300..400).contains(&status) {
-        // The redirect target enters the crawl like a link, so robots.txt
-        // and politeness apply to its host.
-        if let Some(target) = response.header("location").and_then(|l| url.join(l).ok()) {
-            found.push(target);
+        let own_host = self.url.host_str();
+        let fresh_since = chrono::Utc::now() - chrono::Duration::from_std(settings.fresh_within).unwrap_or_default();
+        let index_depth = self.entry.value.depth + 1;
+        let mut found = Vec::new();
+        for entry in parsed.entries {
+            let Ok(url) = self.url.join(&entry.loc) else { continue };
+            let host = url.host_str();
+            if host != own_host && host != submitter {
+                count("dropped_host", 1);
+                continue;
+            }
+            let candidate = match parsed.kind {
+                SitemapKind::Index if index_depth <= settings.max_index_depth => Candidate {
+                    url,
+                    depth: index_depth,
+                    priority: Priority::HIGH,
+                    kind: EntryKind::Sitemap {
+                        submitter: submitter.map(str::to_owned),
+                    },
+                },
+                SitemapKind::Index => {
+                    count("dropped_depth", 1);
+                    continue;
+                }
+                _ => {
+                    let fresh = entry.lastmod.is_some_and(|t| t >= fresh_since);
+                    Candidate {
+                        url,
+                        depth: 0,
+                        priority: if fresh { Priority::HIGH } else { Priority::LOW },
+                        kind: EntryKind::Page,
+                    }
+                }
+            };
+            found.push(candidate);
         }
+        count("queued", found.len());
+        Ok(found)
     }
-    links
-        .pipeline
-        .archive
-        .send(Archive {
-            url,
-            response,
-            kind: EventKind::Page,
-            depth: entry.value.depth,
-            canonical,
-            robots_meta,
-            links_out: found.len(),
-        })
-        .await??;
-    if !found.is_empty() {
-        let depth = entry.value.depth + 1;
-        let candidates = found
-            .into_iter()
-            .map(|url| Candidate { url, depth })
-            .collect();
-        links
-            .pipeline
-            .discover
-            .send(Discover { candidates })
-            .await??;
-    }
-    Ok(status)
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Actor for HostActor {
@@ -512,7 +827,7 @@ impl Handler<Wake> for HostActor {
 
     fn handle(&mut self, msg: Wake, ctx: &mut Self::Context) {
         self.generation = self.generation.max(msg.generation);
-        self.exhausted = false;
+        self.exhausted = [false; LEVELS];
         self.dispatch(ctx);
     }
 }
@@ -536,16 +851,6 @@ impl Handler<GetHostSnapshot> for HostActor {
     type Result = MessageResult<GetHostSnapshot>;
 
     fn handle(&mut self, _: GetHostSnapshot, _: &mut Self::Context) -> Self::Result {
-        MessageResult(HostSnapshot {
-            host: self.host.clone(),
-            head: self.head.len(),
-            in_flight: self.politeness.in_flight(),
-            processing: self.processing,
-            next_allowed_in_ms: self
-                .politeness
-                .next_allowed()
-                .saturating_duration_since(Instant::now())
-                .as_millis() as u64,
-        })
+        MessageResult(self.snapshot())
     }
 }

@@ -20,7 +20,11 @@ use url::Url;
 
 use crate::events::EventKind;
 use crate::fetch::{FetchError, FetchResponse};
+use crate::frontier::{EntryKind, Priority, LEVELS};
 use crate::parse::ParsedPage;
+use crate::politeness::Schedule;
+use crate::robots::RobotsSummary;
+use crate::sitemap::{ParsedSitemap, SitemapLimits};
 use crate::store::{AdmitEntry, Completion, HostState};
 use crate::url::Fingerprint;
 use crate::warc::WarcRef;
@@ -48,13 +52,30 @@ impl From<MailboxError> for Failure {
 
 // ---------------------------------------------------------------- SeenSet
 
-/// A URL found somewhere (seed, link, redirect) and offered to the crawl.
+/// A URL found somewhere (seed, link, redirect, sitemap) and offered to
+/// the crawl.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
     /// The URL as found (absolute).
     pub url: Url,
-    /// Hops from the seed.
+    /// Hops from the seed (pages) or index depth (sitemaps).
     pub depth: u32,
+    /// Which of its host's queues it joins.
+    pub priority: Priority,
+    /// Page or sitemap.
+    pub kind: EntryKind,
+}
+
+impl Candidate {
+    /// A page found as a link.
+    pub fn link(url: Url, depth: u32) -> Self {
+        Candidate {
+            url,
+            depth,
+            priority: Priority::NORMAL,
+            kind: EntryKind::Page,
+        }
+    }
 }
 
 /// Offers candidates to the crawl. Replies once every admissible candidate
@@ -90,7 +111,9 @@ pub struct AdmitBatch {
     pub entries: Vec<AdmitEntry>,
 }
 
-/// A queue entry is finished: record its outcome and dequeue it.
+/// A queue entry is finished: record its outcome and dequeue it, with the
+/// host's politeness schedule in the same write (so a restart, even after a
+/// crash, does not burst).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<(), Failure>")]
 pub struct Complete {
@@ -98,6 +121,8 @@ pub struct Complete {
     pub host: String,
     /// What to record.
     pub completion: Completion,
+    /// The host's schedule after the fetch.
+    pub schedule: Schedule,
 }
 
 /// A host has nothing to do. The partition passivates it (saving `state`)
@@ -172,18 +197,47 @@ pub struct Wake {
 pub struct GetHostSnapshot;
 
 /// Observable state of a host actor.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HostSnapshot {
     /// The host.
     pub host: String,
-    /// Entries loaded and not yet dispatched.
+    /// Whether an actor is active for it (else the state is the stored one).
+    pub active: bool,
+    /// robots.txt per origin.
+    pub robots: Vec<RobotsSummary>,
+    /// Origins whose robots.txt is currently unreachable.
+    pub robots_failing: Vec<String>,
+    /// Politeness state.
+    pub politeness: PolitenessSnapshot,
+    /// Durable queue sizes by priority level (0 = seeds … 3 = low).
+    pub queued_by_priority: [u64; LEVELS],
+    /// Entries loaded in memory and not yet dispatched.
     pub head: usize,
-    /// Requests in flight.
-    pub in_flight: u32,
     /// Fetched entries being parsed, archived and admitted.
     pub processing: usize,
+}
+
+/// The politeness part of a [`HostSnapshot`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PolitenessSnapshot {
+    /// Requests in flight.
+    pub in_flight: u32,
     /// Milliseconds until the next request may start (0 if due).
     pub next_allowed_in_ms: u64,
+    /// Consecutive failures (backoff grows with them).
+    pub failures: u32,
+    /// Parked after repeated failures.
+    pub parked: bool,
+    /// Crawl-delay in force, in milliseconds.
+    pub crawl_delay_ms: Option<u64>,
+}
+
+/// Asks a partition about one host, active or not.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<HostSnapshot, Failure>")]
+pub struct GetHost {
+    /// The host name.
+    pub host: String,
 }
 
 // ------------------------------------------------------------- FetcherPool
@@ -197,6 +251,16 @@ pub struct Fetch {
 }
 
 // -------------------------------------------------------------- ParserPool
+
+/// Reads a sitemap body.
+#[derive(Debug, Message)]
+#[rtype(result = "ParsedSitemap")]
+pub struct ParseSitemap {
+    /// The body as fetched (gzip or not).
+    pub body: Bytes,
+    /// Per-file limits.
+    pub limits: SitemapLimits,
+}
 
 /// Parses an HTML body.
 #[derive(Debug, Message)]
@@ -218,7 +282,7 @@ pub struct Archive {
     pub url: Url,
     /// The response.
     pub response: FetchResponse,
-    /// Page or robots.txt.
+    /// Page, robots.txt or sitemap.
     pub kind: EventKind,
     /// Hops from the seed.
     pub depth: u32,

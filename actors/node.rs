@@ -20,18 +20,21 @@ use url::Url;
 
 use super::archive::{ArchiveActor, ArchiveOpenError};
 use super::fetcher::FetcherPool;
-use super::host::HostSettings;
+use super::host::{HostSettings, SitemapSettings};
 use super::messages::{
     Admission, ArchiveSnapshot, Candidate, CloseArchive, Discover, Drain, Failure,
-    GetArchiveSnapshot, GetPartitionSnapshot, PartitionSnapshot,
+    GetArchiveSnapshot, GetHost, GetPartitionSnapshot, HostSnapshot, PartitionSnapshot,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PipelineLinks};
 use super::seen::SeenSet;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::frontier::{EntryKind, Priority};
 use crate::politeness::Policy;
-use crate::store::{Manifest, PartitionStore, StoreEnv, StoreError};
+use crate::robots::cache::RobotsSettings;
+use crate::sitemap::SitemapLimits;
+use crate::store::{Manifest, PartitionStore, RunMarker, StoreEnv, StoreError};
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -45,10 +48,14 @@ pub enum NodeError {
     /// The archive could not be opened.
     #[error(transparent)]
     Archive(#[from] ArchiveOpenError),
+    /// The run marker could not be written.
+    #[error("run marker in {0}: {1}")]
+    Marker(std::path::PathBuf, std::io::Error),
 }
 
 /// The root actor.
 pub struct Node {
+    data_dir: std::path::PathBuf,
     partitions: Vec<Addr<PartitionActor>>,
     seen: Addr<SeenSet>,
     archive: Addr<ArchiveActor>,
@@ -75,6 +82,11 @@ impl Node {
     pub fn start(config: Config, metrics: Arc<Metrics>) -> Result<Addr<Node>, NodeError> {
         let data_dir = config.storage.data_dir.clone();
         Manifest::ensure(&data_dir, config.storage.partitions)?;
+        let crashed =
+            RunMarker::begin(&data_dir).map_err(|e| NodeError::Marker(data_dir.clone(), e))?;
+        if crashed {
+            tracing::warn!("the last run did not stop cleanly: every host waits its last delay again before its first request");
+        }
         let env = StoreEnv::new(&config.storage);
         let stores = (0..config.storage.partitions)
             .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
@@ -82,10 +94,7 @@ impl Node {
         let archive = ArchiveActor::start(&config, metrics.clone())?;
         let parser = ParserPool::start(config.parse.threads, config.parse.max_links_per_page);
         let fetcher = FetcherPool::new(&config, metrics.clone()).start();
-        let settings = Arc::new(HostSettings {
-            policy: Policy::from(&config.politeness),
-            product_token: config.crawl.product_token().to_owned(),
-        });
+        let settings = Arc::new(host_settings(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)
             .map(|_| Arbiter::new())
             .collect();
@@ -96,7 +105,8 @@ impl Node {
         let seen_addr = seen_ctx.address();
         let pipeline = PipelineLinks {
             fetch: fetcher.recipient(),
-            parse: parser.recipient(),
+            parse: parser.clone().recipient(),
+            parse_sitemap: parser.recipient(),
             archive: archive.clone().recipient(),
             discover: seen_addr.clone().recipient(),
         };
@@ -115,6 +125,7 @@ impl Node {
         let recipients = partitions.iter().map(|p| p.clone().recipient()).collect();
         seen_ctx.run(SeenSet::new(&config, recipients, metrics.clone()));
         Ok(Node {
+            data_dir,
             partitions,
             seen: seen_addr,
             archive,
@@ -152,6 +163,30 @@ impl Node {
     }
 }
 
+/// The settings every host of the node shares.
+fn host_settings(config: &Config, crashed: bool) -> HostSettings {
+    HostSettings {
+        policy: Policy::from(&config.politeness),
+        robots: RobotsSettings {
+            product_token: config.crawl.product_token().to_owned(),
+            ttl: config.robots.cache_ttl,
+            retry_base: config.robots.retry_base,
+            retry_max: config.robots.retry_max,
+            give_up_after: config.robots.give_up_after,
+        },
+        max_attempts: config.fetch.max_attempts,
+        sitemaps: config.sitemap.enabled.then(|| SitemapSettings {
+            limits: SitemapLimits {
+                max_urls: config.sitemap.max_urls,
+                max_bytes: config.sitemap.max_bytes,
+            },
+            max_index_depth: config.sitemap.max_index_depth,
+            fresh_within: config.sitemap.fresh_within,
+        }),
+        crashed,
+    }
+}
+
 impl Actor for Node {
     type Context = Context<Self>;
 
@@ -177,7 +212,12 @@ impl Handler<Seed> for Node {
             .urls
             .iter()
             .filter_map(|u| Url::parse(u.trim()).ok())
-            .map(|url| Candidate { url, depth: 0 })
+            .map(|url| Candidate {
+                url,
+                depth: 0,
+                priority: Priority::SEED,
+                kind: EntryKind::Page,
+            })
             .collect();
         let unparsed = offered - candidates.len();
         let send = self.seen.send(Discover { candidates });
@@ -293,7 +333,32 @@ impl Handler<Shutdown> for Node {
                 }
             }
             act.metrics.active_hosts.set(0);
+            if result.is_ok() {
+                if let Err(err) = RunMarker::end(&act.data_dir) {
+                    tracing::error!(error = %err, "cannot clear the run marker");
+                }
+            }
             result
         }))
+    }
+}
+
+/// Asks about one host, active or dormant (served at
+/// `/api/v1/hosts/{host}`).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<HostSnapshot, Failure>")]
+pub struct HostInfo {
+    /// The host name (as in URLs, lower-case).
+    pub host: String,
+}
+
+impl Handler<HostInfo> for Node {
+    type Result = ResponseFuture<Result<HostSnapshot, Failure>>;
+
+    fn handle(&mut self, msg: HostInfo, _: &mut Self::Context) -> Self::Result {
+        let host = msg.host.to_ascii_lowercase();
+        let p = crate::url::partition_of(&host, self.partitions.len() as u16) as usize;
+        let ask = self.partitions[p].send(GetHost { host });
+        Box::pin(async move { ask.await? })
     }
 }

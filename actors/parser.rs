@@ -1,4 +1,4 @@
-//! ParserPool: CPU-bound HTML parsing on a SyncArbiter.
+//! ParserPool: CPU-bound HTML and sitemap parsing on a SyncArbiter.
 //!
 //! Parsing is the largest CPU cost per page, so it runs on its own threads
 //! (one per core by default), never on the async executor. scraper's DOM is
@@ -7,8 +7,9 @@
 
 use actix::prelude::*;
 
-use super::messages::Parse;
+use super::messages::{Parse, ParseSitemap};
 use crate::parse::parse_html;
+use crate::sitemap::parse_sitemap;
 
 /// One parser thread.
 pub struct ParserPool {
@@ -37,5 +38,13 @@ impl Handler<Parse> for ParserPool {
     fn handle(&mut self, msg: Parse, _: &mut Self::Context) -> Self::Result {
         let html = String::from_utf8_lossy(&msg.body);
         MessageResult(parse_html(&html, &msg.url, self.max_links))
+    }
+}
+
+impl Handler<ParseSitemap> for ParserPool {
+    type Result = MessageResult<ParseSitemap>;
+
+    fn handle(&mut self, msg: ParseSitemap, _: &mut Self::Context) -> Self::Result {
+        MessageResult(parse_sitemap(&msg.body, msg.limits))
     }
 }

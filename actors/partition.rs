@@ -13,8 +13,9 @@ use actix::prelude::*;
 
 use super::host::{HostActor, HostLinks, HostSettings};
 use super::messages::{
-    AdmitBatch, Complete, Drain, DrainHost, Failure, GetPartitionSnapshot, HostIdle,
-    PartitionSnapshot, SaveHostState, Wake,
+    AdmitBatch, Complete, Drain, DrainHost, Failure, GetHost, GetHostSnapshot,
+    GetPartitionSnapshot, HostIdle, HostSnapshot, PartitionSnapshot, PolitenessSnapshot,
+    SaveHostState, Wake,
 };
 use crate::metrics::Metrics;
 use crate::store::PartitionStore;
@@ -25,8 +26,10 @@ use crate::url::Fingerprint;
 pub struct PipelineLinks {
     /// FetcherPool.
     pub fetch: Recipient<super::messages::Fetch>,
-    /// ParserPool.
+    /// ParserPool: HTML.
     pub parse: Recipient<super::messages::Parse>,
+    /// ParserPool: sitemaps.
+    pub parse_sitemap: Recipient<super::messages::ParseSitemap>,
     /// Archive.
     pub archive: Recipient<super::messages::Archive>,
     /// SeenSet.
@@ -90,7 +93,7 @@ impl PartitionActor {
             return;
         }
         let state = match self.store.host_state(host) {
-            Ok(state) => state.unwrap_or_default(),
+            Ok(state) => state,
             Err(err) => {
                 tracing::error!(partition = self.id, host, error = %err, "cannot load host state");
                 Default::default()
@@ -184,7 +187,8 @@ impl Handler<Complete> for PartitionActor {
     type Result = Result<(), Failure>;
 
     fn handle(&mut self, msg: Complete, _: &mut Self::Context) -> Self::Result {
-        self.store.complete(&[msg.completion]).map_err(|err| {
+        let schedule = Some((msg.host.as_str(), &msg.schedule));
+        self.store.complete(&[msg.completion], schedule).map_err(|err| {
             tracing::error!(partition = self.id, host = %msg.host, error = %err, "complete failed");
             Failure::Store(err.to_string())
         })?;
@@ -261,4 +265,54 @@ impl Handler<GetPartitionSnapshot> for PartitionActor {
     fn handle(&mut self, _: GetPartitionSnapshot, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.snapshot())
     }
+}
+
+impl Handler<GetHost> for PartitionActor {
+    type Result = ResponseFuture<Result<HostSnapshot, Failure>>;
+
+    fn handle(&mut self, msg: GetHost, _: &mut Self::Context) -> Self::Result {
+        if let Some(active) = self.hosts.get(&msg.host) {
+            let ask = active.addr.send(GetHostSnapshot);
+            return Box::pin(async move { Ok(ask.await?) });
+        }
+        // Dormant: what the store knows.
+        let result = stored_snapshot(&self.store, &msg.host, &self.settings);
+        Box::pin(async move { result })
+    }
+}
+
+/// The snapshot of a host without an actor, from its stored state.
+fn stored_snapshot(
+    store: &PartitionStore,
+    host: &str,
+    settings: &HostSettings,
+) -> Result<HostSnapshot, Failure> {
+    let fail = |e: crate::store::StoreError| Failure::Store(e.to_string());
+    let state = store.host_state(host).map_err(fail)?;
+    let queued = store.queued_by_priority(host).map_err(fail)?;
+    let now = std::time::SystemTime::now();
+    let now_ms = crate::politeness::unix_ms(now);
+    let token = &settings.robots.product_token;
+    let robots: Vec<_> = state
+        .robots
+        .iter()
+        .map(|(origin, record)| crate::robots::RobotsSummary::of(origin, record, token))
+        .collect();
+    let schedule = state.schedule.unwrap_or_default();
+    Ok(HostSnapshot {
+        host: host.to_owned(),
+        active: false,
+        politeness: PolitenessSnapshot {
+            in_flight: 0,
+            next_allowed_in_ms: schedule.next_allowed_ms.saturating_sub(now_ms),
+            failures: schedule.failures,
+            parked: schedule.parked_until_ms > now_ms,
+            crawl_delay_ms: robots.iter().find_map(|r| r.crawl_delay_ms),
+        },
+        robots,
+        robots_failing: Vec::new(),
+        queued_by_priority: queued,
+        head: 0,
+        processing: 0,
+    })
 }

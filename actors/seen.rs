@@ -67,7 +67,8 @@ impl SeenSet {
 
     /// Normalises and filters one candidate into an admission entry.
     fn entry(&self, c: Candidate) -> Option<AdmitEntry> {
-        if self.max_depth > 0 && c.depth > self.max_depth {
+        let is_page = matches!(c.kind, crate::frontier::EntryKind::Page);
+        if is_page && self.max_depth > 0 && c.depth > self.max_depth {
             return None;
         }
         let url = urls::normalise(c.url, self.max_url_length).ok()?;
@@ -77,6 +78,8 @@ impl SeenSet {
             url: url.into(),
             host,
             depth: c.depth,
+            priority: c.priority,
+            kind: c.kind,
         })
     }
 

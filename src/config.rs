@@ -46,6 +46,10 @@ pub struct Config {
     pub crawl: CrawlConfig,
     /// Per-host request pacing.
     pub politeness: PolitenessConfig,
+    /// robots.txt caching and retries.
+    pub robots: RobotsConfig,
+    /// Sitemap discovery and limits.
+    pub sitemap: SitemapConfig,
     /// Name resolution.
     pub dns: DnsConfig,
     /// The HTTP client.
@@ -96,6 +100,58 @@ pub struct PolitenessConfig {
     pub delay_factor: f64,
     /// Requests in flight to one host at once.
     pub max_in_flight_per_host: u32,
+    /// Cap on a robots.txt Crawl-delay.
+    #[serde(with = "humantime_serde")]
+    pub max_crawl_delay: Duration,
+    /// Cap on a server's Retry-After.
+    #[serde(with = "humantime_serde")]
+    pub max_retry_after: Duration,
+    /// First backoff after a failure.
+    #[serde(with = "humantime_serde")]
+    pub backoff_base: Duration,
+    /// Largest backoff.
+    #[serde(with = "humantime_serde")]
+    pub backoff_max: Duration,
+    /// Consecutive failures that park a host (0 = never).
+    pub park_after_failures: u32,
+    /// How long a parked host waits.
+    #[serde(with = "humantime_serde")]
+    pub park_duration: Duration,
+}
+
+/// `[robots]`: robots.txt caching and retries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RobotsConfig {
+    /// Lifetime of a fetched robots.txt.
+    #[serde(with = "humantime_serde")]
+    pub cache_ttl: Duration,
+    /// First retry delay while unreachable.
+    #[serde(with = "humantime_serde")]
+    pub retry_base: Duration,
+    /// Largest retry delay.
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+    /// Unreachable this long with no good copy: drop the origin's URLs.
+    #[serde(with = "humantime_serde")]
+    pub give_up_after: Duration,
+}
+
+/// `[sitemap]`: sitemap discovery and limits.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SitemapConfig {
+    /// Read sitemaps at all.
+    pub enabled: bool,
+    /// Depth of sitemap indexes followed.
+    pub max_index_depth: u32,
+    /// URLs read per file.
+    pub max_urls: usize,
+    /// Uncompressed bytes read per file.
+    pub max_bytes: usize,
+    /// lastmod this recent means high priority.
+    #[serde(with = "humantime_serde")]
+    pub fresh_within: Duration,
 }
 
 /// `[dns]`: resolution overrides.
@@ -120,6 +176,8 @@ pub struct FetchConfig {
     pub timeout: Duration,
     /// Largest body kept, in bytes.
     pub max_body_bytes: usize,
+    /// Attempts per URL on retryable failures.
+    pub max_attempts: u32,
     /// CIDR blocks exempt from the SSRF deny list.
     pub allow_addresses: Vec<IpNet>,
 }
@@ -248,6 +306,9 @@ impl Config {
         }
         if self.storage.store_threads == 0 {
             return invalid("storage.store_threads must be at least 1");
+        }
+        if self.fetch.max_attempts == 0 {
+            return invalid("fetch.max_attempts must be at least 1");
         }
         if self.fetch.concurrency == 0 {
             return invalid("fetch.concurrency must be at least 1");

@@ -40,7 +40,7 @@ pub struct Event {
     pub robots_meta: Option<String>,
     /// Links found on the page.
     pub links_out: usize,
-    /// `page` for crawled URLs, `robots` for robots.txt fetches.
+    /// `page`, `robots` (robots.txt) or `sitemap`.
     pub kind: EventKind,
     /// Hops from the seed.
     pub depth: u32,
@@ -54,6 +54,8 @@ pub enum EventKind {
     Page,
     /// A robots.txt fetch.
     Robots,
+    /// A sitemap fetch.
+    Sitemap,
 }
 
 /// Appends events to a JSON-lines file.

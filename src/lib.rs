@@ -11,6 +11,8 @@
 //! - [`url`]: normalisation, fingerprints, partition routing
 //! - [`robots`]: robots.txt policy (RFC 9309)
 //! - [`politeness`]: the per-host delay arithmetic
+//! - [`frontier`]: priorities, entry kinds, the choice between queues
+//! - [`sitemap`]: sitemap parsing
 //! - [`store`]: the RocksDB partition store and its atomic admit
 //! - [`fetch`]: the HTTP client, resolver and limits
 //! - [`parse`]: HTML links, canonical, meta robots
@@ -24,10 +26,12 @@ pub mod admin;
 pub mod config;
 pub mod events;
 pub mod fetch;
+pub mod frontier;
 pub mod metrics;
 pub mod parse;
 pub mod politeness;
 pub mod robots;
+pub mod sitemap;
 pub mod store;
 pub mod testweb;
 pub mod url;

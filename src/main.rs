@@ -24,6 +24,8 @@ enum Command {
     Demo(cli::demo::DemoArgs),
     /// Crawl from seed URLs with the full pipeline.
     Run(cli::run::RunArgs),
+    /// Decide URLs against a robots.txt file, naming the deciding line.
+    Robots(cli::robots::RobotsArgs),
     /// Serve the synthetic web on loopback.
     Testweb(cli::testweb::TestwebArgs),
     /// Configuration tools.
@@ -49,6 +51,7 @@ fn main() -> std::process::ExitCode {
     let result = match args.command {
         Command::Demo(a) => cli::demo::main(a),
         Command::Run(a) => cli::run::main(a),
+        Command::Robots(a) => cli::robots::main(a),
         Command::Testweb(a) => cli::testweb::main(a),
         Command::Config {
             command: ConfigCommand::Print { config },

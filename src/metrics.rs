@@ -29,8 +29,17 @@ pub struct Metrics {
     pub warc_records: IntCounter,
     /// Candidate URLs by admission outcome (`admitted`, `seen`, `filtered`).
     pub urls: IntCounterVec,
-    /// robots.txt decisions (`allowed`, `disallowed`).
+    /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
+    /// `unreachable_wait`, `unreachable_dropped`).
     pub robots_decisions: IntCounterVec,
+    /// Waits imposed on hosts after a request, by what set them (`delay`,
+    /// `crawl_delay`, `retry_after`, `backoff`, `parked`).
+    pub politeness_waits: IntCounterVec,
+    /// robots.txt files whose Crawl-delay exceeded `max_crawl_delay`.
+    pub crawl_delay_capped: IntCounter,
+    /// Sitemap entries by outcome (`queued`, `dropped_limit`,
+    /// `dropped_host`, `dropped_depth`).
+    pub sitemap_urls: IntCounterVec,
 }
 
 impl Metrics {
@@ -99,6 +108,20 @@ impl Metrics {
             robots_decisions: counter_vec(
                 "trawl_robots_decisions_total",
                 "robots.txt decisions on queued URLs.",
+                "outcome",
+            ),
+            politeness_waits: counter_vec(
+                "trawl_politeness_waits_total",
+                "Waits imposed on hosts after a request, by what set them.",
+                "reason",
+            ),
+            crawl_delay_capped: counter(
+                "trawl_crawl_delay_capped_total",
+                "robots.txt files whose Crawl-delay exceeded max_crawl_delay.",
+            ),
+            sitemap_urls: counter_vec(
+                "trawl_sitemap_urls_total",
+                "Sitemap entries by outcome.",
                 "outcome",
             ),
             registry,

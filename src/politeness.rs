@@ -1,17 +1,29 @@
 //! Politeness arithmetic: when may the next request to a host start?
 //!
 //! Pure functions of time: every method takes `now` (or the instants of a
-//! request) as an argument, so the schedule is tested exactly, without
+//! request) as an argument, so schedules are tested exactly, without
 //! sleeping. The HostActor owns one [`HostPoliteness`] and asks it before
 //! every request.
 //!
-//! The guarantee: at most `max_in_flight` requests to a host at once, and a
-//! request starts no earlier than `completion + delay` of every request that
-//! completed before it, where `delay = max(min_delay, delay_factor × response
-//! time)`. The delay is measured from completion, not from start, so a slow
-//! host automatically gets fewer requests.
+//! The promise:
+//! - at most `max_in_flight` requests to a host at once; a slot is taken
+//!   with a [`Permit`] and only [`HostPoliteness::release`] frees it, on
+//!   completion, failure or timeout alike;
+//! - a request starts no earlier than `completion + delay` of every request
+//!   that completed before it, with
+//!   `delay = max(min_delay, delay_factor × response time,
+//!   min(Crawl-delay, max_crawl_delay), Retry-After)`;
+//! - 429 and 503 honour Retry-After (seconds or HTTP-date, capped by
+//!   `max_retry_after`); without it, and after timeouts, connection errors
+//!   and other 5xx, the delay grows exponentially (`backoff_base × 2^(n-1)`,
+//!   capped by `backoff_max`, lengthened by up to 25 % jitter so hosts that
+//!   failed together do not retry together);
+//! - after `park_after_failures` consecutive failures the host is parked
+//!   for `park_duration`; its queue is kept.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
 
 use crate::config::PolitenessConfig;
 
@@ -24,6 +36,18 @@ pub struct Policy {
     pub delay_factor: f64,
     /// Concurrent requests allowed per host.
     pub max_in_flight: u32,
+    /// Cap on a robots.txt Crawl-delay.
+    pub max_crawl_delay: Duration,
+    /// Cap on a server's Retry-After.
+    pub max_retry_after: Duration,
+    /// First backoff after a failure.
+    pub backoff_base: Duration,
+    /// Largest backoff.
+    pub backoff_max: Duration,
+    /// Consecutive failures that park a host (0 = never).
+    pub park_after_failures: u32,
+    /// How long a parked host waits.
+    pub park_duration: Duration,
 }
 
 impl From<&PolitenessConfig> for Policy {
@@ -32,26 +56,103 @@ impl From<&PolitenessConfig> for Policy {
             min_delay: c.min_delay,
             delay_factor: c.delay_factor,
             max_in_flight: c.max_in_flight_per_host,
+            max_crawl_delay: c.max_crawl_delay,
+            max_retry_after: c.max_retry_after,
+            backoff_base: c.backoff_base,
+            backoff_max: c.backoff_max,
+            park_after_failures: c.park_after_failures,
+            park_duration: c.park_duration,
         }
     }
 }
 
 impl Policy {
-    /// The delay owed after a response that took `response_time`.
+    /// A policy with the given floor and factor and the default caps
+    /// (tests and examples).
+    pub fn simple(min_delay: Duration, delay_factor: f64, max_in_flight: u32) -> Self {
+        Policy {
+            min_delay,
+            delay_factor,
+            max_in_flight,
+            max_crawl_delay: Duration::from_secs(60),
+            max_retry_after: Duration::from_secs(3600),
+            backoff_base: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(600),
+            park_after_failures: 5,
+            park_duration: Duration::from_secs(3600),
+        }
+    }
+
+    /// The delay owed after a successful response that took
+    /// `response_time`, given the host's Crawl-delay.
     ///
     /// ```
     /// use std::time::Duration;
     /// use trawl::politeness::Policy;
     ///
-    /// let policy = Policy { min_delay: Duration::from_secs(1), delay_factor: 10.0, max_in_flight: 1 };
-    /// // A fast host gets the floor, a slow one ten times its response time.
-    /// assert_eq!(policy.delay_after(Duration::from_millis(30)), Duration::from_secs(1));
-    /// assert_eq!(policy.delay_after(Duration::from_millis(400)), Duration::from_secs(4));
+    /// let policy = Policy::simple(Duration::from_secs(1), 10.0, 1);
+    /// // A fast host gets the floor, a slow one ten times its response time,
+    /// // and a Crawl-delay counts up to its cap.
+    /// assert_eq!(policy.delay_after(Duration::from_millis(30), None), Duration::from_secs(1));
+    /// assert_eq!(policy.delay_after(Duration::from_millis(400), None), Duration::from_secs(4));
+    /// assert_eq!(policy.delay_after(Duration::ZERO, Some(Duration::from_secs(600))), Duration::from_secs(60));
     /// ```
-    pub fn delay_after(&self, response_time: Duration) -> Duration {
+    pub fn delay_after(&self, response_time: Duration, crawl_delay: Option<Duration>) -> Duration {
         let scaled = response_time.mul_f64(self.delay_factor);
-        self.min_delay.max(scaled)
+        let crawl = crawl_delay.unwrap_or_default().min(self.max_crawl_delay);
+        self.min_delay.max(scaled).max(crawl)
     }
+
+    /// The backoff after `failures` consecutive failures; `jitter` in
+    /// `[0, 1)` lengthens it by up to 25 %.
+    pub fn backoff(&self, failures: u32, jitter: f64) -> Duration {
+        let doublings = failures.saturating_sub(1).min(30);
+        let raw = self.backoff_base.saturating_mul(1u32 << doublings);
+        raw.min(self.backoff_max).mul_f64(1.0 + 0.25 * jitter.clamp(0.0, 1.0))
+    }
+}
+
+/// How a request ended, as far as politeness cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A response that is not a throttle or a server error.
+    Success,
+    /// 429 or 503, with the server's Retry-After if it sent a valid one.
+    Throttled {
+        /// The wait the server asked for.
+        retry_after: Option<Duration>,
+    },
+    /// Other 5xx, timeout, connection error.
+    Failure,
+}
+
+impl Outcome {
+    /// Classifies an HTTP status and its Retry-After header.
+    pub fn of_status(status: u16, retry_after: Option<&str>, now: SystemTime) -> Outcome {
+        match status {
+            429 | 503 => Outcome::Throttled {
+                retry_after: retry_after.and_then(|v| parse_retry_after(v, now)),
+            },
+            500..=599 => Outcome::Failure,
+            _ => Outcome::Success,
+        }
+    }
+
+    /// Whether the request should be tried again later.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(self, Outcome::Success)
+    }
+}
+
+/// Parses Retry-After: delay-seconds or an HTTP-date (RFC 9110 §10.2.3);
+/// a date in the past means no wait.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// Proof that a request slot was taken; handing it back to
@@ -73,6 +174,21 @@ pub enum Wait {
     Until(Instant),
 }
 
+/// The part of a host's politeness that survives restarts, in wall-clock
+/// milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    /// No request before this (Unix ms).
+    pub next_allowed_ms: u64,
+    /// The delay owed after the last request, so a restart after a crash
+    /// (with a request possibly in flight) waits at least this long.
+    pub last_delay_ms: u64,
+    /// Consecutive failures.
+    pub failures: u32,
+    /// Parked until this (Unix ms), 0 if not parked.
+    pub parked_until_ms: u64,
+}
+
 /// The politeness state of one host.
 #[derive(Debug, Clone)]
 pub struct HostPoliteness {
@@ -80,6 +196,53 @@ pub struct HostPoliteness {
     in_flight: u32,
     /// Earliest start of the next request.
     next_allowed: Instant,
+    /// Crawl-delay from robots.txt, uncapped (the policy caps it).
+    crawl_delay: Option<Duration>,
+    /// Consecutive failures since the last success.
+    failures: u32,
+    /// The delay imposed by the last release.
+    last_delay: Duration,
+    /// Parked until this instant.
+    parked_until: Option<Instant>,
+}
+
+/// What a release decided, for logs and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Released {
+    /// The wait imposed before the next request.
+    pub delay: Duration,
+    /// The host was parked by this release.
+    pub parked: bool,
+    /// What set the wait.
+    pub reason: WaitReason,
+}
+
+/// What set a host's wait: a bounded metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitReason {
+    /// `min_delay` or `delay_factor × response time`.
+    Delay,
+    /// robots.txt Crawl-delay.
+    CrawlDelay,
+    /// The server's Retry-After.
+    RetryAfter,
+    /// Exponential backoff after a failure.
+    Backoff,
+    /// The host was parked.
+    Parked,
+}
+
+impl WaitReason {
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::Delay => "delay",
+            WaitReason::CrawlDelay => "crawl_delay",
+            WaitReason::RetryAfter => "retry_after",
+            WaitReason::Backoff => "backoff",
+            WaitReason::Parked => "parked",
+        }
+    }
 }
 
 impl HostPoliteness {
@@ -88,6 +251,40 @@ impl HostPoliteness {
         HostPoliteness {
             in_flight: 0,
             next_allowed,
+            crawl_delay: None,
+            failures: 0,
+            last_delay: Duration::ZERO,
+            parked_until: None,
+        }
+    }
+
+    /// Restores a persisted schedule; `now`/`now_wall` anchor wall-clock
+    /// milliseconds to the monotonic clock. `crashed` means the previous run
+    /// did not stop cleanly, so a request may have been in flight: the last
+    /// delay is owed again from now.
+    pub fn restore(s: &Schedule, now: Instant, now_wall: SystemTime, crashed: bool) -> Self {
+        let now_ms = unix_ms(now_wall);
+        let at = |ms: u64| now + Duration::from_millis(ms.saturating_sub(now_ms));
+        let mut host = HostPoliteness::new(at(s.next_allowed_ms));
+        host.failures = s.failures;
+        host.last_delay = Duration::from_millis(s.last_delay_ms);
+        host.parked_until = (s.parked_until_ms > now_ms).then(|| at(s.parked_until_ms));
+        if crashed {
+            host.defer_until(now + host.last_delay);
+        }
+        host
+    }
+
+    /// The persisted form, relative to `now`/`now_wall`. Rounded up: a
+    /// restart may wait a millisecond longer, never less.
+    pub fn schedule(&self, now: Instant, now_wall: SystemTime) -> Schedule {
+        let now_ms = unix_ms(now_wall);
+        let ms = |at: Instant| now_ms + at.saturating_duration_since(now).as_millis() as u64 + 1;
+        Schedule {
+            next_allowed_ms: ms(self.next_allowed),
+            last_delay_ms: self.last_delay.as_millis() as u64 + 1,
+            failures: self.failures,
+            parked_until_ms: self.parked_until.filter(|&p| p > now).map_or(0, ms),
         }
     }
 
@@ -99,6 +296,26 @@ impl HostPoliteness {
     /// Earliest start of the next request.
     pub fn next_allowed(&self) -> Instant {
         self.next_allowed
+    }
+
+    /// Consecutive failures since the last success.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Whether the host is parked at `now`.
+    pub fn parked(&self, now: Instant) -> bool {
+        self.parked_until.is_some_and(|p| p > now)
+    }
+
+    /// The Crawl-delay in force (uncapped).
+    pub fn crawl_delay(&self) -> Option<Duration> {
+        self.crawl_delay
+    }
+
+    /// Sets the Crawl-delay read from robots.txt.
+    pub fn set_crawl_delay(&mut self, delay: Option<Duration>) {
+        self.crawl_delay = delay;
     }
 
     /// Takes a slot if the policy allows a request to start at `now`.
@@ -113,100 +330,71 @@ impl HostPoliteness {
         Ok(Permit { started: now })
     }
 
-    /// Frees the slot of a request that completed (or failed or timed out)
-    /// at `completed`, and pushes the next start past its delay.
-    pub fn release(&mut self, policy: &Policy, permit: Permit, completed: Instant) {
+    /// Frees the slot of a request that ended at `completed` with `outcome`
+    /// and pushes the next start past the delay it owes. `jitter` in
+    /// `[0, 1)` spreads backoffs.
+    pub fn release(
+        &mut self,
+        policy: &Policy,
+        permit: Permit,
+        completed: Instant,
+        outcome: Outcome,
+        jitter: f64,
+    ) -> Released {
         debug_assert!(self.in_flight > 0, "release without acquire");
         self.in_flight = self.in_flight.saturating_sub(1);
         let response_time = completed.saturating_duration_since(permit.started);
-        let earliest = completed + policy.delay_after(response_time);
-        self.next_allowed = self.next_allowed.max(earliest);
+        let mut delay = policy.delay_after(response_time, self.crawl_delay);
+        let mut reason = if delay > policy.delay_after(response_time, None) {
+            WaitReason::CrawlDelay
+        } else {
+            WaitReason::Delay
+        };
+        let mut raise = |candidate: Duration, why: WaitReason| {
+            if candidate > delay {
+                delay = candidate;
+                reason = why;
+            }
+        };
+        match outcome {
+            Outcome::Success => self.failures = 0,
+            Outcome::Throttled {
+                retry_after: Some(wait),
+            } => {
+                self.failures += 1;
+                raise(wait.min(policy.max_retry_after), WaitReason::RetryAfter);
+            }
+            Outcome::Throttled { retry_after: None } | Outcome::Failure => {
+                self.failures += 1;
+                raise(policy.backoff(self.failures, jitter), WaitReason::Backoff);
+            }
+        }
+        let parked = policy.park_after_failures > 0 && self.failures >= policy.park_after_failures;
+        if parked {
+            raise(policy.park_duration, WaitReason::Parked);
+            self.parked_until = Some(completed + delay);
+            self.failures = 0;
+        }
+        self.last_delay = delay;
+        self.next_allowed = self.next_allowed.max(completed + delay);
+        Released {
+            delay,
+            parked,
+            reason,
+        }
     }
 
-    /// Pushes the next start to at least `until` (e.g. a persisted schedule
-    /// or a server's Retry-After).
+    /// Pushes the next start to at least `until`.
     pub fn defer_until(&mut self, until: Instant) {
         self.next_allowed = self.next_allowed.max(until);
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn policy(max_in_flight: u32) -> Policy {
-        Policy {
-            min_delay: Duration::from_secs(1),
-            delay_factor: 10.0,
-            max_in_flight,
-        }
-    }
-
-    #[test]
-    fn delay_is_the_larger_of_floor_and_scaled_response_time() {
-        let p = policy(1);
-        assert_eq!(
-            p.delay_after(Duration::from_millis(20)),
-            Duration::from_secs(1)
-        );
-        assert_eq!(
-            p.delay_after(Duration::from_millis(300)),
-            Duration::from_secs(3)
-        );
-    }
-
-    #[test]
-    fn one_in_flight_then_delay_from_completion() {
-        let p = policy(1);
-        let t0 = Instant::now();
-        let mut host = HostPoliteness::new(t0);
-        let permit = host.try_acquire(&p, t0).unwrap();
-        assert_eq!(host.try_acquire(&p, t0), Err(Wait::Busy));
-        let done = t0 + Duration::from_millis(200);
-        host.release(&p, permit, done);
-        // 200 ms response × 10 = 2 s after completion.
-        let due = done + Duration::from_secs(2);
-        assert_eq!(
-            host.try_acquire(&p, due - Duration::from_millis(1)),
-            Err(Wait::Until(due))
-        );
-        assert!(host.try_acquire(&p, due).is_ok());
-    }
-
-    #[test]
-    fn two_slots_and_every_completion_pushes_the_schedule() {
-        let p = policy(2);
-        let t0 = Instant::now();
-        let mut host = HostPoliteness::new(t0);
-        let a = host.try_acquire(&p, t0).unwrap();
-        let b = host.try_acquire(&p, t0).unwrap();
-        assert_eq!(host.try_acquire(&p, t0), Err(Wait::Busy));
-        host.release(&p, a, t0 + Duration::from_millis(10));
-        assert_eq!(host.in_flight(), 1);
-        let first_due = t0 + Duration::from_millis(1010);
-        assert_eq!(
-            host.try_acquire(&p, t0 + Duration::from_millis(500)),
-            Err(Wait::Until(first_due))
-        );
-        // A later, slower completion moves the schedule further out, never back.
-        host.release(&p, b, t0 + Duration::from_millis(150));
-        assert_eq!(
-            host.next_allowed(),
-            t0 + Duration::from_millis(150) + Duration::from_millis(1500)
-        );
-    }
-
-    #[test]
-    fn deferral_never_moves_the_schedule_earlier() {
-        let p = policy(1);
-        let t0 = Instant::now();
-        let mut host = HostPoliteness::new(t0 + Duration::from_secs(5));
-        host.defer_until(t0 + Duration::from_secs(1));
-        assert_eq!(host.next_allowed(), t0 + Duration::from_secs(5));
-        host.defer_until(t0 + Duration::from_secs(9));
-        assert_eq!(
-            host.try_acquire(&p, t0 + Duration::from_secs(8)),
-            Err(Wait::Until(t0 + Duration::from_secs(9)))
-        );
-    }
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
+
+#[cfg(test)]
+mod tests;

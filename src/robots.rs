@@ -1,31 +1,44 @@
-//! robots.txt rules (RFC 9309): what a fetch result means, and matching.
+//! robots.txt per RFC 9309: parsing, group selection, matching, and what a
+//! fetch result means.
 //!
-//! Matching (group selection by product token with `*` fallback, longest
-//! match, Allow winning ties, `*` and `$` patterns, `/robots.txt` always
-//! allowed) is done by `texting_robots`, the most tested matcher crate. This
-//! module owns the policy around it, which is where crawlers usually go
-//! wrong:
-//! - 2xx: the body's rules, parsed up to [`MAX_ROBOTS_BYTES`] (RFC 9309
-//!   §2.5: at least 500 KiB must be parsed; the rest is ignored);
-//! - 4xx (including 401/403): "unavailable", no rules, everything allowed
-//!   (§2.3.1.3);
-//! - 5xx, timeouts and network errors: "unreachable", everything disallowed
-//!   (§2.3.1.4);
-//! - 3xx: redirects are not followed yet, so the file counts as unavailable
-//!   (§2.3.1.2 allows this after five hops).
+//! Our own matcher rather than a crate's, because operators must see *why*
+//! a URL was allowed or not: every decision names the deciding line.
+//!
+//! - **Groups** (§2.1): one or more `user-agent` lines followed by rules.
+//!   The groups whose product token equals ours (case-insensitively) are
+//!   merged; if none, the `*` groups are merged; if none, nothing is
+//!   disallowed. Rules before any `user-agent` line belong to no group.
+//! - **Matching** (§2.2.2): `*` matches any sequence, a trailing `$` anchors
+//!   the end. The longest matching pattern (in octets) decides; on a tie
+//!   between allow and disallow, allow wins. Patterns and paths are compared
+//!   after percent-encoding normalisation: `%XX` of unreserved characters is
+//!   decoded, other escapes are upper-cased, non-ASCII octets are encoded.
+//!   An empty `disallow:` disallows nothing. `/robots.txt` is always allowed.
+//! - **Limits** (§2.5): the first [`MAX_ROBOTS_BYTES`] are parsed; a line
+//!   cut at that limit is dropped.
+//! - **Fetch results** (§2.3.1): 2xx → the file's rules; 4xx (401/403
+//!   included) → "unavailable", everything allowed; 5xx, timeouts, network
+//!   errors → "unreachable", everything disallowed. Redirects are followed
+//!   by the caller (up to five hops); more hops count as unavailable.
+//! - `crawl-delay` of the selected groups and every `sitemap` line are read.
+
+pub mod cache;
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use texting_robots::Robot;
 use url::Url;
 
 /// Bytes of a robots.txt body that are parsed.
 pub const MAX_ROBOTS_BYTES: usize = 500 * 1024;
+/// Redirect hops followed when fetching robots.txt.
+pub const MAX_ROBOTS_REDIRECTS: u32 = 5;
 
 /// A robots.txt fetch as persisted with the host's state, so a restart or a
 /// reactivated host does not fetch it again within its lifetime.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RobotsRecord {
-    /// HTTP status, or `None` when no response arrived.
+    /// Final HTTP status, or `None` when no response arrived.
     pub status: Option<u16>,
     /// Unix milliseconds of the fetch.
     pub fetched_at_ms: u64,
@@ -33,50 +46,364 @@ pub struct RobotsRecord {
     pub body: Vec<u8>,
 }
 
-/// The rules in force for one origin.
-#[derive(Debug)]
-pub enum Rules {
-    /// No robots.txt (4xx) or an empty one: everything is allowed.
-    AllowAll,
-    /// robots.txt unreachable (5xx, network error): nothing is allowed.
-    DisallowAll,
-    /// The parsed group for our product token.
-    Parsed(Box<Robot>),
+/// How a fetch result is to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RobotsStatus {
+    /// 2xx: the file's rules apply.
+    Parsed,
+    /// 4xx or too many redirects: no rules, everything allowed.
+    Unavailable,
+    /// 5xx or no response: everything disallowed until a retry succeeds.
+    Unreachable,
+}
+
+impl RobotsRecord {
+    /// How this fetch result is to be read.
+    pub fn status_class(&self) -> RobotsStatus {
+        match self.status {
+            Some(200..=299) => RobotsStatus::Parsed,
+            Some(300..=499) => RobotsStatus::Unavailable,
+            _ => RobotsStatus::Unreachable,
+        }
+    }
+}
+
+/// One allow or disallow rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Allow (true) or disallow.
+    pub allow: bool,
+    /// The normalised path pattern.
+    pattern: String,
+    /// The line as written (trimmed), for explanations.
+    pub line: String,
+    /// 1-based line number in the file.
+    pub line_no: usize,
+}
+
+/// What decided a URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the URL may be fetched.
+    pub allowed: bool,
+    /// The deciding rule, if a rule decided (none for the defaults, the
+    /// status policy, or `/robots.txt` itself).
+    pub rule: Option<Rule>,
+}
+
+/// The rules in force for one origin and one product token.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    status: RobotsStatus,
+    rules: Vec<Rule>,
+    /// `crawl-delay` of the selected groups (first one given).
+    pub crawl_delay: Option<Duration>,
+    /// Every `sitemap` line of the file.
+    pub sitemaps: Vec<String>,
 }
 
 impl Rules {
     /// Interprets a fetch result for the agent `product_token`.
     pub fn from_record(record: &RobotsRecord, product_token: &str) -> Rules {
-        match record.status {
-            Some(200..=299) => {
-                let body = &record.body[..record.body.len().min(MAX_ROBOTS_BYTES)];
-                match Robot::new(product_token, body) {
-                    Ok(robot) => Rules::Parsed(Box::new(robot)),
-                    // The RFC asks parsers to skip what they cannot read; a
-                    // file that yields nothing usable has no rules.
-                    Err(_) => Rules::AllowAll,
-                }
-            }
-            Some(300..=499) => Rules::AllowAll,
-            _ => Rules::DisallowAll,
+        match record.status_class() {
+            RobotsStatus::Parsed => Rules::parse(&record.body, product_token),
+            status => Rules {
+                status,
+                rules: Vec::new(),
+                crawl_delay: None,
+                sitemaps: Vec::new(),
+            },
         }
     }
 
-    /// Whether `url` (of the origin these rules belong to) may be fetched.
-    pub fn allows(&self, url: &Url) -> bool {
-        if url.path() == "/robots.txt" {
-            return true;
+    /// Parses a robots.txt body (the first [`MAX_ROBOTS_BYTES`] of it).
+    pub fn parse(body: &[u8], product_token: &str) -> Rules {
+        let cut = body.len() > MAX_ROBOTS_BYTES;
+        let body = &body[..body.len().min(MAX_ROBOTS_BYTES)];
+        let text = String::from_utf8_lossy(body);
+        let mut lines: Vec<&str> = text.split(['\n', '\r']).collect();
+        if cut {
+            lines.pop(); // the last line may be cut in the middle
         }
-        match self {
-            Rules::AllowAll => true,
-            Rules::DisallowAll => false,
-            Rules::Parsed(robot) => {
+        let token = product_token.to_ascii_lowercase();
+        let mut parser = GroupParser::default();
+        for (i, raw) in lines.iter().enumerate() {
+            parser.line(i + 1, raw);
+        }
+        parser.finish(&token)
+    }
+
+    /// How the fetch result was read.
+    pub fn status(&self) -> RobotsStatus {
+        self.status
+    }
+
+    /// Rules in force (after group selection).
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// Decides `url` (of the origin these rules belong to).
+    pub fn decide(&self, url: &Url) -> Decision {
+        if url.path() == "/robots.txt" {
+            return Decision {
+                allowed: true,
+                rule: None,
+            };
+        }
+        match self.status {
+            RobotsStatus::Unavailable => Decision {
+                allowed: true,
+                rule: None,
+            },
+            RobotsStatus::Unreachable => Decision {
+                allowed: false,
+                rule: None,
+            },
+            RobotsStatus::Parsed => {
                 let target = match url.query() {
                     Some(q) => format!("{}?{}", url.path(), q),
                     None => url.path().to_owned(),
                 };
-                robot.allowed(&target)
+                self.decide_path(&normalise_encoding(&target))
             }
+        }
+    }
+
+    /// Whether `url` may be fetched.
+    pub fn allows(&self, url: &Url) -> bool {
+        self.decide(url).allowed
+    }
+
+    fn decide_path(&self, path: &str) -> Decision {
+        let mut best: Option<&Rule> = None;
+        for rule in &self.rules {
+            if !pattern_matches(&rule.pattern, path) {
+                continue;
+            }
+            let better = match best {
+                None => true,
+                Some(b) => {
+                    let (len, blen) = (rule.pattern.len(), b.pattern.len());
+                    len > blen || (len == blen && rule.allow && !b.allow)
+                }
+            };
+            if better {
+                best = Some(rule);
+            }
+        }
+        Decision {
+            allowed: best.is_none_or(|r| r.allow),
+            rule: best.cloned(),
+        }
+    }
+}
+
+/// Collects groups line by line.
+#[derive(Default)]
+struct GroupParser {
+    groups: Vec<Group>,
+    /// The previous line was a user-agent line (so another one extends the
+    /// same group instead of starting a new one).
+    in_agents: bool,
+    sitemaps: Vec<String>,
+}
+
+#[derive(Default)]
+struct Group {
+    agents: Vec<String>,
+    rules: Vec<Rule>,
+    crawl_delay: Option<Duration>,
+}
+
+impl GroupParser {
+    fn line(&mut self, line_no: usize, raw: &str) {
+        let content = raw.split('#').next().unwrap_or("").trim();
+        let Some((key, value)) = content.split_once(':') else {
+            return;
+        };
+        let key = key.trim().to_ascii_lowercase();
+        let value = value.trim();
+        match key.as_str() {
+            "user-agent" => {
+                if !self.in_agents {
+                    self.groups.push(Group::default());
+                }
+                self.in_agents = true;
+                let agent = value.split(['/', ' ']).next().unwrap_or("").to_ascii_lowercase();
+                self.groups.last_mut().expect("pushed above").agents.push(agent);
+            }
+            "allow" | "disallow" => {
+                self.in_agents = false;
+                let Some(group) = self.groups.last_mut() else {
+                    return;
+                };
+                if value.is_empty() {
+                    return; // an empty rule matches nothing
+                }
+                group.rules.push(Rule {
+                    allow: key == "allow",
+                    pattern: normalise_encoding(value),
+                    line: content.to_owned(),
+                    line_no,
+                });
+            }
+            "crawl-delay" => {
+                self.in_agents = false;
+                if let (Some(group), Ok(secs)) = (self.groups.last_mut(), value.parse::<f64>()) {
+                    if secs.is_finite() && secs >= 0.0 && group.crawl_delay.is_none() {
+                        group.crawl_delay = Some(Duration::from_secs_f64(secs.min(1e6)));
+                    }
+                }
+            }
+            "sitemap" => {
+                // Sitemap lines stand outside groups and do not end one.
+                if !value.is_empty() {
+                    self.sitemaps.push(value.to_owned());
+                }
+            }
+            _ => self.in_agents = false,
+        }
+    }
+
+    fn finish(self, token: &str) -> Rules {
+        let mine: Vec<&Group> = self
+            .groups
+            .iter()
+            .filter(|g| g.agents.iter().any(|a| a == token))
+            .collect();
+        let selected = if mine.is_empty() {
+            self.groups
+                .iter()
+                .filter(|g| g.agents.iter().any(|a| a == "*"))
+                .collect()
+        } else {
+            mine
+        };
+        Rules {
+            status: RobotsStatus::Parsed,
+            rules: selected.iter().flat_map(|g| g.rules.iter().cloned()).collect(),
+            crawl_delay: selected.iter().find_map(|g| g.crawl_delay),
+            sitemaps: self.sitemaps,
+        }
+    }
+}
+
+fn hex_value(d: u8) -> u8 {
+    match d {
+        b'0'..=b'9' => d - b'0',
+        b'a'..=b'f' => d - b'a' + 10,
+        _ => d - b'A' + 10,
+    }
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+/// Normalises percent-encoding for comparison (RFC 9309 §2.2.2): decodes
+/// escapes of unreserved characters, upper-cases the hex of the others,
+/// and encodes octets outside printable ASCII.
+pub fn normalise_encoding(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'%' && i + 2 < bytes.len() {
+            let (hi, lo) = (bytes[i + 1], bytes[i + 2]);
+            if hi.is_ascii_hexdigit() && lo.is_ascii_hexdigit() {
+                let v = (hex_value(hi) << 4) | hex_value(lo);
+                if is_unreserved(v) {
+                    out.push(v as char);
+                } else {
+                    out.push('%');
+                    out.push(hi.to_ascii_uppercase() as char);
+                    out.push(lo.to_ascii_uppercase() as char);
+                }
+                i += 3;
+                continue;
+            }
+        }
+        if b.is_ascii_graphic() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether `pattern` (with `*` and a trailing `$`) matches `path` from its
+/// start. Rules are prefixes unless anchored with `$`.
+fn pattern_matches(pattern: &str, path: &str) -> bool {
+    let (pattern, anchored) = match pattern.strip_suffix('$') {
+        Some(p) => (p, true),
+        None => (pattern, false),
+    };
+    let p = pattern.as_bytes();
+    let s = path.as_bytes();
+    // Iterative wildcard matching with backtracking to the last `*`.
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    loop {
+        if pi == p.len() {
+            if !anchored || si == s.len() {
+                return true;
+            }
+        } else if p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+            continue;
+        } else if si < s.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+            continue;
+        }
+        match star {
+            Some((sp, ss)) if ss < s.len() => {
+                star = Some((sp, ss + 1));
+                pi = sp + 1;
+                si = ss + 1;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// What an operator sees of an origin's robots.txt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RobotsSummary {
+    /// `scheme://host:port`.
+    pub origin: String,
+    /// How the last fetch was read.
+    pub status: RobotsStatus,
+    /// Its HTTP status, if a response came.
+    pub http_status: Option<u16>,
+    /// Unix ms of the last fetch.
+    pub fetched_at_ms: u64,
+    /// Allow/disallow rules in force.
+    pub rules: usize,
+    /// Crawl-delay asked for, in milliseconds.
+    pub crawl_delay_ms: Option<u64>,
+    /// Sitemap lines.
+    pub sitemaps: Vec<String>,
+}
+
+impl RobotsSummary {
+    /// Summarises a fetch record for `product_token`.
+    pub fn of(origin: &str, record: &RobotsRecord, product_token: &str) -> Self {
+        let rules = Rules::from_record(record, product_token);
+        RobotsSummary {
+            origin: origin.to_owned(),
+            status: rules.status(),
+            http_status: record.status,
+            fetched_at_ms: record.fetched_at_ms,
+            rules: rules.rules().len(),
+            crawl_delay_ms: rules.crawl_delay.map(|d| d.as_millis() as u64),
+            sitemaps: rules.sitemaps.clone(),
         }
     }
 }
@@ -103,70 +430,4 @@ pub fn origin_key(url: &Url) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record(status: Option<u16>, body: &str) -> RobotsRecord {
-        RobotsRecord {
-            status,
-            fetched_at_ms: 0,
-            body: body.as_bytes().to_vec(),
-        }
-    }
-
-    fn allows(rules: &Rules, url: &str) -> bool {
-        rules.allows(&Url::parse(url).unwrap())
-    }
-
-    #[test]
-    fn status_policy() {
-        let body = "User-agent: *\nDisallow: /\n";
-        assert!(allows(
-            &Rules::from_record(&record(Some(404), body), "trawl"),
-            "http://a.test/x"
-        ));
-        assert!(allows(
-            &Rules::from_record(&record(Some(403), body), "trawl"),
-            "http://a.test/x"
-        ));
-        assert!(!allows(
-            &Rules::from_record(&record(Some(503), ""), "trawl"),
-            "http://a.test/x"
-        ));
-        assert!(!allows(
-            &Rules::from_record(&record(None, ""), "trawl"),
-            "http://a.test/x"
-        ));
-        // robots.txt itself is always allowed.
-        assert!(allows(
-            &Rules::from_record(&record(None, ""), "trawl"),
-            "http://a.test/robots.txt"
-        ));
-    }
-
-    #[test]
-    fn longest_match_and_allow_ties_and_agent_groups() {
-        let body = "User-agent: other\nDisallow: /\n\nUser-agent: *\nDisallow: /private/\nAllow: /private/open-\n";
-        let rules = Rules::from_record(&record(Some(200), body), "trawl");
-        assert!(allows(&rules, "http://a.test/p/1.html"));
-        assert!(!allows(&rules, "http://a.test/private/1.html"));
-        assert!(allows(&rules, "http://a.test/private/open-1.html"));
-        let other = Rules::from_record(&record(Some(200), body), "other");
-        assert!(!allows(&other, "http://a.test/p/1.html"));
-        let ua = "User-agent: TRAWL\nDisallow: /x\n\nUser-agent: *\nDisallow: /\n";
-        let rules = Rules::from_record(&record(Some(200), ua), "trawl");
-        assert!(allows(&rules, "http://a.test/y"));
-        assert!(!allows(&rules, "http://a.test/x?q=1"));
-    }
-
-    #[test]
-    fn robots_url_and_origin() {
-        let url = Url::parse("https://u:p@a.test:8443/x/y?z#f").unwrap();
-        assert_eq!(robots_url(&url).as_str(), "https://a.test:8443/robots.txt");
-        assert_eq!(origin_key(&url), "https://a.test:8443");
-        assert_eq!(
-            origin_key(&Url::parse("http://a.test/").unwrap()),
-            "http://a.test:80"
-        );
-    }
-}
+mod tests;

@@ -2,7 +2,11 @@
 //! node's handle, the node does not know it exists.
 //!
 //! - `GET /metrics`: Prometheus text exposition;
-//! - `GET /api/v1/status`: the node's status as JSON.
+//! - `GET /api/v1/status`: the node's status as JSON;
+//! - `GET /api/v1/hosts/{host}`: one host's robots.txt state (per origin:
+//!   status, fetch time, rule count, Crawl-delay, sitemaps), politeness
+//!   state (in flight, next allowed, failures, parked) and queue sizes by
+//!   priority, whether its actor is active or not.
 //!
 //! Unknown paths answer 404 with a JSON error body.
 
@@ -12,7 +16,7 @@ use std::sync::Arc;
 use actix::Addr;
 use actix_web::{web, App, HttpResponse, HttpServer};
 
-use crate::actors::{GetStatus, Node};
+use crate::actors::{GetStatus, HostInfo, Node};
 use crate::metrics::Metrics;
 
 struct AdminState {
@@ -40,6 +44,7 @@ pub fn start(
             .app_data(state.clone())
             .route("/metrics", web::get().to(metrics_text))
             .route("/api/v1/status", web::get().to(status))
+            .route("/api/v1/hosts/{host}", web::get().to(host_info))
             .default_service(web::to(not_found))
     })
     .workers(1)
@@ -65,6 +70,19 @@ async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
 async fn status(state: web::Data<AdminState>) -> HttpResponse {
     match state.node.send(GetStatus).await {
         Ok(status) => HttpResponse::Ok().json(status),
+        Err(err) => HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
+    }
+}
+
+async fn host_info(state: web::Data<AdminState>, host: web::Path<String>) -> HttpResponse {
+    let host = host.into_inner();
+    if host.is_empty() || host.len() > 253 || host.contains(['/', ' ']) {
+        return HttpResponse::BadRequest().json(serde_json::json!({ "error": "invalid host name" }));
+    }
+    match state.node.send(HostInfo { host }).await {
+        Ok(Ok(snapshot)) => HttpResponse::Ok().json(snapshot),
+        Ok(Err(err)) => HttpResponse::InternalServerError().json(serde_json::json!({ "error": err.to_string() })),
         Err(err) => HttpResponse::ServiceUnavailable()
             .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
     }

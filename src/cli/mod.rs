@@ -3,6 +3,7 @@
 pub mod crawl;
 pub mod demo;
 pub mod progress;
+pub mod robots;
 pub mod run;
 pub mod testweb;
 

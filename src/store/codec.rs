@@ -2,11 +2,14 @@
 //!
 //! Keys are designed for RocksDB's byte order:
 //! - `urls`:  16-byte big-endian fingerprint → [`UrlRecord`];
-//! - `queue`: `host ‖ 0x00 ‖ seq (u64 BE)` → [`QueueValue`], so one host's
-//!   queue is one contiguous key range in admission order;
-//! - `hosts`: host name → JSON [`HostState`](super::HostState);
+//! - `queue`: `host ‖ 0x00 ‖ priority (u8) ‖ seq (u64 BE)` → [`QueueValue`],
+//!   so one host's queue of one priority is one contiguous key range in
+//!   admission order;
+//! - `hosts`: host name → JSON robots records by origin;
+//! - `schedules`: host name → JSON [`Schedule`](crate::politeness::Schedule);
 //! - `meta`:  small named counters.
 
+use crate::frontier::{EntryKind, Priority};
 use crate::url::Fingerprint;
 
 /// What the store knows about a URL it has seen.
@@ -20,6 +23,8 @@ pub enum UrlState {
     Failed,
     /// Not fetched: robots.txt disallows it.
     Disallowed,
+    /// Not fetched: robots.txt stayed unreachable past `give_up_after`.
+    RobotsUnreachable,
 }
 
 /// The `urls` value.
@@ -39,6 +44,7 @@ impl UrlRecord {
             UrlState::Fetched(s) => (2, s),
             UrlState::Failed => (3, 0),
             UrlState::Disallowed => (4, 0),
+            UrlState::RobotsUnreachable => (5, 0),
         };
         let mut out = [0u8; 7];
         out[0] = tag;
@@ -59,25 +65,39 @@ impl UrlRecord {
             2 => UrlState::Fetched(status),
             3 => UrlState::Failed,
             4 => UrlState::Disallowed,
+            5 => UrlState::RobotsUnreachable,
             _ => return None,
         };
         Some(UrlRecord { state, depth })
     }
 }
 
-/// The key prefix of one host's queue.
-pub fn queue_prefix(host: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(host.len() + 9);
+/// The key prefix of all of one host's queues.
+pub fn host_prefix(host: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(host.len() + 10);
     key.extend_from_slice(host.as_bytes());
     key.push(0);
     key
 }
 
-/// The queue key of entry `seq` of `host`.
-pub fn queue_key(host: &str, seq: u64) -> Vec<u8> {
-    let mut key = queue_prefix(host);
+/// The key prefix of one host's queue of one priority.
+pub fn queue_prefix(host: &str, priority: Priority) -> Vec<u8> {
+    let mut key = host_prefix(host);
+    key.push(priority.level() as u8);
+    key
+}
+
+/// The queue key of entry `seq` of `host` at `priority`.
+pub fn queue_key(host: &str, priority: Priority, seq: u64) -> Vec<u8> {
+    let mut key = queue_prefix(host, priority);
     key.extend_from_slice(&seq.to_be_bytes());
     key
+}
+
+/// The priority of a queue key.
+pub fn queue_key_priority(key: &[u8]) -> Option<Priority> {
+    let end = key.iter().position(|&b| b == 0)?;
+    key.get(end + 1).map(|&l| Priority::from_level(l))
 }
 
 /// The host of a queue key.
@@ -91,31 +111,60 @@ pub fn queue_key_host(key: &[u8]) -> Option<&str> {
 pub struct QueueValue {
     /// Fingerprint of the normalised URL.
     pub fp: Fingerprint,
-    /// Hops from the seed.
+    /// Hops from the seed (pages) or index depth (sitemaps).
     pub depth: u32,
+    /// Page or sitemap.
+    pub kind: EntryKind,
     /// The URL to fetch.
     pub url: String,
 }
 
 impl QueueValue {
-    /// fingerprint (16) ‖ depth (4, LE) ‖ url bytes.
+    /// fingerprint (16) ‖ depth (4, LE) ‖ kind (1) ‖ [submitter length (2,
+    /// LE) ‖ submitter] ‖ url bytes. Kind 0 is a page, 1 a sitemap, 2 a
+    /// sitemap with a submitter.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(20 + self.url.len());
+        let mut out = Vec::with_capacity(24 + self.url.len());
         out.extend_from_slice(&self.fp.to_bytes());
         out.extend_from_slice(&self.depth.to_le_bytes());
+        match &self.kind {
+            EntryKind::Page => out.push(0),
+            EntryKind::Sitemap { submitter: None } => out.push(1),
+            EntryKind::Sitemap {
+                submitter: Some(host),
+            } => {
+                out.push(2);
+                let len = host.len().min(u16::MAX as usize);
+                out.extend_from_slice(&(len as u16).to_le_bytes());
+                out.extend_from_slice(&host.as_bytes()[..len]);
+            }
+        }
         out.extend_from_slice(self.url.as_bytes());
         out
     }
 
     /// Decodes [`QueueValue::encode`]'s form.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() < 20 {
-            return None;
-        }
+        let fp = Fingerprint::from_bytes(bytes.get(..16)?)?;
+        let depth = u32::from_le_bytes(bytes.get(16..20)?.try_into().ok()?);
+        let (kind, rest) = match *bytes.get(20)? {
+            0 => (EntryKind::Page, &bytes[21..]),
+            1 => (EntryKind::Sitemap { submitter: None }, &bytes[21..]),
+            2 => {
+                let len = u16::from_le_bytes(bytes.get(21..23)?.try_into().ok()?) as usize;
+                let host = std::str::from_utf8(bytes.get(23..23 + len)?).ok()?;
+                let kind = EntryKind::Sitemap {
+                    submitter: Some(host.to_owned()),
+                };
+                (kind, &bytes[23 + len..])
+            }
+            _ => return None,
+        };
         Some(QueueValue {
-            fp: Fingerprint::from_bytes(&bytes[..16])?,
-            depth: u32::from_le_bytes(bytes[16..20].try_into().ok()?),
-            url: String::from_utf8(bytes[20..].to_vec()).ok()?,
+            fp,
+            depth,
+            kind,
+            url: String::from_utf8(rest.to_vec()).ok()?,
         })
     }
 }
@@ -131,6 +180,7 @@ mod tests {
             UrlState::Fetched(404),
             UrlState::Failed,
             UrlState::Disallowed,
+            UrlState::RobotsUnreachable,
         ] {
             let rec = UrlRecord { state, depth: 7 };
             assert_eq!(UrlRecord::decode(&rec.encode()), Some(rec));
@@ -140,24 +190,41 @@ mod tests {
     }
 
     #[test]
-    fn queue_keys_group_by_host_in_sequence_order() {
-        let a1 = queue_key("a.test", 1);
-        let a2 = queue_key("a.test", 256);
-        let ab = queue_key("a.test.b", 0);
+    fn queue_keys_group_by_host_and_priority_in_sequence_order() {
+        let a1 = queue_key("a.test", Priority::NORMAL, 1);
+        let a2 = queue_key("a.test", Priority::NORMAL, 256);
+        let a0 = queue_key("a.test", Priority::SEED, 900);
+        let ab = queue_key("a.test.b", Priority::SEED, 0);
         assert!(a1 < a2);
-        assert!(a1.starts_with(&queue_prefix("a.test")));
-        assert!(!ab.starts_with(&queue_prefix("a.test")));
+        assert!(a0 < a1, "higher priority sorts first");
+        assert!(a1.starts_with(&queue_prefix("a.test", Priority::NORMAL)));
+        assert!(a0.starts_with(&host_prefix("a.test")));
+        assert!(!ab.starts_with(&host_prefix("a.test")));
         assert_eq!(queue_key_host(&a2), Some("a.test"));
+        assert_eq!(queue_key_priority(&a0), Some(Priority::SEED));
     }
 
     #[test]
     fn queue_value_round_trips() {
-        let v = QueueValue {
-            fp: Fingerprint(42),
-            depth: 3,
-            url: "http://a.test/ü".into(),
-        };
-        assert_eq!(QueueValue::decode(&v.encode()), Some(v));
+        for kind in [
+            EntryKind::Page,
+            EntryKind::Sitemap { submitter: None },
+            EntryKind::Sitemap {
+                submitter: Some("b.test".into()),
+            },
+        ] {
+            let v = QueueValue {
+                fp: Fingerprint(42),
+                depth: 3,
+                kind,
+                url: "http://a.test/ü".into(),
+            };
+            assert_eq!(QueueValue::decode(&v.encode()), Some(v));
+        }
         assert_eq!(QueueValue::decode(&[0; 5]), None);
+        assert_eq!(QueueValue::decode(&[0; 21][..]).map(|v| v.kind), Some(EntryKind::Page));
+        let mut bad = vec![0; 20];
+        bad.extend_from_slice(&[2, 200, 0]);
+        assert_eq!(QueueValue::decode(&bad), None, "submitter length past the end");
     }
 }

@@ -25,13 +25,17 @@ use serde::{Deserialize, Serialize};
 pub use codec::{QueueValue, UrlRecord, UrlState};
 
 use crate::config::StorageConfig;
+use crate::frontier::{EntryKind, Priority, LEVELS};
+use crate::politeness::Schedule;
 use crate::robots::RobotsRecord;
 use crate::url::Fingerprint;
 
 const CF_URLS: &str = "urls";
 const CF_QUEUE: &str = "queue";
 const CF_HOSTS: &str = "hosts";
+const CF_SCHEDULES: &str = "schedules";
 const CF_META: &str = "meta";
+const ALL_CFS: [&str; 5] = [CF_URLS, CF_QUEUE, CF_HOSTS, CF_SCHEDULES, CF_META];
 const META_SEQ: &[u8] = b"seq";
 
 /// Errors of the partition store.
@@ -114,8 +118,12 @@ pub struct AdmitEntry {
     pub url: String,
     /// Host key (queue owner).
     pub host: String,
-    /// Hops from the seed.
+    /// Hops from the seed (pages) or index depth (sitemaps).
     pub depth: u32,
+    /// Which of the host's queues it joins.
+    pub priority: Priority,
+    /// Page or sitemap.
+    pub kind: EntryKind,
 }
 
 /// One entry of a host's durable queue.
@@ -125,6 +133,13 @@ pub struct QueueEntry {
     pub key: Vec<u8>,
     /// The decoded value.
     pub value: QueueValue,
+}
+
+impl QueueEntry {
+    /// The priority the entry was queued at.
+    pub fn priority(&self) -> Priority {
+        codec::queue_key_priority(&self.key).unwrap_or(Priority::LOW)
+    }
 }
 
 /// A finished queue entry.
@@ -140,13 +155,14 @@ pub struct Completion {
     pub state: UrlState,
 }
 
-/// Durable state of a host, saved when its actor passivates.
+/// Durable state of a host: loaded when its actor activates, saved when it
+/// passivates (the schedule also with every completion).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostState {
     /// robots.txt fetches by origin key (`scheme://host:port`).
     pub robots: BTreeMap<String, RobotsRecord>,
-    /// Unix milliseconds before which no request may start.
-    pub next_allowed_ms: u64,
+    /// The politeness schedule, if the host was ever fetched from.
+    pub schedule: Option<Schedule>,
 }
 
 /// One partition's RocksDB instance.
@@ -167,12 +183,8 @@ impl PartitionStore {
     /// Opens (or creates) partition `id` for writing.
     pub fn open(env: &StoreEnv, data_dir: &Path, id: u16) -> Result<Self, StoreError> {
         let path = Self::dir(data_dir, id);
-        let cfs = [
-            ColumnFamilyDescriptor::new(CF_URLS, env.cf_options(true)),
-            ColumnFamilyDescriptor::new(CF_QUEUE, env.cf_options(false)),
-            ColumnFamilyDescriptor::new(CF_HOSTS, env.cf_options(true)),
-            ColumnFamilyDescriptor::new(CF_META, env.cf_options(false)),
-        ];
+        let cfs = ALL_CFS
+            .map(|name| ColumnFamilyDescriptor::new(name, env.cf_options(name != CF_QUEUE)));
         let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
             StoreError::Rocks {
                 path: path.clone(),
@@ -241,11 +253,12 @@ impl PartitionStore {
             let value = QueueValue {
                 fp: entry.fp,
                 depth: entry.depth,
+                kind: entry.kind.clone(),
                 url: entry.url.clone(),
             };
             batch.put_cf(
                 self.cf(CF_QUEUE),
-                codec::queue_key(&entry.host, seq),
+                codec::queue_key(&entry.host, entry.priority, seq),
                 value.encode(),
             );
             seq += 1;
@@ -260,10 +273,18 @@ impl PartitionStore {
         Ok(admitted)
     }
 
-    /// Records finished entries and removes them from their queues, in one
-    /// atomic write.
-    pub fn complete(&self, completions: &[Completion]) -> Result<(), StoreError> {
+    /// Records finished entries and removes them from their queues, with
+    /// the host's politeness schedule when given, in one atomic write.
+    pub fn complete(
+        &self,
+        completions: &[Completion],
+        schedule: Option<(&str, &Schedule)>,
+    ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
+        if let Some((host, schedule)) = schedule {
+            let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
+            batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
+        }
         for c in completions {
             let record = UrlRecord {
                 state: c.state,
@@ -275,15 +296,16 @@ impl PartitionStore {
         self.write(batch)
     }
 
-    /// Up to `limit` queue entries of `host` after key `after` (exclusive),
-    /// in admission order.
+    /// Up to `limit` entries of `host`'s queue at `priority` after key
+    /// `after` (exclusive), in admission order.
     pub fn queue_page(
         &self,
         host: &str,
+        priority: Priority,
         after: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<QueueEntry>, StoreError> {
-        let prefix = codec::queue_prefix(host);
+        let prefix = codec::queue_prefix(host, priority);
         let start = after.unwrap_or(&prefix);
         let iter = self.db.iterator_cf(
             self.cf(CF_QUEUE),
@@ -319,6 +341,25 @@ impl PartitionStore {
         Ok(hosts)
     }
 
+    /// Queued entries of `host` by priority level.
+    pub fn queued_by_priority(&self, host: &str) -> Result<[u64; LEVELS], StoreError> {
+        let prefix = codec::host_prefix(host);
+        let mut counts = [0; LEVELS];
+        let iter = self.db.iterator_cf(
+            self.cf(CF_QUEUE),
+            IteratorMode::From(&prefix, Direction::Forward),
+        );
+        for item in iter {
+            let (key, _) = item.map_err(|e| self.rocks(e))?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            let level = codec::queue_key_priority(&key).ok_or_else(|| self.corrupt("queue key"))?;
+            counts[level.level()] += 1;
+        }
+        Ok(counts)
+    }
+
     /// Every queued URL (inspection and tests).
     pub fn queued_urls(&self) -> Result<Vec<String>, StoreError> {
         let mut urls = Vec::new();
@@ -340,21 +381,32 @@ impl PartitionStore {
         }
     }
 
-    /// The saved state of `host`, if any.
-    pub fn host_state(&self, host: &str) -> Result<Option<HostState>, StoreError> {
-        match self.get(CF_HOSTS, host.as_bytes())? {
-            None => Ok(None),
-            Some(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|_| self.corrupt("host state")),
-        }
+    /// The saved state of `host` (empty if it has none).
+    pub fn host_state(&self, host: &str) -> Result<HostState, StoreError> {
+        let robots = match self.get(CF_HOSTS, host.as_bytes())? {
+            None => BTreeMap::new(),
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|_| self.corrupt("host robots"))?
+            }
+        };
+        let schedule = match self.get(CF_SCHEDULES, host.as_bytes())? {
+            None => None,
+            Some(bytes) => {
+                Some(serde_json::from_slice(&bytes).map_err(|_| self.corrupt("host schedule"))?)
+            }
+        };
+        Ok(HostState { robots, schedule })
     }
 
-    /// Saves the state of `host`.
+    /// Saves the state of `host` in one write.
     pub fn save_host_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(state).expect("host state serialises");
         let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), bytes);
+        let robots = serde_json::to_vec(&state.robots).expect("robots serialise");
+        batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
+        if let Some(schedule) = &state.schedule {
+            let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
+            batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
+        }
         self.write(batch)
     }
 
@@ -441,6 +493,31 @@ impl Manifest {
     }
 }
 
+/// The marker of a running crawl (`data_dir/RUNNING`): created at start,
+/// removed after a clean shutdown. Finding it at start means the last run
+/// crashed, so hosts may have had requests in flight.
+pub struct RunMarker;
+
+impl RunMarker {
+    const FILE: &'static str = "RUNNING";
+
+    /// Marks the crawl as running; returns whether the last run crashed.
+    pub fn begin(data_dir: &Path) -> std::io::Result<bool> {
+        let path = data_dir.join(Self::FILE);
+        let crashed = path.exists();
+        std::fs::write(&path, format!("pid {}\n", std::process::id()))?;
+        Ok(crashed)
+    }
+
+    /// Marks a clean stop.
+    pub fn end(data_dir: &Path) -> std::io::Result<()> {
+        match std::fs::remove_file(data_dir.join(Self::FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,6 +529,8 @@ mod tests {
             url: url.into(),
             host: host.into(),
             depth: 1,
+            priority: Priority::NORMAL,
+            kind: EntryKind::Page,
         }
     }
 
@@ -502,7 +581,9 @@ mod tests {
         store
             .admit(vec![entry("http://a.test/2", "a.test")])
             .unwrap();
-        let page = store.queue_page("a.test", None, 10).unwrap();
+        let page = store
+            .queue_page("a.test", Priority::NORMAL, None, 10)
+            .unwrap();
         let urls: Vec<_> = page.iter().map(|e| e.value.url.as_str()).collect();
         assert_eq!(
             urls,
@@ -520,18 +601,33 @@ mod tests {
             .chain([entry("http://a.test.b/x", "a.test.b")])
             .collect();
         store.admit(batch).unwrap();
-        let first = store.queue_page("a.test", None, 2).unwrap();
+        let mut seed = entry("http://a.test/seed", "a.test");
+        seed.priority = Priority::SEED;
+        store.admit(vec![seed]).unwrap();
+        assert_eq!(store.queued_by_priority("a.test").unwrap(), [1, 0, 5, 0]);
+        let n = Priority::NORMAL;
+        let first = store.queue_page("a.test", n, None, 2).unwrap();
         assert_eq!(first.len(), 2);
-        let rest = store.queue_page("a.test", Some(&first[1].key), 10).unwrap();
-        assert_eq!(rest.len(), 3, "other host's keys are not in the range");
+        assert_eq!(first[0].priority(), n);
+        let rest = store.queue_page("a.test", n, Some(&first[1].key), 10).unwrap();
+        assert_eq!(
+            rest.len(),
+            3,
+            "other hosts' and other priorities' keys are not in the range"
+        );
         let done = Completion {
             fp: first[0].value.fp,
             queue_key: first[0].key.clone(),
             depth: 1,
             state: UrlState::Fetched(200),
         };
-        store.complete(&[done]).unwrap();
-        assert_eq!(store.queue_page("a.test", None, 10).unwrap().len(), 4);
+        let schedule = Schedule {
+            next_allowed_ms: 7,
+            ..Schedule::default()
+        };
+        store.complete(&[done], Some(("a.test", &schedule))).unwrap();
+        assert_eq!(store.queue_page("a.test", n, None, 10).unwrap().len(), 4);
+        assert_eq!(store.host_state("a.test").unwrap().schedule, Some(schedule));
         let rec = store.url_record(first[0].value.fp).unwrap().unwrap();
         assert_eq!(rec.state, UrlState::Fetched(200));
         // A completed URL stays seen.
@@ -545,9 +641,12 @@ mod tests {
     fn host_state_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        assert_eq!(store.host_state("a.test").unwrap(), None);
+        assert_eq!(store.host_state("a.test").unwrap(), HostState::default());
         let mut state = HostState {
-            next_allowed_ms: 42,
+            schedule: Some(Schedule {
+                next_allowed_ms: 42,
+                ..Schedule::default()
+            }),
             ..HostState::default()
         };
         state.robots.insert(
@@ -559,7 +658,17 @@ mod tests {
             },
         );
         store.save_host_state("a.test", &state).unwrap();
-        assert_eq!(store.host_state("a.test").unwrap(), Some(state));
+        assert_eq!(store.host_state("a.test").unwrap(), state);
+    }
+
+    #[test]
+    fn run_marker_tells_a_crash_from_a_clean_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(!RunMarker::begin(dir.path()).unwrap());
+        RunMarker::end(dir.path()).unwrap();
+        assert!(!RunMarker::begin(dir.path()).unwrap());
+        // No end: the next start sees a crash.
+        assert!(RunMarker::begin(dir.path()).unwrap());
     }
 
     #[test]

@@ -1,0 +1,123 @@
+//! RFC 9309 cases, through the parser and matcher.
+
+use super::*;
+
+fn rules(body: &str) -> Rules {
+    Rules::parse(body.as_bytes(), "trawl")
+}
+
+fn check(body: &str, cases: &[(&str, bool)]) {
+    let r = rules(body);
+    for (path, want) in cases {
+        let url = Url::parse(&format!("http://a.test{path}")).unwrap();
+        let got = r.decide(&url);
+        assert_eq!(got.allowed, *want, "{path} with\n{body}\ndecided by {:?}", got.rule);
+    }
+}
+
+/// (robots.txt, [(path, allowed)]) — RFC 9309 §2.2.2 and §5 examples plus
+/// the corners crawlers get wrong.
+const TABLE: &[(&str, &[(&str, bool)])] = &[
+    // Prefix rules; everything else allowed.
+    ("User-agent: *\nDisallow: /private/\n", &[("/private/x", false), ("/private", true), ("/public", true)]),
+    // Longest match wins.
+    ("User-agent: *\nAllow: /p\nDisallow: /\n", &[("/page", true), ("/", false), ("/x", false)]),
+    ("User-agent: *\nDisallow: /folder/\nAllow: /folder/page\n", &[("/folder/page.html", true), ("/folder/other", false)]),
+    // Allow wins a tie.
+    ("User-agent: *\nDisallow: /folder\nAllow: /folder\n", &[("/folder/x", true)]),
+    // `*` and `$`.
+    ("User-agent: *\nDisallow: /*.php$\n", &[("/index.php", false), ("/a/b.php", false), ("/index.php?x=1", true), ("/index.php5", true)]),
+    ("User-agent: *\nDisallow: /fish*\n", &[("/fish", false), ("/fish.html", false), ("/fishheads/x", false), ("/Fish.asp", true)]),
+    ("User-agent: *\nDisallow: /*?session=\n", &[("/a?session=1", false), ("/a?x=1&session=1", true), ("/a", true)]),
+    ("User-agent: *\nAllow: /$\nDisallow: /\n", &[("/", true), ("/page", false)]),
+    ("User-agent: *\nDisallow: /a*b*c$\n", &[("/axxbyyc", false), ("/abcabc", false), ("/abcd", true)]),
+    // Percent-encoding equivalence.
+    ("User-agent: *\nDisallow: /foo/bar/%62%61%7A\n", &[("/foo/bar/baz", false)]),
+    ("User-agent: *\nDisallow: /foo/bar/ツ\n", &[("/foo/bar/%E3%83%84", false), ("/foo/bar/%e3%83%84", false)]),
+    ("User-agent: *\nDisallow: /foo/bar/%E3%83%84\n", &[("/foo/bar/ツ", false)]),
+    ("User-agent: *\nDisallow: /a%2fb\n", &[("/a%2Fb", false), ("/a/b", true)]),
+    // Groups: our token, case-insensitive, several agents per group, merged.
+    ("User-agent: other\nDisallow: /\n\nUser-agent: TrAwL\nDisallow: /x\n", &[("/y", true), ("/x", false)]),
+    ("User-agent: a\nUser-agent: trawl\nDisallow: /x\n", &[("/x", false)]),
+    ("User-agent: trawl\nDisallow: /a\n\nUser-agent: *\nDisallow: /\n\nUser-agent: trawl\nDisallow: /b\n", &[("/a", false), ("/b", false), ("/c", true)]),
+    ("User-agent: trawlbot\nDisallow: /\n", &[("/x", true)]),
+    ("User-agent: trawl/2.0\nDisallow: /v\n", &[("/v", false)]),
+    // `*` fallback; no group at all means allowed.
+    ("User-agent: other\nDisallow: /\n\nUser-agent: *\nDisallow: /star\n", &[("/star", false), ("/x", true)]),
+    ("User-agent: other\nDisallow: /\n", &[("/x", true)]),
+    // Rules outside any group are ignored; an empty disallow disallows nothing.
+    ("Disallow: /\nUser-agent: *\nDisallow:\n", &[("/x", true)]),
+    // robots.txt itself is always allowed.
+    ("User-agent: *\nDisallow: /\n", &[("/robots.txt", true), ("/", false)]),
+    // Comments, odd spacing, CR line ends, unknown lines.
+    ("user-AGENT : *  # everyone\r  disallow  :  /x # no\rfoo: bar\rDisallow: /y\r", &[("/x", false), ("/y", false), ("/z", true)]),
+];
+
+#[test]
+fn rfc9309_table() {
+    for (body, cases) in TABLE {
+        check(body, cases);
+    }
+}
+
+#[test]
+fn deciding_rule_is_reported() {
+    let r = rules("User-agent: *\nDisallow: /private/\nAllow: /private/open-\n");
+    let d = r.decide(&Url::parse("http://a.test/private/open-1").unwrap());
+    assert!(d.allowed);
+    let rule = d.rule.unwrap();
+    assert_eq!((rule.line.as_str(), rule.line_no), ("Allow: /private/open-", 3));
+    let d = r.decide(&Url::parse("http://a.test/p").unwrap());
+    assert_eq!(d, Decision { allowed: true, rule: None });
+}
+
+#[test]
+fn crawl_delay_and_sitemaps() {
+    let r = rules("Sitemap: http://a.test/s1.xml\nUser-agent: *\nCrawl-delay: 0.5\nDisallow: /x\nSitemap: http://b.test/s2.xml\n\nUser-agent: other\nCrawl-delay: 9\n");
+    assert_eq!(r.crawl_delay, Some(Duration::from_millis(500)));
+    assert_eq!(r.sitemaps, ["http://a.test/s1.xml", "http://b.test/s2.xml"]);
+    assert_eq!(rules("User-agent: *\nCrawl-delay: soon\n").crawl_delay, None);
+}
+
+#[test]
+fn only_the_first_500_kib_are_parsed() {
+    let mut body = String::from("User-agent: *\nDisallow: /early\n");
+    while body.len() < MAX_ROBOTS_BYTES + 10 {
+        body.push_str("# padding padding padding padding padding padding\n");
+    }
+    body.push_str("Disallow: /late\n");
+    check(&body, &[("/early", false), ("/late", true)]);
+}
+
+#[test]
+fn status_policy() {
+    let record = |status, body: &str| RobotsRecord {
+        status,
+        fetched_at_ms: 0,
+        body: body.as_bytes().to_vec(),
+    };
+    let url = Url::parse("http://a.test/x").unwrap();
+    let body = "User-agent: *\nDisallow: /\n";
+    for (status, allowed) in [(Some(200), false), (Some(404), true), (Some(403), true), (Some(401), true), (Some(500), false), (Some(503), false), (None, false)] {
+        let r = Rules::from_record(&record(status, body), "trawl");
+        assert_eq!(r.allows(&url), allowed, "status {status:?}");
+    }
+    let unreachable = Rules::from_record(&record(None, ""), "trawl");
+    assert_eq!(unreachable.status(), RobotsStatus::Unreachable);
+    assert!(unreachable.allows(&Url::parse("http://a.test/robots.txt").unwrap()));
+}
+
+#[test]
+fn robots_url_and_origin() {
+    let url = Url::parse("https://u:p@a.test:8443/x/y?z#f").unwrap();
+    assert_eq!(robots_url(&url).as_str(), "https://a.test:8443/robots.txt");
+    assert_eq!(origin_key(&url), "https://a.test:8443");
+    assert_eq!(origin_key(&Url::parse("http://a.test/").unwrap()), "http://a.test:80");
+}
+
+#[test]
+fn encoding_normalisation() {
+    assert_eq!(normalise_encoding("/a%7e%2f%zz%4"), "/a~%2F%zz%4");
+    assert_eq!(normalise_encoding("/ü"), "/%C3%BC");
+    assert_eq!(normalise_encoding("/%"), "/%");
+}
