@@ -146,10 +146,9 @@ impl HostActor {
             Some(s) => HostPoliteness::restore(s, now, SystemTime::now(), settings.crashed),
             None => HostPoliteness::new(now),
         };
-        let crawl_delay = state
-            .robots
-            .values()
-            .find_map(|r| robots::Rules::from_record(r, &settings.robots.product_token).crawl_delay);
+        let crawl_delay = state.robots.values().find_map(|r| {
+            robots::Rules::from_record(r, &settings.robots.product_token).crawl_delay
+        });
         politeness.set_crawl_delay(crawl_delay);
         let jitter = xxhash_rust::xxh3::xxh3_64(host.as_bytes()) | 1;
         HostActor {
@@ -196,33 +195,60 @@ impl HostActor {
             let allowed = match robots.need(now_ms, &self.settings.robots) {
                 Need::InFlight => break,
                 Need::RetryAt(at_ms) => {
-                    self.metrics.robots_decisions.with_label_values(&["unreachable_wait"]).inc();
-                    self.arm_timer(now + Duration::from_millis(at_ms.saturating_sub(now_ms)), ctx);
+                    self.metrics
+                        .robots_decisions
+                        .with_label_values(&["unreachable_wait"])
+                        .inc();
+                    self.arm_timer(
+                        now + Duration::from_millis(at_ms.saturating_sub(now_ms)),
+                        ctx,
+                    );
                     break;
                 }
                 Need::GiveUp => {
-                    self.metrics.robots_decisions.with_label_values(&["unreachable_dropped"]).inc();
+                    self.metrics
+                        .robots_decisions
+                        .with_label_values(&["unreachable_dropped"])
+                        .inc();
                     let entry = self.take(source);
                     self.complete_without_fetch(entry, UrlState::RobotsUnreachable, ctx);
                     continue;
                 }
-                Need::Fetch(robots_url) => match self.acquire(now, ctx) {
-                    Some(permit) => {
-                        self.fetch_robots(origin, robots_url, permit, ctx);
-                        continue;
+                Need::Fetch(robots_url) => {
+                    // A parked or backed-off host still gives up on time.
+                    let give_up = robots.give_up_at_ms(&self.settings.robots);
+                    match self.acquire(now, ctx) {
+                        Some(permit) => {
+                            self.fetch_robots(origin, robots_url, permit, ctx);
+                            continue;
+                        }
+                        None => {
+                            if let Some(at_ms) = give_up {
+                                let wait = Duration::from_millis(at_ms.saturating_sub(now_ms));
+                                self.arm_timer(now + wait, ctx);
+                            }
+                            break;
+                        }
                     }
-                    None => break,
-                },
+                }
                 Need::Ready(rules) => rules.allows(&url),
             };
             if !allowed {
-                self.metrics.robots_decisions.with_label_values(&["disallowed"]).inc();
+                self.metrics
+                    .robots_decisions
+                    .with_label_values(&["disallowed"])
+                    .inc();
                 let entry = self.take(source);
                 self.complete_without_fetch(entry, UrlState::Disallowed, ctx);
                 continue;
             }
-            let Some(permit) = self.acquire(now, ctx) else { break };
-            self.metrics.robots_decisions.with_label_values(&["allowed"]).inc();
+            let Some(permit) = self.acquire(now, ctx) else {
+                break;
+            };
+            self.metrics
+                .robots_decisions
+                .with_label_values(&["allowed"])
+                .inc();
             let entry = self.take(source);
             self.fetch_entry(entry, url, permit, ctx);
         }
@@ -338,9 +364,13 @@ impl HostActor {
     /// Frees the permit of a request that just ended and counts the wait.
     fn release(&mut self, permit: Permit, outcome: Outcome) {
         let jitter = self.next_jitter();
-        let released = self
-            .politeness
-            .release(&self.settings.policy, permit, Instant::now(), outcome, jitter);
+        let released = self.politeness.release(
+            &self.settings.policy,
+            permit,
+            Instant::now(),
+            outcome,
+            jitter,
+        );
         self.metrics
             .politeness_waits
             .with_label_values(&[released.reason.as_str()])
@@ -357,8 +387,11 @@ impl HostActor {
         let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
-            act.release(permit, outcome_of(&result));
+            let outcome = outcome_of(&result);
+            // Read the file first: its Crawl-delay already governs the wait
+            // after this very request.
             act.robots_fetched(origin, url, result, ctx);
+            act.release(permit, outcome);
             act.dispatch(ctx);
         }));
     }
@@ -391,7 +424,8 @@ impl HostActor {
         };
         match state.fetch_done(fetch_result, now_ms, &self.settings.robots) {
             Fetched::Stored(record) => {
-                let rules = robots::Rules::from_record(&record, &self.settings.robots.product_token);
+                let rules =
+                    robots::Rules::from_record(&record, &self.settings.robots.product_token);
                 if rules
                     .crawl_delay
                     .is_some_and(|d| d > self.settings.policy.max_crawl_delay)
@@ -406,6 +440,10 @@ impl HostActor {
                 self.discover_sitemaps(&url, &rules, ctx);
             }
             Fetched::Failed { retry_at_ms } => {
+                self.links.save.do_send(SaveHostState {
+                    host: self.host.clone(),
+                    state: self.state(),
+                });
                 tracing::info!(host = %self.host, origin, retry_in_ms = retry_at_ms.saturating_sub(now_ms), "robots.txt fetch failed; will retry");
             }
             Fetched::Redirect(next) => {
@@ -418,7 +456,13 @@ impl HostActor {
     }
 
     /// Archives a response that completes no queue entry (robots.txt).
-    fn archive_side_response(&mut self, url: Url, response: FetchResponse, kind: EventKind, ctx: &mut Context<Self>) {
+    fn archive_side_response(
+        &mut self,
+        url: Url,
+        response: FetchResponse,
+        kind: EventKind,
+        ctx: &mut Context<Self>,
+    ) {
         self.processing += 1;
         let archive = self.links.pipeline.archive.send(Archive {
             url,
@@ -440,7 +484,12 @@ impl HostActor {
 
     /// Offers the sitemaps robots.txt names, or `/sitemap.xml` if it names
     /// none.
-    fn discover_sitemaps(&mut self, robots_url: &Url, rules: &robots::Rules, ctx: &mut Context<Self>) {
+    fn discover_sitemaps(
+        &mut self,
+        robots_url: &Url,
+        rules: &robots::Rules,
+        ctx: &mut Context<Self>,
+    ) {
         if self.settings.sitemaps.is_none() {
             return;
         }
@@ -479,7 +528,13 @@ impl HostActor {
         }));
     }
 
-    fn fetch_entry(&mut self, entry: QueueEntry, url: Url, permit: Permit, ctx: &mut Context<Self>) {
+    fn fetch_entry(
+        &mut self,
+        entry: QueueEntry,
+        url: Url,
+        permit: Permit,
+        ctx: &mut Context<Self>,
+    ) {
         let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
@@ -513,7 +568,12 @@ impl HostActor {
         }));
     }
 
-    fn complete_without_fetch(&mut self, entry: QueueEntry, state: UrlState, ctx: &mut Context<Self>) {
+    fn complete_without_fetch(
+        &mut self,
+        entry: QueueEntry,
+        state: UrlState,
+        ctx: &mut Context<Self>,
+    ) {
         self.processing += 1;
         let done = self.links.complete.send(Complete {
             host: self.host.clone(),
@@ -570,7 +630,7 @@ impl HostActor {
         let mut robots = self.saved_robots.clone();
         for (origin, state) in &self.origins {
             if let Some(record) = state.record() {
-                robots.insert(origin.clone(), record.clone());
+                robots.insert(origin.clone(), record);
             }
         }
         HostState {
@@ -583,11 +643,10 @@ impl HostActor {
         let now = Instant::now();
         let state = self.state();
         let token = &self.settings.robots.product_token;
-        let mut queued = self.store.queued_by_priority(&self.host).unwrap_or_default();
-        // Entries in flight or processing are still in the store's queue.
-        for level in 0..LEVELS {
-            queued[level] = queued[level].max(self.queues[level].len() as u64);
-        }
+        let queued = self
+            .store
+            .queued_by_priority(&self.host)
+            .unwrap_or_default();
         HostSnapshot {
             host: self.host.clone(),
             active: true,
@@ -705,12 +764,19 @@ impl Job {
                     robots_meta = parsed.robots_meta.clone();
                     if !parsed.nofollow() {
                         let depth = self.entry.value.depth + 1;
-                        found = parsed.links.into_iter().map(|u| Candidate::link(u, depth)).collect();
+                        found = parsed
+                            .links
+                            .into_iter()
+                            .map(|u| Candidate::link(u, depth))
+                            .collect();
                     }
                 } else if (300..400).contains(&status) {
                     // The redirect target enters the crawl like a link, so
                     // robots.txt and politeness apply to its host.
-                    if let Some(target) = response.header("location").and_then(|l| self.url.join(l).ok()) {
+                    if let Some(target) = response
+                        .header("location")
+                        .and_then(|l| self.url.join(l).ok())
+                    {
                         found.push(Candidate {
                             priority: Priority::HIGH,
                             ..Candidate::link(target, self.entry.value.depth + 1)
@@ -746,7 +812,11 @@ impl Job {
     /// Reads a sitemap into candidates: pages of this host (or of the host
     /// whose robots.txt submitted the sitemap), and child sitemaps of an
     /// index up to the depth limit.
-    async fn read_sitemap(&self, response: &FetchResponse, submitter: Option<&str>) -> Result<Vec<Candidate>, Failure> {
+    async fn read_sitemap(
+        &self,
+        response: &FetchResponse,
+        submitter: Option<&str>,
+    ) -> Result<Vec<Candidate>, Failure> {
         let Some(settings) = &self.settings.sitemaps else {
             return Ok(Vec::new());
         };
@@ -760,18 +830,24 @@ impl Job {
             })
             .await?;
         let count = |outcome: &str, n: usize| {
-            self.metrics.sitemap_urls.with_label_values(&[outcome]).inc_by(n as u64);
+            self.metrics
+                .sitemap_urls
+                .with_label_values(&[outcome])
+                .inc_by(n as u64);
         };
         count("dropped_limit", parsed.dropped);
         if let Some(err) = &parsed.error {
             tracing::info!(url = %self.url, error = %err, "sitemap read partly");
         }
         let own_host = self.url.host_str();
-        let fresh_since = chrono::Utc::now() - chrono::Duration::from_std(settings.fresh_within).unwrap_or_default();
+        let fresh_since = chrono::Utc::now()
+            - chrono::Duration::from_std(settings.fresh_within).unwrap_or_default();
         let index_depth = self.entry.value.depth + 1;
         let mut found = Vec::new();
         for entry in parsed.entries {
-            let Ok(url) = self.url.join(&entry.loc) else { continue };
+            let Ok(url) = self.url.join(&entry.loc) else {
+                continue;
+            };
             let host = url.host_str();
             if host != own_host && host != submitter {
                 count("dropped_host", 1);

@@ -29,8 +29,8 @@ use super::parser::ParserPool;
 use super::partition::{PartitionActor, PipelineLinks};
 use super::seen::SeenSet;
 use crate::config::Config;
-use crate::metrics::Metrics;
 use crate::frontier::{EntryKind, Priority};
+use crate::metrics::Metrics;
 use crate::politeness::Policy;
 use crate::robots::cache::RobotsSettings;
 use crate::sitemap::SitemapLimits;
@@ -175,7 +175,7 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
             give_up_after: config.robots.give_up_after,
         },
         max_attempts: config.fetch.max_attempts,
-        sitemaps: config.sitemap.enabled.then(|| SitemapSettings {
+        sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
             limits: SitemapLimits {
                 max_urls: config.sitemap.max_urls,
                 max_bytes: config.sitemap.max_bytes,

@@ -7,6 +7,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use trawl::config::Config;
+use trawl::frontier::{EntryKind, Priority};
 use trawl::parse::parse_html;
 use trawl::store::{AdmitEntry, PartitionStore, StoreEnv};
 use trawl::testweb::{SyntheticWeb, WebSpec};
@@ -47,6 +48,8 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
                 host: format!("site{:04}.test", i % 1000),
                 url,
                 depth: 1,
+                priority: Priority::NORMAL,
+                kind: EntryKind::Page,
             }
         })
         .collect()

@@ -108,7 +108,8 @@ impl Policy {
     pub fn backoff(&self, failures: u32, jitter: f64) -> Duration {
         let doublings = failures.saturating_sub(1).min(30);
         let raw = self.backoff_base.saturating_mul(1u32 << doublings);
-        raw.min(self.backoff_max).mul_f64(1.0 + 0.25 * jitter.clamp(0.0, 1.0))
+        raw.min(self.backoff_max)
+            .mul_f64(1.0 + 0.25 * jitter.clamp(0.0, 1.0))
     }
 }
 

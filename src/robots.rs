@@ -231,8 +231,16 @@ impl GroupParser {
                     self.groups.push(Group::default());
                 }
                 self.in_agents = true;
-                let agent = value.split(['/', ' ']).next().unwrap_or("").to_ascii_lowercase();
-                self.groups.last_mut().expect("pushed above").agents.push(agent);
+                let agent = value
+                    .split(['/', ' '])
+                    .next()
+                    .unwrap_or("")
+                    .to_ascii_lowercase();
+                self.groups
+                    .last_mut()
+                    .expect("pushed above")
+                    .agents
+                    .push(agent);
             }
             "allow" | "disallow" => {
                 self.in_agents = false;
@@ -283,7 +291,10 @@ impl GroupParser {
         };
         Rules {
             status: RobotsStatus::Parsed,
-            rules: selected.iter().flat_map(|g| g.rules.iter().cloned()).collect(),
+            rules: selected
+                .iter()
+                .flat_map(|g| g.rules.iter().cloned())
+                .collect(),
             crawl_delay: selected.iter().find_map(|g| g.crawl_delay),
             sitemaps: self.sitemaps,
         }

@@ -153,7 +153,9 @@ fn parse_xml(content: &[u8], max_urls: usize) -> ParsedSitemap {
         };
         match event {
             Event::Start(e) => match e.local_name().as_ref() {
-                "urlset" if parsed.kind == SitemapKind::Unknown => parsed.kind = SitemapKind::UrlSet,
+                "urlset" if parsed.kind == SitemapKind::Unknown => {
+                    parsed.kind = SitemapKind::UrlSet
+                }
                 "sitemapindex" if parsed.kind == SitemapKind::Unknown => {
                     parsed.kind = SitemapKind::Index
                 }
@@ -171,15 +173,18 @@ fn parse_xml(content: &[u8], max_urls: usize) -> ParsedSitemap {
                     in_entry = false;
                     let url = loc.trim();
                     if !url.is_empty() {
-                        push(&mut parsed, max_urls, url.to_owned(), parse_lastmod(lastmod.trim()));
+                        push(
+                            &mut parsed,
+                            max_urls,
+                            url.to_owned(),
+                            parse_lastmod(lastmod.trim()),
+                        );
                     }
                 }
                 _ => field = Field::None,
             },
             Event::Text(t) => collect(field, &mut loc, &mut lastmod, &t),
-            Event::CData(t) => {
-                collect(field, &mut loc, &mut lastmod, &t.into_inner())
-            }
+            Event::CData(t) => collect(field, &mut loc, &mut lastmod, &t.into_inner()),
             Event::GeneralRef(r) => {
                 let resolved = match r.resolve_char_ref() {
                     Ok(Some(c)) => Some(c),
@@ -257,9 +262,22 @@ mod tests {
 </urlset>"#;
         let p = parse_sitemap(xml.as_bytes(), LIMITS);
         assert_eq!(p.kind, SitemapKind::UrlSet);
-        assert_eq!(locs(&p), ["http://a.test/x?a=1&b=2", "http://a.test/y", "http://a.test/z"]);
-        assert_eq!(p.entries[0].lastmod.unwrap().to_rfc3339(), "2026-11-01T00:00:00+00:00");
-        assert_eq!(p.entries[1].lastmod.unwrap().to_rfc3339(), "2026-11-02T09:30:00+00:00");
+        assert_eq!(
+            locs(&p),
+            [
+                "http://a.test/x?a=1&b=2",
+                "http://a.test/y",
+                "http://a.test/z"
+            ]
+        );
+        assert_eq!(
+            p.entries[0].lastmod.unwrap().to_rfc3339(),
+            "2026-11-01T00:00:00+00:00"
+        );
+        assert_eq!(
+            p.entries[1].lastmod.unwrap().to_rfc3339(),
+            "2026-11-02T09:30:00+00:00"
+        );
         assert_eq!(p.entries[2].lastmod, None);
         assert_eq!(p.error, None);
     }
@@ -272,7 +290,10 @@ mod tests {
         let p = parse_sitemap(&gz.finish().unwrap(), LIMITS);
         assert_eq!(p.kind, SitemapKind::Index);
         assert_eq!(locs(&p), ["http://a.test/s1.xml.gz"]);
-        let p = parse_sitemap(b"\xef\xbb\xbfhttp://a.test/1\n\n# no\nftp://x\r\nhttps://a.test/2\n", LIMITS);
+        let p = parse_sitemap(
+            b"\xef\xbb\xbfhttp://a.test/1\n\n# no\nftp://x\r\nhttps://a.test/2\n",
+            LIMITS,
+        );
         assert_eq!(p.kind, SitemapKind::Text);
         assert_eq!(locs(&p), ["http://a.test/1", "https://a.test/2"]);
     }
@@ -284,15 +305,33 @@ mod tests {
             xml.push_str(&format!("<url><loc>http://a.test/{i}</loc></url>"));
         }
         xml.push_str("</urlset>");
-        let p = parse_sitemap(xml.as_bytes(), SitemapLimits { max_urls: 4, max_bytes: 1 << 20 });
+        let p = parse_sitemap(
+            xml.as_bytes(),
+            SitemapLimits {
+                max_urls: 4,
+                max_bytes: 1 << 20,
+            },
+        );
         assert_eq!((p.entries.len(), p.dropped), (4, 6));
-        let p = parse_sitemap(xml.as_bytes(), SitemapLimits { max_urls: 100, max_bytes: 100 });
+        let p = parse_sitemap(
+            xml.as_bytes(),
+            SitemapLimits {
+                max_urls: 100,
+                max_bytes: 100,
+            },
+        );
         assert!(p.truncated);
         assert!(p.entries.len() < 10);
         // A gzip bomb stops at the byte cap.
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         gz.write_all(&vec![b' '; 10 << 20]).unwrap();
-        let p = parse_sitemap(&gz.finish().unwrap(), SitemapLimits { max_urls: 10, max_bytes: 1 << 16 });
+        let p = parse_sitemap(
+            &gz.finish().unwrap(),
+            SitemapLimits {
+                max_urls: 10,
+                max_bytes: 1 << 16,
+            },
+        );
         assert!(p.truncated);
     }
 

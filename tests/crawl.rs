@@ -1,21 +1,23 @@
 //! A full crawl of the synthetic web, checked from the outside: the server
-//! saw exactly the ground truth, robots.txt first and obeyed, politeness
-//! held, and every event points at its response record in valid WARC files.
+//! saw exactly the ground truth, robots.txt first and obeyed in every
+//! variant, politeness held per host (delays, Crawl-delay, slow hosts,
+//! Retry-After), sitemap-only pages found, and every event points at its
+//! response record in valid WARC files.
 
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use common::*;
-use trawl::testweb::generator::RobotsMode;
-use trawl::testweb::{audit, SyntheticWeb};
+use trawl::testweb::generator::{HostProfile, RobotsMode, Target, Throttle, ORPHANS};
+use trawl::testweb::{request_kind, RequestKind, SyntheticWeb};
 
 const MIN_DELAY_MS: u64 = 20;
+const HOSTS: u32 = 100;
 
 #[test]
 fn crawl_of_100_hosts_matches_ground_truth_politely() {
-    let (web, server) = start_web(100, 30, 42);
+    let (web, server) = start_web(HOSTS, 30, 42);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
     let config = config(data.path(), MIN_DELAY_MS, 64);
@@ -35,17 +37,16 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
         "the web is big enough to mean something"
     );
 
-    // No disallowed URL was requested, and robots.txt came first per host.
+    // robots.txt first, and obeyed, for every host and every variant.
     for r in &log {
         let host = web.host_index(&r.host).expect("only synthetic hosts");
-        let private = r.path.starts_with("/private/") && !r.path.starts_with("/private/open-");
         assert!(
-            !(private && web.robots_mode(host) != RobotsMode::Missing),
-            "disallowed URL requested: {}",
+            web.path_allowed(host, &r.path),
+            "disallowed: {}",
             url_of(r, port)
         );
     }
-    for host in 0..100 {
+    for host in 0..HOSTS {
         let name = SyntheticWeb::host_name(host);
         let mut reqs: Vec<_> = log.iter().filter(|r| r.host == name).collect();
         reqs.sort_by_key(|r| r.start);
@@ -53,18 +54,56 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
             reqs[0].path, "/robots.txt",
             "{name} got a page before robots.txt"
         );
-        let robots = reqs.iter().filter(|r| r.path == "/robots.txt").count();
-        assert_eq!(robots, 1, "{name}: robots.txt fetched {robots} times");
+        let profile = HostProfile::of(host);
+        let robots = reqs
+            .iter()
+            .filter(|r| request_kind(&r.path) == RequestKind::Robots);
+        match profile.robots {
+            // 5xx robots.txt: nothing else is ever requested.
+            RobotsMode::ServerError => assert!(
+                reqs.iter()
+                    .all(|r| request_kind(&r.path) == RequestKind::Robots),
+                "{name}: requests beyond robots.txt"
+            ),
+            // Redirects are followed (at most five hops).
+            RobotsMode::Redirects { hops } => {
+                assert_eq!(robots.count() as u32, hops.min(5) + 1, "{name}")
+            }
+            // 503 twice, then the file: three requests.
+            RobotsMode::FlakyThenStar { failures } => {
+                assert_eq!(robots.count() as u32, failures + 1, "{name}")
+            }
+            _ => assert_eq!(robots.count(), 1, "{name}: robots.txt cached"),
+        }
+        // Sitemap-only pages are found.
+        if profile.has_sitemaps() {
+            let orphans = (30..30 + ORPHANS)
+                .filter(|id| pages.contains_key(&format!("http://{name}:{port}/orphan/{id}.html")))
+                .count();
+            assert_eq!(orphans as u32, ORPHANS, "{name}: sitemap pages");
+        }
+    }
+    // 4xx robots.txt: private pages crawled too; the huge file's late rule
+    // (beyond 500 KiB) is never read.
+    for (host, path) in [(2, "/private/"), (3, "/private/"), (12, "/p/")] {
+        let prefix = format!("http://{}:{port}{path}", SyntheticWeb::host_name(host));
+        assert!(fetched.iter().any(|u| u.starts_with(&prefix)), "{prefix}");
     }
 
-    // The politeness audit, from the server's side.
-    let report = audit(&log, 1, Duration::from_millis(MIN_DELAY_MS));
-    assert!(
-        report.violations.is_empty(),
-        "{:#?}",
-        &report.violations[..report.violations.len().min(5)]
-    );
+    // The politeness audit, from the server's side, host by host.
+    let report = audit_log(&web, &log, MIN_DELAY_MS);
+    let first: Vec<_> = report.violations.iter().take(5).collect();
+    assert!(report.violations.is_empty(), "{first:#?}");
     assert_eq!(report.max_concurrent, 1);
+    // Throttling hosts refuse page 2 once (with Retry-After), then serve it.
+    let throttled = log.iter().filter(|r| r.not_before.is_some()).count();
+    let expected = (0..HOSTS)
+        .filter(|&h| HostProfile::of(h).throttle != Throttle::None)
+        .map(|host| web.url_of(Target::Page { host, id: 2 }, port))
+        .filter(|url| truth.contains(url))
+        .count();
+    assert!(expected >= 5);
+    assert_eq!(throttled, expected);
 
     // Every page has one event, and its warc_ref opens its response record.
     let events = page_events(&config);
@@ -90,11 +129,10 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
         events.iter().any(|e| e.status == 404),
         "links to missing pages give 404 events"
     );
-    assert_eq!(
-        archive.records,
-        1 + 2 * (truth.len() as u64 + 100),
-        "warcinfo + request/response per fetch"
-    );
+    // Every response but the refused-and-retried ones is archived (request
+    // + response records), after one warcinfo.
+    let archived = (log.len() - throttled) as u64;
+    assert_eq!(archive.records, 1 + 2 * archived);
 
     // The files are valid WARC for warcio, with no `.open` leftovers.
     warcio_check(&warc_files(&config));

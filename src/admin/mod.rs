@@ -78,11 +78,13 @@ async fn status(state: web::Data<AdminState>) -> HttpResponse {
 async fn host_info(state: web::Data<AdminState>, host: web::Path<String>) -> HttpResponse {
     let host = host.into_inner();
     if host.is_empty() || host.len() > 253 || host.contains(['/', ' ']) {
-        return HttpResponse::BadRequest().json(serde_json::json!({ "error": "invalid host name" }));
+        return HttpResponse::BadRequest()
+            .json(serde_json::json!({ "error": "invalid host name" }));
     }
     match state.node.send(HostInfo { host }).await {
         Ok(Ok(snapshot)) => HttpResponse::Ok().json(snapshot),
-        Ok(Err(err)) => HttpResponse::InternalServerError().json(serde_json::json!({ "error": err.to_string() })),
+        Ok(Err(err)) => HttpResponse::InternalServerError()
+            .json(serde_json::json!({ "error": err.to_string() })),
         Err(err) => HttpResponse::ServiceUnavailable()
             .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
     }

@@ -3,9 +3,11 @@
 //! Starts the synthetic web in-process on a free loopback port, crawls it
 //! into the demo directory until idle, and compares what the server saw
 //! with the ground truth and the politeness promise. The demo asks its own
-//! web faster than the production default (`min_delay` 50 ms instead of
-//! 1 s) and lifts the depth limit, so its ground truth does not depend on
-//! discovery order; `--config` can override both.
+//! web faster than the production defaults: `min_delay` 50 ms instead of
+//! 1 s, backoffs from 50 ms, and a host whose robots.txt keeps failing is
+//! given up after 2 s instead of 30 days (the synthetic web has such
+//! hosts). It also lifts the depth limit, so its ground truth does not
+//! depend on discovery order. `--config` can override all of it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -17,7 +19,7 @@ use anyhow::{bail, Context as _};
 use serde::Serialize;
 use trawl::config::Config;
 use trawl::events::{self, EventKind};
-use trawl::testweb::{audit, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{audit_with, request_kind, RequestKind, SyntheticWeb, TestWebServer, WebSpec};
 
 /// Marks a directory as made by the demo, so a rerun may clear it.
 const MARKER: &str = ".trawl-demo";
@@ -54,6 +56,8 @@ struct Summary {
     pages_over_fetched: usize,
     duplicate_fetches: usize,
     robots_requests: usize,
+    sitemap_requests: usize,
+    throttled_requests: usize,
     politeness_violations: usize,
     max_concurrent_per_host: u32,
     min_gap_ms: Option<f64>,
@@ -75,6 +79,11 @@ fn demo_layer(data: &Path) -> String {
 max_depth = 0
 [politeness]
 min_delay = "50ms"
+backoff_base = "50ms"
+[robots]
+retry_base = "100ms"
+retry_max = "500ms"
+give_up_after = "2s"
 [dns.overrides]
 "{pattern}" = "127.0.0.1"
 [fetch]
@@ -121,25 +130,28 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     let truth = web.ground_truth(port);
     let mut fetched: BTreeMap<String, usize> = BTreeMap::new();
-    let mut robots_requests = 0;
+    let (mut robots_requests, mut sitemap_requests, mut retried) = (0, 0, 0);
     for r in &log {
-        if r.path == "/robots.txt" {
-            robots_requests += 1;
-        } else {
-            *fetched
-                .entry(format!("http://{}:{port}{}", r.host, r.path))
-                .or_default() += 1;
+        match request_kind(&r.path) {
+            RequestKind::Robots => robots_requests += 1,
+            RequestKind::Sitemap => sitemap_requests += 1,
+            // A refusal with Retry-After is asked again: not a duplicate.
+            RequestKind::Page if r.not_before.is_some() => retried += 1,
+            RequestKind::Page => {
+                *fetched
+                    .entry(format!("http://{}:{port}{}", r.host, r.path))
+                    .or_default() += 1
+            }
         }
     }
     let fetched_set: BTreeSet<&String> = fetched.keys().collect();
     let missed = truth.iter().filter(|u| !fetched.contains_key(*u)).count();
     let over = fetched_set.iter().filter(|u| !truth.contains(**u)).count();
     let duplicates = fetched.values().map(|n| n - 1).sum();
-    let report = audit(
-        &log,
-        config.politeness.max_in_flight_per_host,
-        config.politeness.min_delay,
-    );
+    let policy = &config.politeness;
+    let report = audit_with(&log, policy.max_in_flight_per_host, |host| {
+        web.politeness_rule(host, policy.min_delay, policy.delay_factor)
+    });
     let events = events::read_all(&config.data_path(&config.events.path)).unwrap_or_default();
     let event_urls: BTreeSet<&str> = events
         .iter()
@@ -167,6 +179,8 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         pages_over_fetched: over,
         duplicate_fetches: duplicates,
         robots_requests,
+        sitemap_requests,
+        throttled_requests: retried,
         politeness_violations: report.violations.len(),
         max_concurrent_per_host: report.max_concurrent,
         min_gap_ms: report.min_gap_ms,
@@ -204,7 +218,10 @@ fn print_summary(s: &Summary) {
         s.pages_over_fetched,
         s.duplicate_fetches
     );
-    println!("  robots.txt requests  {}", s.robots_requests);
+    println!(
+        "  other requests       {} robots.txt, {} sitemaps, {} refused with Retry-After and retried",
+        s.robots_requests, s.sitemap_requests, s.throttled_requests
+    );
     println!(
         "  politeness           {} violations (max {} in flight per host, smallest gap {} ms)",
         s.politeness_violations,

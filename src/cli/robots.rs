@@ -31,7 +31,9 @@ pub struct RobotsArgs {
 /// Runs `trawl robots`: one line per URL, exit 0 when every URL was decided.
 pub fn main(args: RobotsArgs) -> anyhow::Result<ExitCode> {
     let body = match (&args.file, args.status) {
-        (Some(path), _) => std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+        (Some(path), _) => {
+            std::fs::read(path).with_context(|| format!("reading {}", path.display()))?
+        }
         (None, 200..=299) => bail!("--file is required when the robots.txt fetch succeeded"),
         (None, _) => Vec::new(),
     };
@@ -48,7 +50,10 @@ pub fn main(args: RobotsArgs) -> anyhow::Result<ExitCode> {
             Err(err) => {
                 all_decided = false;
                 if args.json {
-                    println!("{}", serde_json::json!({ "url": raw, "error": err.to_string() }));
+                    println!(
+                        "{}",
+                        serde_json::json!({ "url": raw, "error": err.to_string() })
+                    );
                 } else {
                     println!("error\t{raw}\t{err}");
                 }
@@ -68,9 +73,17 @@ pub fn main(args: RobotsArgs) -> anyhow::Result<ExitCode> {
                 })
             );
         } else {
-            let verdict = if decision.allowed { "allow" } else { "disallow" };
+            let verdict = if decision.allowed {
+                "allow"
+            } else {
+                "disallow"
+            };
             println!("{verdict}\t{raw}\t{}", rule.unwrap_or("-"));
         }
     }
-    Ok(if all_decided { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if all_decided {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -37,7 +37,10 @@ fn two_slots_and_every_completion_pushes_the_schedule() {
     assert_eq!(host.try_acquire(&p, t0), Err(Wait::Busy));
     host.release(&p, a, t0 + ms(10), Outcome::Success, 0.0);
     assert_eq!(host.in_flight(), 1);
-    assert_eq!(host.try_acquire(&p, t0 + ms(500)), Err(Wait::Until(t0 + ms(1010))));
+    assert_eq!(
+        host.try_acquire(&p, t0 + ms(500)),
+        Err(Wait::Until(t0 + ms(1010)))
+    );
     // A later, slower completion moves the schedule further out, never back.
     host.release(&p, b, t0 + ms(150), Outcome::Success, 0.0);
     assert_eq!(host.next_allowed(), t0 + ms(150) + ms(1500));
@@ -65,12 +68,16 @@ fn retry_after_is_honoured_and_capped() {
     let t0 = Instant::now();
     let mut host = HostPoliteness::new(t0);
     let permit = host.try_acquire(&p, t0).unwrap();
-    let throttled = Outcome::Throttled { retry_after: Some(Duration::from_secs(30)) };
+    let throttled = Outcome::Throttled {
+        retry_after: Some(Duration::from_secs(30)),
+    };
     host.release(&p, permit, t0, throttled, 0.0);
     assert_eq!(host.next_allowed(), t0 + Duration::from_secs(30));
     let t1 = host.next_allowed();
     let permit = host.try_acquire(&p, t1).unwrap();
-    let huge = Outcome::Throttled { retry_after: Some(Duration::from_secs(86_400)) };
+    let huge = Outcome::Throttled {
+        retry_after: Some(Duration::from_secs(86_400)),
+    };
     host.release(&p, permit, t1, huge, 0.0);
     assert_eq!(host.next_allowed(), t1 + p.max_retry_after);
 }
@@ -78,17 +85,28 @@ fn retry_after_is_honoured_and_capped() {
 #[test]
 fn retry_after_parses_seconds_and_http_dates() {
     let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-    assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+    assert_eq!(
+        parse_retry_after("120", now),
+        Some(Duration::from_secs(120))
+    );
     let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
-    assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(90)));
+    assert_eq!(
+        parse_retry_after(&later, now),
+        Some(Duration::from_secs(90))
+    );
     let earlier = httpdate::fmt_http_date(now - Duration::from_secs(90));
     assert_eq!(parse_retry_after(&earlier, now), Some(Duration::ZERO));
     assert_eq!(parse_retry_after("soon", now), None);
     assert_eq!(
         Outcome::of_status(429, Some("7"), now),
-        Outcome::Throttled { retry_after: Some(Duration::from_secs(7)) }
+        Outcome::Throttled {
+            retry_after: Some(Duration::from_secs(7))
+        }
     );
-    assert_eq!(Outcome::of_status(503, None, now), Outcome::Throttled { retry_after: None });
+    assert_eq!(
+        Outcome::of_status(503, None, now),
+        Outcome::Throttled { retry_after: None }
+    );
     assert_eq!(Outcome::of_status(502, Some("7"), now), Outcome::Failure);
     assert_eq!(Outcome::of_status(404, None, now), Outcome::Success);
 }
@@ -103,7 +121,10 @@ fn failures_back_off_exponentially_with_bounded_jitter_then_park() {
     assert_eq!(p.backoff(1, 0.0), Duration::from_secs(2));
     assert_eq!(p.backoff(3, 0.0), Duration::from_secs(8));
     assert_eq!(p.backoff(10, 0.0), Duration::from_secs(20));
-    assert_eq!(p.backoff(1, 0.999), Duration::from_secs(2).mul_f64(1.0 + 0.25 * 0.999));
+    assert_eq!(
+        p.backoff(1, 0.999),
+        Duration::from_secs(2).mul_f64(1.0 + 0.25 * 0.999)
+    );
 
     let t0 = Instant::now();
     let mut host = HostPoliteness::new(t0);
@@ -115,7 +136,16 @@ fn failures_back_off_exponentially_with_bounded_jitter_then_park() {
         let r = host.release(&p, permit, now, Outcome::Failure, 0.0);
         delays.push((r.delay.as_secs(), r.parked));
     }
-    assert_eq!(delays, [(2, false), (4, false), (8, false), (16, false), (3600, true)]);
+    assert_eq!(
+        delays,
+        [
+            (2, false),
+            (4, false),
+            (8, false),
+            (16, false),
+            (3600, true)
+        ]
+    );
     assert!(host.parked(now));
     assert!(!host.parked(now + Duration::from_secs(3600)));
     // A success clears the failure count.
@@ -154,5 +184,8 @@ fn deferral_never_moves_the_schedule_earlier() {
     host.defer_until(t0 + Duration::from_secs(1));
     assert_eq!(host.next_allowed(), t0 + Duration::from_secs(5));
     host.defer_until(t0 + Duration::from_secs(9));
-    assert_eq!(host.try_acquire(&p, t0 + Duration::from_secs(8)), Err(Wait::Until(t0 + Duration::from_secs(9))));
+    assert_eq!(
+        host.try_acquire(&p, t0 + Duration::from_secs(8)),
+        Err(Wait::Until(t0 + Duration::from_secs(9)))
+    );
 }

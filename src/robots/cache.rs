@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use url::Url;
 
-use super::{robots_url, RobotsRecord, RobotsStatus, Rules, MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS};
+use super::{
+    robots_url, RobotsRecord, RobotsStatus, Rules, MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS,
+};
 
 /// The robots.txt policy knobs.
 #[derive(Debug, Clone)]
@@ -77,6 +79,8 @@ struct Failing {
     since_ms: u64,
     attempts: u32,
     retry_at_ms: u64,
+    /// Status of the last failed attempt (`None`: no response).
+    status: Option<u16>,
 }
 
 #[derive(Debug, Clone)]
@@ -98,25 +102,46 @@ pub struct OriginRobots {
 }
 
 impl OriginRobots {
-    /// The state of the origin of `url`, from a persisted good copy if any.
+    /// The state of the origin of `url`, from its persisted record if any:
+    /// a good copy, or an unreachable one whose `fetched_at_ms` is when the
+    /// failures began (so passivation or a restart does not reset the
+    /// give-up clock; the fetch is retried at once).
     pub fn new(url: &Url, saved: Option<RobotsRecord>, settings: &RobotsSettings) -> Self {
-        let good = saved
-            .filter(|r| r.status_class() != RobotsStatus::Unreachable)
-            .map(|r| {
-                let rules = Rules::from_record(&r, &settings.product_token);
-                (r, rules)
-            });
-        OriginRobots {
+        let mut state = OriginRobots {
             robots_url: robots_url(url),
-            good,
+            good: None,
             failing: None,
             fetching: None,
+        };
+        match saved {
+            Some(r) if r.status_class() == RobotsStatus::Unreachable => {
+                state.failing = Some(Failing {
+                    since_ms: r.fetched_at_ms,
+                    attempts: 1,
+                    retry_at_ms: 0,
+                    status: r.status,
+                });
+            }
+            Some(r) => {
+                let rules = Rules::from_record(&r, &settings.product_token);
+                state.good = Some((r, rules));
+            }
+            None => {}
         }
+        state
     }
 
-    /// The good copy, for persistence.
-    pub fn record(&self) -> Option<&RobotsRecord> {
-        self.good.as_ref().map(|(r, _)| r)
+    /// What to persist: the good copy, else the unreachable state.
+    pub fn record(&self) -> Option<RobotsRecord> {
+        match (&self.good, &self.failing) {
+            (Some((r, _)), _) => Some(r.clone()),
+            (None, Some(f)) => Some(RobotsRecord {
+                status: f.status,
+                fetched_at_ms: f.since_ms,
+                body: Vec::new(),
+            }),
+            (None, None) => None,
+        }
     }
 
     /// The rules in force, if any.
@@ -138,7 +163,10 @@ impl OriginRobots {
                 Need::Fetch(hop.url.clone())
             };
         }
-        let retry_due = self.failing.as_ref().is_none_or(|f| f.retry_at_ms <= now_ms);
+        let retry_due = self
+            .failing
+            .as_ref()
+            .is_none_or(|f| f.retry_at_ms <= now_ms);
         match (&self.good, &self.failing) {
             (Some((record, rules)), _) => {
                 let stale = now_ms >= record.fetched_at_ms + settings.ttl.as_millis() as u64;
@@ -156,6 +184,16 @@ impl OriginRobots {
         }
     }
 
+    /// When the origin's URLs will be given up if robots.txt stays
+    /// unreachable (Unix ms); `None` while it is not failing or a good copy
+    /// exists.
+    pub fn give_up_at_ms(&self, settings: &RobotsSettings) -> Option<u64> {
+        match (&self.good, &self.failing) {
+            (None, Some(f)) => Some(f.since_ms + settings.give_up_after.as_millis() as u64),
+            _ => None,
+        }
+    }
+
     /// Marks the fetch of `url` (from [`Need::Fetch`]) as started.
     pub fn fetch_started(&mut self, url: Url) {
         let hops = self.fetching.as_ref().map_or(0, |h| h.hops);
@@ -167,7 +205,12 @@ impl OriginRobots {
     }
 
     /// Takes the result of the fetch in flight.
-    pub fn fetch_done(&mut self, result: FetchResult, now_ms: u64, settings: &RobotsSettings) -> Fetched {
+    pub fn fetch_done(
+        &mut self,
+        result: FetchResult,
+        now_ms: u64,
+        settings: &RobotsSettings,
+    ) -> Fetched {
         let hop = self.fetching.take();
         let (url, hops) = hop.map_or((self.robots_url.clone(), 0), |h| (h.url, h.hops));
         if let (Some(300..=399), Some(location)) = (result.status, &result.location) {
@@ -196,8 +239,10 @@ impl OriginRobots {
                 since_ms: now_ms,
                 attempts: 0,
                 retry_at_ms: now_ms,
+                status: None,
             });
             failing.attempts += 1;
+            failing.status = record.status;
             let doublings = (failing.attempts - 1).min(30);
             let wait = settings
                 .retry_base
@@ -256,9 +301,15 @@ mod tests {
         assert_eq!(url.as_str(), "http://a.test/robots.txt");
         o.fetch_started(url);
         assert_eq!(o.need(0, &s), Need::InFlight);
-        let done = o.fetch_done(result(Some(200), None, "User-agent: *\nDisallow: /p/"), 10, &s);
+        let done = o.fetch_done(
+            result(Some(200), None, "User-agent: *\nDisallow: /p/"),
+            10,
+            &s,
+        );
         assert!(matches!(done, Fetched::Stored(_)));
-        let Need::Ready(rules) = o.need(50_000, &s) else { panic!() };
+        let Need::Ready(rules) = o.need(50_000, &s) else {
+            panic!()
+        };
         assert!(!rules.allows(&page()));
         // Stale after the TTL: refetched.
         assert_eq!(fetch_url(&o, 100_010).as_str(), "http://a.test/robots.txt");
@@ -283,7 +334,9 @@ mod tests {
         // A sixth redirect is not followed: robots.txt counts as unavailable.
         let done = o.fetch_done(result(Some(302), Some("/robots-6.txt"), ""), 0, &s);
         assert!(matches!(done, Fetched::Stored(ref r) if r.status == Some(302)));
-        let Need::Ready(rules) = o.need(0, &s) else { panic!() };
+        let Need::Ready(rules) = o.need(0, &s) else {
+            panic!()
+        };
         assert!(rules.allows(&page()));
     }
 
@@ -296,7 +349,9 @@ mod tests {
         for _ in 0..4 {
             let url = fetch_url(&o, now);
             o.fetch_started(url);
-            let Fetched::Failed { retry_at_ms } = o.fetch_done(result(Some(503), None, ""), now, &s) else {
+            let Fetched::Failed { retry_at_ms } =
+                o.fetch_done(result(Some(503), None, ""), now, &s)
+            else {
                 panic!()
             };
             retries.push(retry_at_ms - now);
@@ -304,7 +359,14 @@ mod tests {
             now = retry_at_ms;
         }
         assert_eq!(retries, [1000, 2000, 4000, 4000]);
+        assert_eq!(o.give_up_at_ms(&s), Some(60_000));
         assert_eq!(o.need(60_000, &s), Need::GiveUp);
+        // Persisted and restored (passivation, restart), the clock goes on.
+        let saved = o.record().unwrap();
+        assert_eq!((saved.status, saved.fetched_at_ms), (Some(503), 0));
+        let restored = OriginRobots::new(&page(), Some(saved), &s);
+        assert!(matches!(restored.need(30_000, &s), Need::Fetch(_)));
+        assert_eq!(restored.need(60_000, &s), Need::GiveUp);
         // Recovery before giving up resets everything.
         let mut o = OriginRobots::new(&page(), None, &s);
         o.fetch_started(fetch_url(&o, 0));
@@ -327,9 +389,19 @@ mod tests {
         let url = fetch_url(&o, 200_000);
         o.fetch_started(url);
         let done = o.fetch_done(result(Some(500), None, ""), 200_000, &s);
-        assert_eq!(done, Fetched::Failed { retry_at_ms: 201_000 });
-        let Need::Ready(rules) = o.need(200_500, &s) else { panic!() };
+        assert_eq!(
+            done,
+            Fetched::Failed {
+                retry_at_ms: 201_000
+            }
+        );
+        let Need::Ready(rules) = o.need(200_500, &s) else {
+            panic!()
+        };
         assert!(!rules.allows(&page()), "the old rules still apply");
-        assert!(matches!(o.need(201_000, &s), Need::Fetch(_)), "refresh retried");
+        assert!(
+            matches!(o.need(201_000, &s), Need::Fetch(_)),
+            "refresh retried"
+        );
     }
 }

@@ -11,7 +11,11 @@ fn check(body: &str, cases: &[(&str, bool)]) {
     for (path, want) in cases {
         let url = Url::parse(&format!("http://a.test{path}")).unwrap();
         let got = r.decide(&url);
-        assert_eq!(got.allowed, *want, "{path} with\n{body}\ndecided by {:?}", got.rule);
+        assert_eq!(
+            got.allowed, *want,
+            "{path} with\n{body}\ndecided by {:?}",
+            got.rule
+        );
     }
 }
 
@@ -66,9 +70,18 @@ fn deciding_rule_is_reported() {
     let d = r.decide(&Url::parse("http://a.test/private/open-1").unwrap());
     assert!(d.allowed);
     let rule = d.rule.unwrap();
-    assert_eq!((rule.line.as_str(), rule.line_no), ("Allow: /private/open-", 3));
+    assert_eq!(
+        (rule.line.as_str(), rule.line_no),
+        ("Allow: /private/open-", 3)
+    );
     let d = r.decide(&Url::parse("http://a.test/p").unwrap());
-    assert_eq!(d, Decision { allowed: true, rule: None });
+    assert_eq!(
+        d,
+        Decision {
+            allowed: true,
+            rule: None
+        }
+    );
 }
 
 #[test]
@@ -76,7 +89,10 @@ fn crawl_delay_and_sitemaps() {
     let r = rules("Sitemap: http://a.test/s1.xml\nUser-agent: *\nCrawl-delay: 0.5\nDisallow: /x\nSitemap: http://b.test/s2.xml\n\nUser-agent: other\nCrawl-delay: 9\n");
     assert_eq!(r.crawl_delay, Some(Duration::from_millis(500)));
     assert_eq!(r.sitemaps, ["http://a.test/s1.xml", "http://b.test/s2.xml"]);
-    assert_eq!(rules("User-agent: *\nCrawl-delay: soon\n").crawl_delay, None);
+    assert_eq!(
+        rules("User-agent: *\nCrawl-delay: soon\n").crawl_delay,
+        None
+    );
 }
 
 #[test]
@@ -98,7 +114,15 @@ fn status_policy() {
     };
     let url = Url::parse("http://a.test/x").unwrap();
     let body = "User-agent: *\nDisallow: /\n";
-    for (status, allowed) in [(Some(200), false), (Some(404), true), (Some(403), true), (Some(401), true), (Some(500), false), (Some(503), false), (None, false)] {
+    for (status, allowed) in [
+        (Some(200), false),
+        (Some(404), true),
+        (Some(403), true),
+        (Some(401), true),
+        (Some(500), false),
+        (Some(503), false),
+        (None, false),
+    ] {
         let r = Rules::from_record(&record(status, body), "trawl");
         assert_eq!(r.allows(&url), allowed, "status {status:?}");
     }
@@ -112,7 +136,10 @@ fn robots_url_and_origin() {
     let url = Url::parse("https://u:p@a.test:8443/x/y?z#f").unwrap();
     assert_eq!(robots_url(&url).as_str(), "https://a.test:8443/robots.txt");
     assert_eq!(origin_key(&url), "https://a.test:8443");
-    assert_eq!(origin_key(&Url::parse("http://a.test/").unwrap()), "http://a.test:80");
+    assert_eq!(
+        origin_key(&Url::parse("http://a.test/").unwrap()),
+        "http://a.test:80"
+    );
 }
 
 #[test]

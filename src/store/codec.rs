@@ -222,9 +222,16 @@ mod tests {
             assert_eq!(QueueValue::decode(&v.encode()), Some(v));
         }
         assert_eq!(QueueValue::decode(&[0; 5]), None);
-        assert_eq!(QueueValue::decode(&[0; 21][..]).map(|v| v.kind), Some(EntryKind::Page));
+        assert_eq!(
+            QueueValue::decode(&[0; 21][..]).map(|v| v.kind),
+            Some(EntryKind::Page)
+        );
         let mut bad = vec![0; 20];
         bad.extend_from_slice(&[2, 200, 0]);
-        assert_eq!(QueueValue::decode(&bad), None, "submitter length past the end");
+        assert_eq!(
+            QueueValue::decode(&bad),
+            None,
+            "submitter length past the end"
+        );
     }
 }

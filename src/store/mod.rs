@@ -183,8 +183,8 @@ impl PartitionStore {
     /// Opens (or creates) partition `id` for writing.
     pub fn open(env: &StoreEnv, data_dir: &Path, id: u16) -> Result<Self, StoreError> {
         let path = Self::dir(data_dir, id);
-        let cfs = ALL_CFS
-            .map(|name| ColumnFamilyDescriptor::new(name, env.cf_options(name != CF_QUEUE)));
+        let cfs =
+            ALL_CFS.map(|name| ColumnFamilyDescriptor::new(name, env.cf_options(name != CF_QUEUE)));
         let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
             StoreError::Rocks {
                 path: path.clone(),
@@ -609,7 +609,9 @@ mod tests {
         let first = store.queue_page("a.test", n, None, 2).unwrap();
         assert_eq!(first.len(), 2);
         assert_eq!(first[0].priority(), n);
-        let rest = store.queue_page("a.test", n, Some(&first[1].key), 10).unwrap();
+        let rest = store
+            .queue_page("a.test", n, Some(&first[1].key), 10)
+            .unwrap();
         assert_eq!(
             rest.len(),
             3,
@@ -625,7 +627,9 @@ mod tests {
             next_allowed_ms: 7,
             ..Schedule::default()
         };
-        store.complete(&[done], Some(("a.test", &schedule))).unwrap();
+        store
+            .complete(&[done], Some(("a.test", &schedule)))
+            .unwrap();
         assert_eq!(store.queue_page("a.test", n, None, 10).unwrap().len(), 4);
         assert_eq!(store.host_state("a.test").unwrap().schedule, Some(schedule));
         let rec = store.url_record(first[0].value.fp).unwrap().unwrap();

@@ -1,9 +1,12 @@
 //! The server-side politeness audit.
 //!
 //! Judges the crawler from the outside, by what the server saw: per host,
-//! how many requests overlapped, and the smallest gap between a response's
-//! end and the start of a later request. A request must not start before
-//! `end + min_delay` of any request that ended before it started.
+//! how many requests overlapped, and the gaps between a response's end and
+//! the start of a later request. A request must not start before
+//! `end + max(min_gap, factor × server time)` of any request that ended
+//! before it started (the server's time for a request is at most the
+//! crawler's response time, so the check is never stricter than the
+//! policy), nor before a Retry-After the server sent.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -23,6 +26,17 @@ pub struct RequestRecord {
     pub start: Instant,
     /// When the response was complete.
     pub end: Instant,
+    /// The earliest next request the server asked for (Retry-After).
+    pub not_before: Option<Instant>,
+}
+
+/// What the audit expects of one host.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HostRule {
+    /// Smallest completion-to-start gap (min_delay, or Crawl-delay).
+    pub min_gap: Duration,
+    /// Gap as a multiple of the previous request's time at the server.
+    pub factor: f64,
 }
 
 /// A broken promise.
@@ -52,6 +66,19 @@ pub struct AuditReport {
 /// Audits `records` against at most `max_in_flight` concurrent requests per
 /// host and `min_delay` from any completion to a later start.
 pub fn audit(records: &[RequestRecord], max_in_flight: u32, min_delay: Duration) -> AuditReport {
+    let rule = HostRule {
+        min_gap: min_delay,
+        factor: 0.0,
+    };
+    audit_with(records, max_in_flight, |_| rule)
+}
+
+/// Audits `records` with a rule per host.
+pub fn audit_with(
+    records: &[RequestRecord],
+    max_in_flight: u32,
+    rule_of: impl Fn(&str) -> HostRule,
+) -> AuditReport {
     let mut by_host: BTreeMap<&str, Vec<&RequestRecord>> = BTreeMap::new();
     for r in records {
         by_host.entry(&r.host).or_default().push(r);
@@ -71,29 +98,45 @@ pub fn audit(records: &[RequestRecord], max_in_flight: u32, min_delay: Duration)
                 what: format!("{concurrent} requests in flight, limit {max_in_flight}"),
             });
         }
+        let rule = rule_of(host);
         for (k, r) in reqs.iter().enumerate() {
-            let last_end = reqs[..k]
-                .iter()
-                .map(|p| p.end)
-                .filter(|&e| e <= r.start)
-                .max();
-            let Some(last_end) = last_end else { continue };
-            let gap = r.start - last_end;
-            let gap_ms = gap.as_secs_f64() * 1000.0;
-            report.min_gap_ms = Some(report.min_gap_ms.map_or(gap_ms, |m: f64| m.min(gap_ms)));
-            if gap < min_delay {
-                report.violations.push(Violation {
-                    host: host.to_owned(),
-                    what: format!(
-                        "{} started {gap_ms:.3} ms after a response ended (delay {} ms)",
-                        r.path,
-                        min_delay.as_millis()
-                    ),
-                });
+            for p in reqs[..k].iter().filter(|p| p.end <= r.start) {
+                check_gap(&mut report, host, rule, p, r);
             }
         }
     }
     report
+}
+
+/// Checks request `r` against the earlier, completed request `p`.
+fn check_gap(
+    report: &mut AuditReport,
+    host: &str,
+    rule: HostRule,
+    p: &RequestRecord,
+    r: &RequestRecord,
+) {
+    let gap = r.start - p.end;
+    let gap_ms = gap.as_secs_f64() * 1000.0;
+    report.min_gap_ms = Some(report.min_gap_ms.map_or(gap_ms, |m: f64| m.min(gap_ms)));
+    let owed = rule.min_gap.max((p.end - p.start).mul_f64(rule.factor));
+    if gap < owed {
+        report.violations.push(Violation {
+            host: host.to_owned(),
+            what: format!(
+                "{} started {gap_ms:.3} ms after {} ended (owed {:.3} ms)",
+                r.path,
+                p.path,
+                owed.as_secs_f64() * 1000.0
+            ),
+        });
+    }
+    if p.not_before.is_some_and(|nb| r.start < nb) {
+        report.violations.push(Violation {
+            host: host.to_owned(),
+            what: format!("{} started before the Retry-After of {}", r.path, p.path),
+        });
+    }
 }
 
 /// The most requests in flight at once (an end at the same instant as a
@@ -124,6 +167,7 @@ mod tests {
             status: 200,
             start: t0 + Duration::from_millis(start_ms),
             end: t0 + Duration::from_millis(end_ms),
+            not_before: None,
         }
     }
 
@@ -151,9 +195,26 @@ mod tests {
         ];
         let r = audit(&log, 1, Duration::from_millis(100));
         assert_eq!(r.max_concurrent, 2);
-        // One overlap, and /100 starts 40 ms after /20 ended.
-        assert_eq!(r.violations.len(), 2, "{:?}", r.violations);
+        // One overlap, and /100 starts 50 and 40 ms after the two ended.
+        assert_eq!(r.violations.len(), 3, "{:?}", r.violations);
         let ok = audit(&log[..2], 2, Duration::from_millis(0));
         assert!(ok.violations.is_empty());
+    }
+
+    #[test]
+    fn per_host_rules_and_retry_after() {
+        let t0 = Instant::now();
+        // A 50 ms response owes 500 ms at factor 10; 300 ms is too soon.
+        let slow = [rec("s", t0, 0, 50), rec("s", t0, 350, 360)];
+        let rule = |_: &str| HostRule {
+            min_gap: Duration::from_millis(100),
+            factor: 10.0,
+        };
+        assert_eq!(audit_with(&slow, 1, rule).violations.len(), 1);
+        let mut throttled = [rec("t", t0, 0, 10), rec("t", t0, 500, 510)];
+        throttled[0].not_before = Some(t0 + Duration::from_millis(1010));
+        let report = audit(&throttled, 1, Duration::from_millis(100));
+        assert_eq!(report.violations.len(), 1, "{:?}", report.violations);
+        assert!(report.violations[0].what.contains("Retry-After"));
     }
 }

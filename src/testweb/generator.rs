@@ -7,12 +7,13 @@
 //! robots.txt disallows and re-allows. Links are mostly relative within the
 //! host (in several written forms: relative, root-relative, absolute, with
 //! fragments), some go to other hosts, a few to pages that do not exist
-//! (404). robots.txt comes in three modes: a `*` group, a group for the
-//! `trawl` token that differs from `*`, and none at all (404, so private
-//! pages are allowed).
+//! (404). Each host has a [`HostProfile`]: its robots.txt (groups,
+//! wildcards, Crawl-delay, oversized, 403/404/500, flaky, redirected),
+//! sitemaps listing pages nothing links to (`/orphan/N.html`), throttling
+//! with Retry-After, slowness.
 //!
 //! [`SyntheticWeb::ground_truth`] walks the link graph from the seeds with
-//! the robots rules applied, computed from how the pages were generated
+//! the robots rules applied, computed from how the hosts were generated
 //! (not with the crawler's matcher), giving the exact set a correct crawl
 //! fetches.
 
@@ -20,6 +21,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+pub use super::profile::{HostProfile, RobotsEffect, RobotsMode, SitemapMode, Throttle, ORPHANS};
 
 /// Size and seed of a synthetic web.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,17 +33,6 @@ pub struct WebSpec {
     pub pages_per_host: u32,
     /// Seed of every random choice.
     pub seed: u64,
-}
-
-/// What a robots.txt of a host looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RobotsMode {
-    /// `User-agent: *` with Disallow/Allow rules for the private pages.
-    Star,
-    /// A `trawl` group with the private rules; `*` is disallowed entirely.
-    AgentGroup,
-    /// No robots.txt (404): everything allowed.
-    Missing,
 }
 
 /// What a page path names.
@@ -57,12 +49,52 @@ pub enum PageKind {
 /// A resolved request path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resource {
-    /// A page of the host.
+    /// A page of the host (orphans included).
     Page(u32),
     /// A linked page that does not exist (404).
     Missing(u32),
-    /// robots.txt.
+    /// robots.txt (hop 0) or a hop of its redirect chain.
+    Robots(u32),
+    /// A sitemap file.
+    Sitemap(SitemapFile),
+}
+
+/// The sitemap files a host may serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SitemapFile {
+    /// `/sitemap.xml`: a urlset.
+    Main,
+    /// `/sitemap_index.xml`: an index.
+    Index,
+    /// `/sitemaps/a.xml.gz`: a gzip urlset.
+    GzipPart,
+    /// `/sitemaps/b.txt`: a text sitemap.
+    TextPart,
+}
+
+/// What kind of request a path is, for counting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// robots.txt or a redirect hop of it.
     Robots,
+    /// A sitemap file.
+    Sitemap,
+    /// Anything else.
+    Page,
+}
+
+/// Classifies a request path of the synthetic web.
+pub fn request_kind(path: &str) -> RequestKind {
+    if path == "/robots.txt" || path.starts_with("/robots-") {
+        RequestKind::Robots
+    } else if path == "/sitemap.xml"
+        || path == "/sitemap_index.xml"
+        || path.starts_with("/sitemaps/")
+    {
+        RequestKind::Sitemap
+    } else {
+        RequestKind::Page
+    }
 }
 
 /// Where a link points.
@@ -133,30 +165,43 @@ impl SyntheticWeb {
         (i < self.spec.hosts && Self::host_name(i) == name).then_some(i)
     }
 
-    /// robots.txt mode of host `host`.
-    pub fn robots_mode(&self, host: u32) -> RobotsMode {
-        match host % 10 {
-            3 => RobotsMode::Missing,
-            7 => RobotsMode::AgentGroup,
-            _ => RobotsMode::Star,
+    /// The behaviour profile of host `host`.
+    pub fn profile(&self, host: u32) -> HostProfile {
+        HostProfile::of(host)
+    }
+
+    /// What the politeness audit expects of the host named `host_name`
+    /// under a policy of `min_delay` and `delay_factor`: its Crawl-delay
+    /// raises the floor.
+    pub fn politeness_rule(
+        &self,
+        host_name: &str,
+        min_delay: std::time::Duration,
+        delay_factor: f64,
+    ) -> super::audit::HostRule {
+        let crawl_delay = match self.host_index(host_name).map(|h| self.profile(h).robots) {
+            Some(RobotsMode::CrawlDelay(d)) => d,
+            _ => std::time::Duration::ZERO,
+        };
+        super::audit::HostRule {
+            min_gap: min_delay.max(crawl_delay),
+            factor: delay_factor,
         }
     }
 
-    /// The robots.txt body of `host`, or `None` for a 404.
-    pub fn robots_txt(&self, host: u32) -> Option<String> {
-        let rules = "Disallow: /private/\nAllow: /private/open-\n";
-        match self.robots_mode(host) {
-            RobotsMode::Missing => None,
-            RobotsMode::Star => Some(format!("# synthetic site {host}\nUser-agent: *\n{rules}")),
-            RobotsMode::AgentGroup => Some(format!(
-                "User-agent: otherbot\nUser-agent: *\nDisallow: /\n\nUser-agent: trawl\n{rules}"
-            )),
+    /// Ids of the pages of `host` that only sitemaps list.
+    pub fn orphans(&self, host: u32) -> std::ops::Range<u32> {
+        let m = self.spec.pages_per_host;
+        if self.profile(host).sitemap == SitemapMode::None {
+            m..m
+        } else {
+            m..m + ORPHANS
         }
     }
 
     /// Kind of page `id` (the root is always normal).
     pub fn page_kind(&self, host: u32, id: u32) -> PageKind {
-        if id == 0 {
+        if id == 0 || id >= self.spec.pages_per_host {
             return PageKind::Normal;
         }
         match self.rand(host, id, 1) % 10 {
@@ -168,6 +213,9 @@ impl SyntheticWeb {
 
     /// Path of page `id`.
     pub fn path_of(&self, host: u32, id: u32) -> String {
+        if id >= self.spec.pages_per_host {
+            return format!("/orphan/{id}.html");
+        }
         match (id, self.page_kind(host, id)) {
             (0, _) => "/".to_owned(),
             (_, PageKind::Normal) => format!("/p/{id}.html"),
@@ -179,10 +227,34 @@ impl SyntheticWeb {
     /// What a request path on `host` names, if anything.
     pub fn resolve(&self, host: u32, path: &str) -> Option<Resource> {
         if path == "/robots.txt" {
-            return Some(Resource::Robots);
+            return Some(Resource::Robots(0));
+        }
+        if let Some(k) = path
+            .strip_prefix("/robots-")
+            .and_then(|r| r.strip_suffix(".txt"))
+            .and_then(|k| k.parse().ok())
+        {
+            let hops = match self.profile(host).robots {
+                RobotsMode::Redirects { hops } => hops,
+                _ => 0,
+            };
+            return (k >= 1 && k <= hops).then_some(Resource::Robots(k));
+        }
+        if let Some(file) = self.sitemap_file(host, path) {
+            return Some(Resource::Sitemap(file));
         }
         if path == "/" {
             return Some(Resource::Page(0));
+        }
+        if let Some(id) = path
+            .strip_prefix("/orphan/")
+            .and_then(|r| r.strip_suffix(".html"))
+            .and_then(|id| id.parse::<u32>().ok())
+        {
+            return self
+                .orphans(host)
+                .contains(&id)
+                .then_some(Resource::Page(id));
         }
         if let Some(k) = path
             .strip_prefix("/missing/")
@@ -199,10 +271,82 @@ impl SyntheticWeb {
             .then_some(Resource::Page(id))
     }
 
+    fn sitemap_file(&self, host: u32, path: &str) -> Option<SitemapFile> {
+        let file = match path {
+            "/sitemap.xml" => SitemapFile::Main,
+            "/sitemap_index.xml" => SitemapFile::Index,
+            "/sitemaps/a.xml.gz" => SitemapFile::GzipPart,
+            "/sitemaps/b.txt" => SitemapFile::TextPart,
+            _ => return None,
+        };
+        let served = match self.profile(host).sitemap {
+            SitemapMode::Listed | SitemapMode::DefaultLocation => file == SitemapFile::Main,
+            SitemapMode::Index => file != SitemapFile::Main,
+            SitemapMode::None => false,
+        };
+        served.then_some(file)
+    }
+
     /// Whether robots.txt of `host` lets `trawl` fetch page `id`.
     pub fn allowed(&self, host: u32, id: u32) -> bool {
-        self.robots_mode(host) == RobotsMode::Missing
-            || self.page_kind(host, id) != PageKind::Private
+        match self.profile(host).robots_effect() {
+            RobotsEffect::AllowAll => true,
+            RobotsEffect::Nothing => false,
+            RobotsEffect::HidePrivate => self.page_kind(host, id) != PageKind::Private,
+        }
+    }
+
+    /// Whether robots.txt of `host` lets `trawl` request `path` (any path
+    /// of the host; tests judge the server's log with it).
+    pub fn path_allowed(&self, host: u32, path: &str) -> bool {
+        if request_kind(path) == RequestKind::Robots {
+            return true;
+        }
+        match self.profile(host).robots_effect() {
+            RobotsEffect::AllowAll => true,
+            RobotsEffect::Nothing => false,
+            RobotsEffect::HidePrivate => {
+                !path.starts_with("/private/") || path.starts_with("/private/open-")
+            }
+        }
+    }
+
+    /// The body of a sitemap file of `host` served on `port`.
+    pub fn sitemap_body(&self, host: u32, file: SitemapFile, port: u16) -> Vec<u8> {
+        let orphans: Vec<String> = self
+            .orphans(host)
+            .map(|id| self.url_of(Target::Page { host, id }, port))
+            .collect();
+        let base = format!("http://{}:{port}", Self::host_name(host));
+        let half = orphans.len() / 2;
+        match file {
+            SitemapFile::Main => {
+                let mut urls = orphans;
+                urls.push(format!("{base}/"));
+                // A URL of another host, which this sitemap may not list.
+                let other = (host + 1) % self.spec.hosts.max(1);
+                urls.push(format!(
+                    "http://{}:{port}/orphan/999999.html",
+                    Self::host_name(other)
+                ));
+                urlset(&urls).into_bytes()
+            }
+            SitemapFile::Index => format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+                 <sitemapindex xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n\
+                 <sitemap><loc>{base}/sitemaps/a.xml.gz</loc></sitemap>\n\
+                 <sitemap><loc>{base}/sitemaps/b.txt</loc></sitemap>\n</sitemapindex>\n"
+            )
+            .into_bytes(),
+            SitemapFile::GzipPart => {
+                use std::io::Write as _;
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+                gz.write_all(urlset(&orphans[..half]).as_bytes())
+                    .expect("writing to a Vec");
+                gz.finish().expect("writing to a Vec")
+            }
+            SitemapFile::TextPart => (orphans[half..].join("\n") + "\n").into_bytes(),
+        }
     }
 
     /// The links of page `id` of `host`, `port` being the server's.
@@ -331,15 +475,33 @@ impl SyntheticWeb {
         let mut seen = BTreeSet::new();
         let mut fetched = BTreeSet::new();
         let mut queue: VecDeque<Target> = VecDeque::new();
-        for &s in seeds {
-            if seen.insert(s) {
-                queue.push_back(s);
+        let mut hosts_reached = BTreeSet::new();
+        let mut offer = |t: Target, seen: &mut BTreeSet<Target>, queue: &mut VecDeque<Target>| {
+            if seen.insert(t) {
+                queue.push_back(t);
             }
+            let host = match t {
+                Target::Page { host, .. } | Target::Missing { host, .. } => host,
+            };
+            // A host's sitemaps are read once its robots.txt is.
+            if hosts_reached.insert(host) && self.profile(host).has_sitemaps() {
+                for id in self.orphans(host) {
+                    let orphan = Target::Page { host, id };
+                    if seen.insert(orphan) {
+                        queue.push_back(orphan);
+                    }
+                }
+            }
+        };
+        for &s in seeds {
+            offer(s, &mut seen, &mut queue);
         }
         while let Some(t) = queue.pop_front() {
             match t {
-                Target::Missing { .. } => {
-                    fetched.insert(self.url_of(t, port));
+                Target::Missing { host, .. } => {
+                    if self.profile(host).robots_effect() != RobotsEffect::Nothing {
+                        fetched.insert(self.url_of(t, port));
+                    }
                 }
                 Target::Page { host, id } => {
                     if !self.allowed(host, id) {
@@ -347,9 +509,7 @@ impl SyntheticWeb {
                     }
                     fetched.insert(self.url_of(t, port));
                     for link in self.links(host, id, port) {
-                        if seen.insert(link.target) {
-                            queue.push_back(link.target);
-                        }
+                        offer(link.target, &mut seen, &mut queue);
                     }
                 }
             }
@@ -364,6 +524,28 @@ impl SyntheticWeb {
             .collect();
         self.ground_truth_from(&seeds, port)
     }
+}
+
+/// A urlset of `urls`, every other one with a fresh lastmod.
+fn urlset(urls: &[String]) -> String {
+    let mut xml = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+         <urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\">\n",
+    );
+    let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+    for (i, url) in urls.iter().enumerate() {
+        let lastmod = if i % 2 == 0 {
+            today.as_str()
+        } else {
+            "2001-01-01"
+        };
+        let _ = writeln!(
+            xml,
+            "  <url><loc>{url}</loc><lastmod>{lastmod}</lastmod></url>"
+        );
+    }
+    xml.push_str("</urlset>\n");
+    xml
 }
 
 fn dir_of(path: &str) -> &str {
@@ -425,6 +607,14 @@ mod tests {
             .iter()
             .any(|u| u.starts_with("http://site0001.test:8080/private/") && !u.contains("open-"));
         assert!(!private_on_star, "Star-mode hosts hide /private/");
+        // Host 10's robots.txt always fails: nothing of it is fetched.
+        assert!(!truth.iter().any(|u| u.starts_with("http://site0010.test")));
+        // Sitemap-only pages of hosts 0, 9 and 13 are fetched.
+        for host in [0, 9, 13] {
+            let orphan = format!("http://site{host:04}.test:8080/orphan/30.html");
+            assert!(truth.contains(&orphan), "{orphan}");
+        }
+        assert!(!truth.iter().any(|u| u.contains("/orphan/999999")));
         assert!(truth.iter().any(|u| u.contains("/private/open-")));
         // Host 3 has no robots.txt, so its private pages are crawled.
         assert!(truth
@@ -435,12 +625,39 @@ mod tests {
     }
 
     #[test]
+    fn sitemaps_list_the_orphans() {
+        let w = web();
+        let limits = crate::sitemap::SitemapLimits {
+            max_urls: 100,
+            max_bytes: 1 << 20,
+        };
+        let read =
+            |host, file| crate::sitemap::parse_sitemap(&w.sitemap_body(host, file, 8080), limits);
+        let main = read(0, SitemapFile::Main);
+        assert_eq!(main.entries.len(), ORPHANS as usize + 2);
+        let a = read(9, SitemapFile::GzipPart);
+        let b = read(9, SitemapFile::TextPart);
+        assert_eq!(a.entries.len() + b.entries.len(), ORPHANS as usize);
+        assert_eq!(read(9, SitemapFile::Index).entries.len(), 2);
+    }
+
+    #[test]
     fn host_names_round_trip() {
         let w = web();
         assert_eq!(w.host_index("SITE0012.test:8080"), Some(12));
         assert_eq!(w.host_index("site12.test"), None);
         assert_eq!(w.host_index("site0099.test"), None);
         assert_eq!(w.resolve(1, "/p/0.html"), None);
-        assert_eq!(w.resolve(1, "/robots.txt"), Some(Resource::Robots));
+        assert_eq!(w.resolve(1, "/robots.txt"), Some(Resource::Robots(0)));
+        assert_eq!(w.resolve(5, "/robots-2.txt"), Some(Resource::Robots(2)));
+        assert_eq!(w.resolve(5, "/robots-3.txt"), None);
+        let b = w.resolve(9, "/sitemaps/b.txt");
+        assert_eq!(b, Some(Resource::Sitemap(SitemapFile::TextPart)));
+        assert_eq!(w.resolve(9, "/sitemap.xml"), None);
+        assert_eq!(w.resolve(0, "/orphan/31.html"), Some(Resource::Page(31)));
+        assert_eq!(w.resolve(1, "/orphan/31.html"), None);
+        assert_eq!(request_kind("/robots-3.txt"), RequestKind::Robots);
+        assert_eq!(request_kind("/sitemaps/a.xml.gz"), RequestKind::Sitemap);
+        assert_eq!(request_kind("/p/1.html"), RequestKind::Page);
     }
 }

@@ -1,15 +1,17 @@
 //! The synthetic web's HTTP server: every host on one loopback listener,
 //! told apart by the Host header, with a log of every request.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use super::audit::RequestRecord;
-use super::generator::{Resource, SyntheticWeb};
+use super::generator::{Resource, SitemapFile, SyntheticWeb};
+use super::profile::{RobotsMode, Throttle, RETRY_AFTER_SECS, THROTTLED_PAGE};
 
 /// Every request the server answered, in completion order.
 #[derive(Default)]
@@ -55,6 +57,19 @@ struct ServerState {
     web: SyntheticWeb,
     port: u16,
     log: Arc<RequestLog>,
+    /// Requests seen per (host, path), for behaviours that change with
+    /// repetition (flaky robots.txt, one-time throttling).
+    hits: Mutex<HashMap<(u32, String), u32>>,
+}
+
+impl ServerState {
+    /// How many times `path` of `host` was requested before this request.
+    fn attempt(&self, host: u32, path: &str) -> u32 {
+        let mut hits = self.hits.lock().expect("hits lock");
+        let n = hits.entry((host, path.to_owned())).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
 }
 
 /// A running synthetic web server (on its own thread and actix system).
@@ -76,6 +91,7 @@ impl TestWebServer {
             web,
             port: addr.port(),
             log: log.clone(),
+            hits: Mutex::default(),
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -158,39 +174,106 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         .next()
         .unwrap_or("")
         .to_ascii_lowercase();
+    let host = state.web.host_index(&host_name);
+    if let Some(slow) = host.and_then(|h| state.web.profile(h).slow) {
+        actix_rt::time::sleep(slow).await;
+    }
     let path = req.uri().path();
-    let response = respond(&state, &host_name, path);
-    let status = response.status().as_u16();
+    let (response, wait) = match host {
+        Some(host) => respond(&state, host, path),
+        None => (not_found(), None),
+    };
+    let end = Instant::now();
     state.log.push(RequestRecord {
         host: host_name,
         path: req
             .uri()
             .path_and_query()
             .map_or_else(|| path.to_owned(), |pq| pq.as_str().to_owned()),
-        status,
+        status: response.status().as_u16(),
         start,
-        end: Instant::now(),
+        end,
+        not_before: wait.map(|w| end + w),
     });
     response
 }
 
-fn respond(state: &ServerState, host_name: &str, path: &str) -> HttpResponse {
-    let not_found = || {
-        HttpResponse::NotFound()
-            .content_type("text/html; charset=utf-8")
-            .body("<html><body><h1>not found</h1></body></html>")
-    };
-    let Some(host) = state.web.host_index(host_name) else {
-        return not_found();
-    };
-    match state.web.resolve(host, path) {
-        Some(Resource::Robots) => match state.web.robots_txt(host) {
-            Some(body) => HttpResponse::Ok().content_type("text/plain").body(body),
-            None => not_found(),
-        },
-        Some(Resource::Page(id)) => HttpResponse::Ok()
-            .content_type("text/html; charset=utf-8")
-            .body(state.web.render(host, id, state.port)),
+fn not_found() -> HttpResponse {
+    HttpResponse::NotFound()
+        .content_type("text/html; charset=utf-8")
+        .body("<html><body><h1>not found</h1></body></html>")
+}
+
+/// The response, and the wait a Retry-After in it asks for.
+fn respond(state: &ServerState, host: u32, path: &str) -> (HttpResponse, Option<Duration>) {
+    let web = &state.web;
+    let profile = web.profile(host);
+    let base = format!("http://{}:{}", SyntheticWeb::host_name(host), state.port);
+    let response = match web.resolve(host, path) {
+        Some(Resource::Robots(hop)) => {
+            let attempt = state.attempt(host, path);
+            match profile.robots {
+                RobotsMode::Missing => not_found(),
+                RobotsMode::Forbidden => HttpResponse::Forbidden().finish(),
+                RobotsMode::ServerError => HttpResponse::InternalServerError().finish(),
+                RobotsMode::FlakyThenStar { failures } if attempt < failures => {
+                    HttpResponse::ServiceUnavailable().finish()
+                }
+                RobotsMode::Redirects { hops } if hop < hops => HttpResponse::MovedPermanently()
+                    .insert_header(("Location", format!("/robots-{}.txt", hop + 1)))
+                    .finish(),
+                _ => HttpResponse::Ok()
+                    .content_type("text/plain")
+                    .body(profile.robots_body(host, &base)),
+            }
+        }
+        Some(Resource::Sitemap(file)) => {
+            let content_type = match file {
+                SitemapFile::GzipPart => "application/gzip",
+                SitemapFile::TextPart => "text/plain",
+                SitemapFile::Main | SitemapFile::Index => "application/xml",
+            };
+            HttpResponse::Ok()
+                .content_type(content_type)
+                .body(web.sitemap_body(host, file, state.port))
+        }
+        Some(Resource::Page(id)) => {
+            if id == THROTTLED_PAGE
+                && profile.throttle != Throttle::None
+                && state.attempt(host, path) == 0
+            {
+                return throttle(profile.throttle);
+            }
+            HttpResponse::Ok()
+                .content_type("text/html; charset=utf-8")
+                .body(web.render(host, id, state.port))
+        }
         Some(Resource::Missing(_)) | None => not_found(),
+    };
+    (response, None)
+}
+
+/// A 429 or 503 with Retry-After, and the wait it asks for.
+fn throttle(kind: Throttle) -> (HttpResponse, Option<Duration>) {
+    if kind == Throttle::TooManyRequests {
+        let wait = Duration::from_secs(RETRY_AFTER_SECS);
+        let response = HttpResponse::TooManyRequests()
+            .insert_header(("Retry-After", RETRY_AFTER_SECS.to_string()))
+            .finish();
+        return (response, Some(wait));
     }
+    // HTTP-dates have whole seconds: the date is 1-2 s away. The wait is
+    // measured against the date as sent, less 2 ms for the two clocks the
+    // server and the crawler read it with.
+    let now = SystemTime::now();
+    let date = httpdate::fmt_http_date(now + Duration::from_secs(2));
+    let at = httpdate::parse_http_date(&date).expect("formatted just now");
+    let wait = at
+        .duration_since(now)
+        .unwrap_or_default()
+        .saturating_sub(Duration::from_millis(2));
+    let response = HttpResponse::ServiceUnavailable()
+        .insert_header(("Retry-After", date))
+        .finish();
+    (response, Some(wait))
 }

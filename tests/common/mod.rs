@@ -15,7 +15,10 @@ use trawl::actors::{Node, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::events::{Event, EventKind};
 use trawl::metrics::Metrics;
-use trawl::testweb::{RequestRecord, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{
+    audit_with, request_kind, AuditReport, RequestKind, RequestRecord, SyntheticWeb, TestWebServer,
+    WebSpec,
+};
 
 /// A synthetic web and its server on a free loopback port.
 pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, TestWebServer) {
@@ -38,6 +41,11 @@ max_depth = 0
 [politeness]
 min_delay = "{min_delay_ms}ms"
 delay_factor = 10.0
+backoff_base = "20ms"
+[robots]
+retry_base = "20ms"
+retry_max = "100ms"
+give_up_after = "500ms"
 [dns.overrides]
 "*.test" = "127.0.0.1"
 [fetch]
@@ -73,13 +81,26 @@ pub fn url_of(r: &RequestRecord, port: u16) -> String {
     format!("http://{}:{port}{}", r.host, r.path)
 }
 
-/// Page requests (robots.txt excluded) by URL, with their counts.
+/// Page requests by URL, with their counts: robots.txt and sitemap files
+/// are left out, and so are refusals with Retry-After (asked again later
+/// by design).
 pub fn page_requests(log: &[RequestRecord], port: u16) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
-    for r in log.iter().filter(|r| r.path != "/robots.txt") {
+    let pages = log
+        .iter()
+        .filter(|r| request_kind(&r.path) == RequestKind::Page && r.not_before.is_none());
+    for r in pages {
         *out.entry(url_of(r, port)).or_default() += 1;
     }
     out
+}
+
+/// The politeness audit with each host's own rule (Crawl-delay, the
+/// delay factor of the test config, Retry-After).
+pub fn audit_log(web: &SyntheticWeb, log: &[RequestRecord], min_delay_ms: u64) -> AuditReport {
+    audit_with(log, 1, |host| {
+        web.politeness_rule(host, Duration::from_millis(min_delay_ms), 10.0)
+    })
 }
 
 /// Asserts two URL sets are equal, showing a readable difference.
