@@ -32,9 +32,11 @@ use super::messages::{
 };
 use super::partition::PipelineLinks;
 use crate::events::EventKind;
+use crate::fetch::DnsOverrides;
 use crate::fetch::{FetchError, FetchResponse};
 use crate::frontier::{EntryKind, LevelPicker, Priority, LEVELS};
 use crate::metrics::Metrics;
+use crate::politeness::ip::{IpSlot, IpSlots, SlotFreed};
 use crate::politeness::{unix_ms, HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
 use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
 use crate::robots::{self, RobotsRecord, RobotsSummary};
@@ -70,6 +72,18 @@ pub struct HostSettings {
     /// The previous run did not stop cleanly: a request may have been in
     /// flight, so every host owes its last delay again.
     pub crashed: bool,
+    /// Per-IP limits, if enabled.
+    pub ip_slots: Option<IpSlots>,
+    /// `[dns] overrides`, to know a host's address before its first fetch.
+    pub dns: DnsOverrides,
+}
+
+/// What a request holds while in flight: the host's permit and, with
+/// per-IP politeness, its address's slot.
+struct Ticket {
+    permit: Permit,
+    /// Freed when dropped.
+    _ip_slot: Option<IpSlot>,
 }
 
 /// Where a host sends its work.
@@ -129,6 +143,10 @@ pub struct HostActor {
     idle_reported: bool,
     /// State of the jitter generator.
     jitter: u64,
+    /// The host's address, when known (overrides, IP literal, responses).
+    ip: Option<std::net::IpAddr>,
+    /// Waiting for a slot of `ip` to free.
+    ip_waiting: bool,
 }
 
 impl HostActor {
@@ -151,6 +169,11 @@ impl HostActor {
         });
         politeness.set_crawl_delay(crawl_delay);
         let jitter = xxhash_rust::xxh3::xxh3_64(host.as_bytes()) | 1;
+        let ip = host
+            .trim_matches(['[', ']'])
+            .parse()
+            .ok()
+            .or_else(|| settings.dns.lookup(&host));
         HostActor {
             host,
             store,
@@ -174,6 +197,8 @@ impl HostActor {
             drain_waiters: Vec::new(),
             idle_reported: false,
             jitter,
+            ip,
+            ip_waiting: false,
         }
     }
 
@@ -218,8 +243,8 @@ impl HostActor {
                     // A parked or backed-off host still gives up on time.
                     let give_up = robots.give_up_at_ms(&self.settings.robots);
                     match self.acquire(now, ctx) {
-                        Some(permit) => {
-                            self.fetch_robots(origin, robots_url, permit, ctx);
+                        Some(ticket) => {
+                            self.fetch_robots(origin, robots_url, ticket, ctx);
                             continue;
                         }
                         None => {
@@ -242,7 +267,7 @@ impl HostActor {
                 self.complete_without_fetch(entry, UrlState::Disallowed, ctx);
                 continue;
             }
-            let Some(permit) = self.acquire(now, ctx) else {
+            let Some(ticket) = self.acquire(now, ctx) else {
                 break;
             };
             self.metrics
@@ -250,20 +275,56 @@ impl HostActor {
                 .with_label_values(&["allowed"])
                 .inc();
             let entry = self.take(source);
-            self.fetch_entry(entry, url, permit, ctx);
+            self.fetch_entry(entry, url, ticket, ctx);
         }
         self.check_quiet(ctx);
     }
 
-    /// Takes a permit, or arms the timer for when one can be taken.
-    fn acquire(&mut self, now: Instant, ctx: &mut Context<Self>) -> Option<Permit> {
-        match self.politeness.try_acquire(&self.settings.policy, now) {
-            Ok(permit) => Some(permit),
-            Err(Wait::Busy) => None,
+    /// Takes a permit (and the address's slot, with per-IP politeness), or
+    /// arranges to be woken when one may be free.
+    fn acquire(&mut self, now: Instant, ctx: &mut Context<Self>) -> Option<Ticket> {
+        let permit = match self.politeness.try_acquire(&self.settings.policy, now) {
+            Ok(permit) => permit,
+            Err(Wait::Busy) => return None,
             Err(Wait::Until(at)) => {
                 self.arm_timer(at, ctx);
+                return None;
+            }
+        };
+        let (Some(slots), Some(ip)) = (&self.settings.ip_slots, self.ip) else {
+            return Some(Ticket {
+                permit,
+                _ip_slot: None,
+            });
+        };
+        match slots.try_take(ip) {
+            Ok(slot) => Some(Ticket {
+                permit,
+                _ip_slot: Some(slot),
+            }),
+            Err(freed) => {
+                self.politeness.cancel(permit);
+                self.wait_for_ip(freed, ctx);
                 None
             }
+        }
+    }
+
+    fn wait_for_ip(&mut self, freed: SlotFreed, ctx: &mut Context<Self>) {
+        if self.ip_waiting {
+            return;
+        }
+        self.ip_waiting = true;
+        ctx.spawn(freed.into_actor(self).map(|(), act, ctx| {
+            act.ip_waiting = false;
+            act.dispatch(ctx);
+        }));
+    }
+
+    /// Learns the host's address from a response.
+    fn learn_ip(&mut self, result: &Result<FetchResponse, FetchError>) {
+        if let Ok(FetchResponse { ip: Some(ip), .. }) = result {
+            self.ip = Some(*ip);
         }
     }
 
@@ -361,8 +422,15 @@ impl HostActor {
         (self.jitter >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// Frees the permit of a request that just ended and counts the wait.
-    fn release(&mut self, permit: Permit, outcome: Outcome) {
+    /// Frees the permit (and IP slot) of a request that just ended and
+    /// counts the wait. Taking the whole ticket matters: a closure that
+    /// only named `ticket.permit` would capture that field alone and drop
+    /// the IP slot when the request *started*.
+    fn release(&mut self, ticket: Ticket, outcome: Outcome) {
+        let Ticket {
+            permit,
+            _ip_slot: ip_slot,
+        } = ticket;
         let jitter = self.next_jitter();
         let released = self.politeness.release(
             &self.settings.policy,
@@ -375,12 +443,13 @@ impl HostActor {
             .politeness_waits
             .with_label_values(&[released.reason.as_str()])
             .inc();
+        drop(ip_slot);
         if released.parked {
             tracing::warn!(host = %self.host, for_s = released.delay.as_secs(), "host parked after repeated failures");
         }
     }
 
-    fn fetch_robots(&mut self, origin: String, url: Url, permit: Permit, ctx: &mut Context<Self>) {
+    fn fetch_robots(&mut self, origin: String, url: Url, ticket: Ticket, ctx: &mut Context<Self>) {
         if let Some(state) = self.origins.get_mut(&origin) {
             state.fetch_started(url.clone());
         }
@@ -388,10 +457,11 @@ impl HostActor {
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
             let outcome = outcome_of(&result);
+            act.learn_ip(&result);
             // Read the file first: its Crawl-delay already governs the wait
             // after this very request.
             act.robots_fetched(origin, url, result, ctx);
-            act.release(permit, outcome);
+            act.release(ticket, outcome);
             act.dispatch(ctx);
         }));
     }
@@ -532,14 +602,15 @@ impl HostActor {
         &mut self,
         entry: QueueEntry,
         url: Url,
-        permit: Permit,
+        ticket: Ticket,
         ctx: &mut Context<Self>,
     ) {
         let fetch = self.links.pipeline.fetch.send(Fetch { url: url.clone() });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             let result = result.unwrap_or_else(|e| Err(FetchError::Protocol(e.to_string())));
             let outcome = outcome_of(&result);
-            act.release(permit, outcome);
+            act.learn_ip(&result);
+            act.release(ticket, outcome);
             let fp = entry.value.fp;
             let tries = act.attempts.entry(fp).or_insert(0);
             *tries += 1;

@@ -29,8 +29,10 @@ use super::parser::ParserPool;
 use super::partition::{PartitionActor, PipelineLinks};
 use super::seen::SeenSet;
 use crate::config::Config;
+use crate::fetch::DnsOverrides;
 use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
+use crate::politeness::ip::IpSlots;
 use crate::politeness::Policy;
 use crate::robots::cache::RobotsSettings;
 use crate::sitemap::SitemapLimits;
@@ -184,6 +186,9 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
             fresh_within: config.sitemap.fresh_within,
         }),
         crashed,
+        ip_slots: (config.politeness.max_in_flight_per_ip > 0)
+            .then(|| IpSlots::new(config.politeness.max_in_flight_per_ip)),
+        dns: DnsOverrides::new(&config.dns.overrides),
     }
 }
 

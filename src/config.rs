@@ -117,6 +117,8 @@ pub struct PolitenessConfig {
     /// How long a parked host waits.
     #[serde(with = "humantime_serde")]
     pub park_duration: Duration,
+    /// Requests in flight to one IP address across hosts (0 = no limit).
+    pub max_in_flight_per_ip: u32,
 }
 
 /// `[robots]`: robots.txt caching and retries.

@@ -19,7 +19,11 @@
 //!   capped by `backoff_max`, lengthened by up to 25 % jitter so hosts that
 //!   failed together do not retry together);
 //! - after `park_after_failures` consecutive failures the host is parked
-//!   for `park_duration`; its queue is kept.
+//!   for `park_duration`; its queue is kept;
+//! - optionally, at most `max_in_flight_per_ip` requests to one address
+//!   across all hosts ([`ip`]).
+
+pub mod ip;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -329,6 +333,13 @@ impl HostPoliteness {
         }
         self.in_flight += 1;
         Ok(Permit { started: now })
+    }
+
+    /// Hands back a permit whose request never started (another limit, such
+    /// as the per-IP one, said no); the schedule is unchanged.
+    pub fn cancel(&mut self, permit: Permit) {
+        let Permit { .. } = permit;
+        self.in_flight = self.in_flight.saturating_sub(1);
     }
 
     /// Frees the slot of a request that ended at `completed` with `outcome`

@@ -189,3 +189,15 @@ fn deferral_never_moves_the_schedule_earlier() {
         Err(Wait::Until(t0 + Duration::from_secs(9)))
     );
 }
+
+#[test]
+fn a_cancelled_permit_changes_nothing_but_the_slot() {
+    let p = policy(1);
+    let t0 = Instant::now();
+    let mut host = HostPoliteness::new(t0);
+    let permit = host.try_acquire(&p, t0).unwrap();
+    host.cancel(permit);
+    assert_eq!(host.in_flight(), 0);
+    assert_eq!(host.next_allowed(), t0);
+    assert!(host.try_acquire(&p, t0).is_ok());
+}
