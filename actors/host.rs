@@ -974,7 +974,11 @@ impl Handler<Wake> for HostActor {
 
     fn handle(&mut self, msg: Wake, ctx: &mut Self::Context) {
         self.generation = self.generation.max(msg.generation);
-        self.exhausted = [false; LEVELS];
+        for (level, exhausted) in self.exhausted.iter_mut().enumerate() {
+            if msg.levels & (1 << level) != 0 {
+                *exhausted = false;
+            }
+        }
         self.dispatch(ctx);
     }
 }

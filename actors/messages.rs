@@ -189,6 +189,9 @@ pub struct PartitionSnapshot {
 pub struct Wake {
     /// Increases with every wake of this host.
     pub generation: u64,
+    /// The priority levels that got entries, a bit per level, so the host
+    /// re-reads only those queues.
+    pub levels: u8,
 }
 
 /// Asks a host for its [`HostSnapshot`].

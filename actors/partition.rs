@@ -6,7 +6,7 @@
 //! the host reports idle (its state goes back to the store), so dormant
 //! hosts cost no memory. Host actors run on the partition's arbiter.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -80,12 +80,14 @@ impl PartitionActor {
         }
     }
 
-    /// Tells `host` it has work, activating its actor if needed.
-    fn wake(&mut self, host: &str, ctx: &mut Context<Self>) {
+    /// Tells `host` it has new work at the priority `levels` (a bit per
+    /// level), activating its actor if needed.
+    fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
         if let Some(active) = self.hosts.get_mut(host) {
             active.generation += 1;
             active.addr.do_send(Wake {
                 generation: active.generation,
+                levels,
             });
             return;
         }
@@ -146,7 +148,7 @@ impl Actor for PartitionActor {
                 self.queued = hosts.values().sum();
                 self.metrics.frontier_size.add(self.queued as i64);
                 for host in hosts.keys() {
-                    self.wake(host, ctx);
+                    self.wake(host, u8::MAX, ctx);
                 }
                 if !hosts.is_empty() {
                     tracing::info!(
@@ -174,9 +176,12 @@ impl Handler<AdmitBatch> for PartitionActor {
         })?;
         self.queued += admitted.len() as u64;
         self.metrics.frontier_size.add(admitted.len() as i64);
-        let hosts: BTreeSet<&str> = admitted.iter().map(|e| e.host.as_str()).collect();
-        for host in hosts {
-            self.wake(host, ctx);
+        let mut hosts: BTreeMap<&str, u8> = BTreeMap::new();
+        for e in &admitted {
+            *hosts.entry(e.host.as_str()).or_default() |= 1 << e.priority.level();
+        }
+        for (host, levels) in hosts {
+            self.wake(host, levels, ctx);
         }
         // admit() returns entries sorted by fingerprint.
         Ok(admitted.into_iter().map(|e| e.fp).collect())

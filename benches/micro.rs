@@ -19,6 +19,7 @@ fn web() -> SyntheticWeb {
         hosts: 100,
         pages_per_host: 100,
         seed: 1,
+        behaviours: false,
     })
 }
 

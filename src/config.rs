@@ -343,7 +343,7 @@ fn parse_table(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
 
 /// Merges `top` into `base`: tables merge recursively, anything else replaces.
 /// `dns.overrides` is a table too, so a user's overrides add to the defaults'.
-fn merge(base: &mut toml::Table, top: toml::Table) {
+pub fn merge(base: &mut toml::Table, top: toml::Table) {
     for (key, value) in top {
         match (base.get_mut(&key), value) {
             (Some(toml::Value::Table(b)), toml::Value::Table(t)) => merge(b, t),

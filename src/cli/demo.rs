@@ -3,11 +3,9 @@
 //! Starts the synthetic web in-process on a free loopback port, crawls it
 //! into the demo directory until idle, and compares what the server saw
 //! with the ground truth and the politeness promise. The demo asks its own
-//! web faster than the production defaults: `min_delay` 50 ms instead of
-//! 1 s, backoffs from 50 ms, and a host whose robots.txt keeps failing is
-//! given up after 2 s instead of 30 days (the synthetic web has such
-//! hosts). It also lifts the depth limit, so its ground truth does not
-//! depend on discovery order. `--config` can override all of it.
+//! web faster than the production defaults (`min_delay` 50 ms instead of
+//! 1 s, backoffs in milliseconds, see [`trawl::testweb::config_layer`]);
+//! `--config` can override all of it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -73,30 +71,8 @@ struct Summary {
 
 /// The demo's settings, between the defaults and the user's file.
 fn demo_layer(data: &Path) -> String {
-    format!(
-        r#"
-[crawl]
-max_depth = 0
-[politeness]
-min_delay = "50ms"
-backoff_base = "50ms"
-[robots]
-retry_base = "100ms"
-retry_max = "500ms"
-give_up_after = "2s"
-[dns.overrides]
-"{pattern}" = "127.0.0.1"
-[fetch]
-allow_addresses = ["127.0.0.0/8"]
-[storage]
-data_dir = {data:?}
-partitions = 16
-[admin]
-listen = "127.0.0.1:0"
-"#,
-        pattern = trawl::testweb::DNS_PATTERN,
-        data = data.display().to_string(),
-    )
+    let extra = "[storage]\npartitions = 16\n[admin]\nlisten = \"127.0.0.1:0\"\n";
+    trawl::testweb::config_layer(data, 50, extra)
 }
 
 /// Runs `trawl demo`.
@@ -113,6 +89,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         hosts: args.hosts.max(1),
         pages_per_host: args.pages_per_host.max(1),
         seed: args.seed,
+        behaviours: true,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("static address");
     let server =

@@ -23,6 +23,10 @@ pub struct TestwebArgs {
     /// Listen address (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
+    /// Every host plain (no robots.txt variants, sitemaps, throttling or
+    /// slowness).
+    #[arg(long)]
+    plain: bool,
     /// Server worker threads.
     #[arg(long, default_value_t = 1)]
     workers: usize,
@@ -40,6 +44,7 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
         hosts: args.hosts,
         pages_per_host: args.pages_per_host.max(1),
         seed: args.seed,
+        behaviours: !args.plain,
     });
     let server = TestWebServer::start(web.clone(), args.listen, args.workers)
         .with_context(|| format!("binding {}", args.listen))?;

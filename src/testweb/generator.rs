@@ -33,6 +33,10 @@ pub struct WebSpec {
     pub pages_per_host: u32,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Give hosts their [`HostProfile`] behaviours; off, every host is a
+    /// plain one (a `*` robots.txt, no sitemaps, fast, never throttling),
+    /// which is what the throughput benchmark measures.
+    pub behaviours: bool,
 }
 
 /// What a page path names.
@@ -167,7 +171,11 @@ impl SyntheticWeb {
 
     /// The behaviour profile of host `host`.
     pub fn profile(&self, host: u32) -> HostProfile {
-        HostProfile::of(host)
+        if self.spec.behaviours {
+            HostProfile::of(host)
+        } else {
+            HostProfile::plain()
+        }
     }
 
     /// What the politeness audit expects of the host named `host_name`
@@ -561,6 +569,7 @@ mod tests {
             hosts: 20,
             pages_per_host: 30,
             seed: 7,
+            behaviours: true,
         })
     }
 

@@ -19,3 +19,38 @@ pub use server::{RequestLog, TestWebServer};
 
 /// The DNS override pattern that sends every synthetic host to loopback.
 pub const DNS_PATTERN: &str = "*.test";
+
+/// The config layer a crawl of the synthetic web needs, into `data_dir`
+/// with `min_delay_ms` between requests to a host, with `extra` (TOML)
+/// merged on top: the `*.test` names on loopback (allowed past the SSRF
+/// guard), no depth limit (the web is finite, and its ground truth must not
+/// depend on discovery order), and backoffs in milliseconds rather than the
+/// production minutes, since some hosts fail on purpose (one host in twenty
+/// never serves its robots.txt and is given up after half a second instead
+/// of 30 days).
+pub fn config_layer(data_dir: &std::path::Path, min_delay_ms: u64, extra: &str) -> String {
+    let base = format!(
+        r#"
+[crawl]
+max_depth = 0
+[politeness]
+min_delay = "{min_delay_ms}ms"
+backoff_base = "20ms"
+[robots]
+retry_base = "20ms"
+retry_max = "100ms"
+give_up_after = "500ms"
+[dns.overrides]
+"{DNS_PATTERN}" = "127.0.0.1"
+[fetch]
+allow_addresses = ["127.0.0.0/8"]
+[storage]
+data_dir = {data:?}
+"#,
+        data = data_dir.display().to_string()
+    );
+    let mut table: toml::Table = base.parse().expect("static layer is valid TOML");
+    let extra: toml::Table = extra.parse().expect("extra layer is valid TOML");
+    crate::config::merge(&mut table, extra);
+    toml::to_string(&table).expect("a table serialises")
+}

@@ -98,14 +98,19 @@ pub const CRAWL_DELAY: Duration = Duration::from_millis(200);
 pub const SLOW: Duration = Duration::from_millis(10);
 
 impl HostProfile {
-    /// The profile of host `i`.
-    pub fn of(i: u32) -> HostProfile {
-        let plain = HostProfile {
+    /// A host with nothing special: a `*` robots.txt, no sitemaps, fast.
+    pub fn plain() -> HostProfile {
+        HostProfile {
             robots: RobotsMode::Star,
             throttle: Throttle::None,
             slow: None,
             sitemap: SitemapMode::None,
-        };
+        }
+    }
+
+    /// The profile of host `i`.
+    pub fn of(i: u32) -> HostProfile {
+        let plain = Self::plain();
         match i % 20 {
             0 => HostProfile {
                 sitemap: SitemapMode::Listed,

@@ -26,6 +26,7 @@ pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, T
         hosts,
         pages_per_host,
         seed,
+        behaviours: true,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
@@ -34,31 +35,11 @@ pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, T
 
 /// The TOML of a test crawl into `data` with `min_delay_ms`.
 pub fn config_toml(data: &Path, min_delay_ms: u64, partitions: u16) -> String {
-    format!(
-        r#"
-[crawl]
-max_depth = 0
-[politeness]
-min_delay = "{min_delay_ms}ms"
-delay_factor = 10.0
-backoff_base = "20ms"
-[robots]
-retry_base = "20ms"
-retry_max = "100ms"
-give_up_after = "500ms"
-[dns.overrides]
-"*.test" = "127.0.0.1"
-[fetch]
-allow_addresses = ["127.0.0.0/8"]
-timeout = "10s"
-[storage]
-data_dir = {data:?}
-partitions = {partitions}
-[admin]
-enabled = false
-"#,
-        data = data.display().to_string()
-    )
+    let extra = format!(
+        "[storage]\npartitions = {partitions}\n[politeness]\ndelay_factor = 10.0\n\
+         [fetch]\ntimeout = \"10s\"\n[admin]\nenabled = false\n"
+    );
+    trawl::testweb::config_layer(data, min_delay_ms, &extra)
 }
 
 /// A test config.
