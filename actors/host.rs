@@ -67,6 +67,8 @@ pub struct HostSettings {
     pub robots: RobotsSettings,
     /// Attempts per URL on retryable failures.
     pub max_attempts: u32,
+    /// Redirect hops followed from a URL.
+    pub max_redirects: u32,
     /// Sitemap discovery, if enabled.
     pub sitemaps: Option<SitemapSettings>,
     /// The previous run did not stop cleanly: a request may have been in
@@ -818,7 +820,7 @@ impl Job {
                 };
                 (found, None, None, EventKind::Sitemap)
             }
-            EntryKind::Page => {
+            EntryKind::Page | EntryKind::Redirected { .. } => {
                 let mut found = Vec::new();
                 let (mut canonical, mut robots_meta) = (None, None);
                 if ok && response.is_html() {
@@ -842,17 +844,7 @@ impl Job {
                             .collect();
                     }
                 } else if (300..400).contains(&status) {
-                    // The redirect target enters the crawl like a link, so
-                    // robots.txt and politeness apply to its host.
-                    if let Some(target) = response
-                        .header("location")
-                        .and_then(|l| self.url.join(l).ok())
-                    {
-                        found.push(Candidate {
-                            priority: Priority::HIGH,
-                            ..Candidate::link(target, self.entry.value.depth + 1)
-                        });
-                    }
+                    found.extend(self.redirect_target(&response));
                 }
                 (found, canonical, robots_meta, EventKind::Page)
             }
@@ -878,6 +870,37 @@ impl Job {
                 .await??;
         }
         Ok(status)
+    }
+
+    /// The target of a redirect, as a candidate: it enters the crawl like a
+    /// link (so robots.txt and politeness apply to its host), at the same
+    /// depth, one hop further, unless the chain is already `max_redirects`
+    /// long.
+    fn redirect_target(&self, response: &FetchResponse) -> Option<Candidate> {
+        let target = response
+            .header("location")
+            .and_then(|l| self.url.join(l).ok())?;
+        let hops = self.entry.value.kind.redirect_hops();
+        if u32::from(hops) >= self.settings.max_redirects {
+            self.metrics
+                .redirects
+                .with_label_values(&["too_many"])
+                .inc();
+            tracing::debug!(url = %self.url, hops, "redirect chain too long; not followed");
+            return None;
+        }
+        self.metrics
+            .redirects
+            .with_label_values(&["followed"])
+            .inc();
+        Some(Candidate {
+            url: target,
+            depth: self.entry.value.depth,
+            priority: Priority::HIGH,
+            kind: EntryKind::Redirected {
+                hops: hops.saturating_add(1),
+            },
+        })
     }
 
     /// Reads a sitemap into candidates: pages of this host (or of the host

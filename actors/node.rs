@@ -177,6 +177,7 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
             give_up_after: config.robots.give_up_after,
         },
         max_attempts: config.fetch.max_attempts,
+        max_redirects: config.fetch.max_redirects,
         sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
             limits: SitemapLimits {
                 max_urls: config.sitemap.max_urls,

@@ -67,8 +67,7 @@ impl SeenSet {
 
     /// Normalises and filters one candidate into an admission entry.
     fn entry(&self, c: Candidate) -> Option<AdmitEntry> {
-        let is_page = matches!(c.kind, crate::frontier::EntryKind::Page);
-        if is_page && self.max_depth > 0 && c.depth > self.max_depth {
+        if c.kind.is_page() && self.max_depth > 0 && c.depth > self.max_depth {
             return None;
         }
         let url = urls::normalise(c.url, self.max_url_length).ok()?;

@@ -180,6 +180,13 @@ pub struct FetchConfig {
     pub max_body_bytes: usize,
     /// Attempts per URL on retryable failures.
     pub max_attempts: u32,
+    /// Longest silence between body chunks.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Redirect hops followed from a URL.
+    pub max_redirects: u32,
+    /// CIDR blocks the crawler never connects to.
+    pub deny_addresses: Vec<IpNet>,
     /// CIDR blocks exempt from the SSRF deny list.
     pub allow_addresses: Vec<IpNet>,
 }

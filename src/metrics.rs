@@ -40,6 +40,8 @@ pub struct Metrics {
     /// Sitemap entries by outcome (`queued`, `dropped_limit`,
     /// `dropped_host`, `dropped_depth`).
     pub sitemap_urls: IntCounterVec,
+    /// Redirects by outcome (`followed`, `too_many`).
+    pub redirects: IntCounterVec,
 }
 
 impl Metrics {
@@ -122,6 +124,11 @@ impl Metrics {
             sitemap_urls: counter_vec(
                 "trawl_sitemap_urls_total",
                 "Sitemap entries by outcome.",
+                "outcome",
+            ),
+            redirects: counter_vec(
+                "trawl_redirects_total",
+                "Redirect responses by outcome.",
                 "outcome",
             ),
             registry,

@@ -10,6 +10,7 @@
 //! awc's decompression is compiled out, so no `Accept-Encoding` is sent and
 //! the payload is stored exactly as received.
 
+pub mod guard;
 mod resolver;
 
 use std::net::IpAddr;
@@ -20,6 +21,7 @@ use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use url::Url;
 
+pub use guard::{AddressPolicy, SsrfDenied};
 pub use resolver::{DnsOverrides, OverrideResolver};
 
 use crate::config::Config;
@@ -37,12 +39,18 @@ pub enum FetchError {
     /// A deadline passed.
     #[error("timeout")]
     Timeout,
+    /// The connection broke after the request was sent.
+    #[error("connection reset: {0}")]
+    Reset(String),
     /// The server broke the protocol or the connection.
     #[error("protocol: {0}")]
     Protocol(String),
     /// The URL cannot be requested (bad scheme, no host).
     #[error("bad url: {0}")]
     BadUrl(String),
+    /// The SSRF guard refused every address.
+    #[error("{0}")]
+    SsrfDenied(String),
 }
 
 impl FetchError {
@@ -52,8 +60,10 @@ impl FetchError {
             FetchError::Dns(_) => "dns",
             FetchError::Connect(_) => "connect",
             FetchError::Timeout => "timeout",
+            FetchError::Reset(_) => "reset",
             FetchError::Protocol(_) => "protocol",
             FetchError::BadUrl(_) => "bad_url",
+            FetchError::SsrfDenied(_) => "ssrf_denied",
         }
     }
 }
@@ -107,6 +117,8 @@ pub struct FetchLimits {
     pub connect_timeout: Duration,
     /// Whole-request deadline.
     pub timeout: Duration,
+    /// Longest silence between body chunks.
+    pub idle_timeout: Duration,
     /// Body cap in bytes.
     pub max_body_bytes: usize,
 }
@@ -122,6 +134,7 @@ pub fn install_crypto_provider() {
 pub struct HttpClient {
     client: awc::Client,
     resolver: OverrideResolver,
+    guard: AddressPolicy,
     limits: FetchLimits,
     user_agent: String,
 }
@@ -130,10 +143,13 @@ impl HttpClient {
     /// Builds the client from the config.
     pub fn new(config: &Config) -> Self {
         install_crypto_provider();
-        let resolver = OverrideResolver::new(DnsOverrides::new(&config.dns.overrides));
+        let guard = AddressPolicy::new(&config.fetch.deny_addresses, &config.fetch.allow_addresses);
+        let resolver =
+            OverrideResolver::new(DnsOverrides::new(&config.dns.overrides), guard.clone());
         let limits = FetchLimits {
             connect_timeout: config.fetch.connect_timeout,
             timeout: config.fetch.timeout,
+            idle_timeout: config.fetch.idle_timeout,
             max_body_bytes: config.fetch.max_body_bytes,
         };
         let mut tls = rustls::ClientConfig::builder()
@@ -159,6 +175,7 @@ impl HttpClient {
         HttpClient {
             client,
             resolver,
+            guard,
             limits,
             user_agent: config.crawl.user_agent.clone(),
         }
@@ -166,10 +183,24 @@ impl HttpClient {
 
     /// GETs `url`, reading the body up to the cap within the deadline.
     pub async fn get(&self, url: &Url) -> Result<FetchResponse, FetchError> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(FetchError::BadUrl(format!("scheme {}", url.scheme())));
+        }
         let host = url
             .host_str()
             .ok_or_else(|| FetchError::BadUrl(url.to_string()))?
             .to_owned();
+        // IP literals never reach the resolver: check them here.
+        let literal = match url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
+            _ => None,
+        };
+        if let Some(ip) = literal {
+            self.guard
+                .check(ip)
+                .map_err(|e| FetchError::SsrfDenied(e.to_string()))?;
+        }
         let started = Instant::now();
         let started_at = SystemTime::now();
         let request_head = request_head(url, &self.user_agent);
@@ -227,6 +258,10 @@ async fn read_body(
                 .map_err(|_| FetchError::Timeout)?;
         match next {
             None => return Ok((body.freeze(), false)),
+            Some(Err(awc::error::PayloadError::Incomplete(e))) => {
+                let reason = e.map_or_else(|| "body ended early".to_owned(), |e| e.to_string());
+                return Err(FetchError::Reset(reason));
+            }
             Some(Err(e)) => return Err(FetchError::Protocol(e.to_string())),
             Some(Ok(chunk)) => {
                 let room = cap - body.len();
@@ -240,14 +275,29 @@ async fn read_body(
     }
 }
 
+/// Whether an I/O error means the peer broke an established connection.
+fn is_reset(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+    )
+}
+
 fn classify_send_error(err: awc::error::SendRequestError) -> FetchError {
     use awc::error::{ConnectError, SendRequestError as E};
     match err {
         E::Timeout => FetchError::Timeout,
         E::Connect(ConnectError::Timeout) => FetchError::Timeout,
-        E::Connect(ConnectError::Resolver(e)) => FetchError::Dns(e.to_string()),
+        E::Connect(ConnectError::Resolver(e)) => match e.downcast_ref::<SsrfDenied>() {
+            Some(denied) => FetchError::SsrfDenied(denied.to_string()),
+            None => FetchError::Dns(e.to_string()),
+        },
         E::Connect(ConnectError::Unresolved) => FetchError::Dns("unresolved".into()),
+        E::Connect(ConnectError::Disconnected) => FetchError::Reset("disconnected".into()),
+        E::Connect(ConnectError::Io(e)) if is_reset(&e) => FetchError::Reset(e.to_string()),
         E::Connect(e) => FetchError::Connect(e.to_string()),
+        E::Send(e) => FetchError::Reset(e.to_string()),
         E::Url(e) => FetchError::BadUrl(e.to_string()),
         other => FetchError::Protocol(other.to_string()),
     }

@@ -1,5 +1,7 @@
 //! Name resolution for the HTTP client: `[dns] overrides` first, then the
-//! system resolver.
+//! system resolver; then the SSRF guard, at connect time: denied addresses
+//! are removed from the answer, and a name with only denied addresses fails
+//! with [`SsrfDenied`].
 //!
 //! The resolver remembers the address each host last resolved to, so the
 //! archive can write `WARC-IP-Address` (awc does not report the peer).
@@ -11,6 +13,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
 use futures_util::future::LocalBoxFuture;
+
+use super::guard::{AddressPolicy, SsrfDenied};
 
 /// `[dns] overrides`: exact names and `*.` suffix patterns.
 #[derive(Debug, Clone, Default)]
@@ -56,19 +60,41 @@ impl DnsOverrides {
     }
 }
 
-/// The awc resolver: overrides, then the system resolver.
+/// The awc resolver: overrides, then the system resolver, then the guard.
 #[derive(Clone)]
 pub struct OverrideResolver {
     overrides: Rc<DnsOverrides>,
+    guard: Rc<AddressPolicy>,
     last: Rc<RefCell<HashMap<String, IpAddr>>>,
 }
 
 impl OverrideResolver {
-    /// A resolver using `overrides` before the system resolver.
-    pub fn new(overrides: DnsOverrides) -> Self {
+    /// A resolver using `overrides` before the system resolver, and
+    /// connecting only to addresses `guard` allows.
+    pub fn new(overrides: DnsOverrides, guard: AddressPolicy) -> Self {
         OverrideResolver {
             overrides: Rc::new(overrides),
+            guard: Rc::new(guard),
             last: Rc::default(),
+        }
+    }
+
+    /// Keeps the allowed addresses; fails if none is.
+    fn guarded(&self, addrs: Vec<SocketAddr>) -> Result<Vec<SocketAddr>, SsrfDenied> {
+        let mut denied = None;
+        let allowed: Vec<SocketAddr> = addrs
+            .into_iter()
+            .filter(|a| match self.guard.check(a.ip()) {
+                Ok(()) => true,
+                Err(e) => {
+                    denied.get_or_insert(e);
+                    false
+                }
+            })
+            .collect();
+        match (allowed.is_empty(), denied) {
+            (true, Some(e)) => Err(e),
+            _ => Ok(allowed),
         }
     }
 
@@ -103,6 +129,9 @@ impl actix_tls::connect::Resolve for OverrideResolver {
                     .map_err(|e| Box::new(e) as Box<dyn StdError>)?
                     .collect(),
             };
+            let addrs = self
+                .guarded(addrs)
+                .map_err(|e| Box::new(e) as Box<dyn StdError>)?;
             self.remember(host, &addrs);
             Ok(addrs)
         })

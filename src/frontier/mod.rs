@@ -44,12 +44,33 @@ impl Priority {
 pub enum EntryKind {
     /// A page: fetched, parsed for links, archived.
     Page,
+    /// A page reached by following `hops` redirects; a further redirect is
+    /// followed only while `hops < max_redirects`.
+    Redirected {
+        /// Redirects followed to reach it.
+        hops: u8,
+    },
     /// A sitemap: fetched and read for URLs.
     Sitemap {
         /// The host whose robots.txt listed this sitemap, if any: a sitemap
         /// may list URLs of its own host, and of the host that submitted it.
         submitter: Option<String>,
     },
+}
+
+impl EntryKind {
+    /// Whether it is a page (as opposed to a sitemap).
+    pub fn is_page(&self) -> bool {
+        !matches!(self, EntryKind::Sitemap { .. })
+    }
+
+    /// Redirects followed to reach it.
+    pub fn redirect_hops(&self) -> u8 {
+        match self {
+            EntryKind::Redirected { hops } => *hops,
+            _ => 0,
+        }
+    }
 }
 
 /// Smooth weighted round robin over the non-empty levels (the nginx

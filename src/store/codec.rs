@@ -122,13 +122,15 @@ pub struct QueueValue {
 impl QueueValue {
     /// fingerprint (16) ‖ depth (4, LE) ‖ kind (1) ‖ [submitter length (2,
     /// LE) ‖ submitter] ‖ url bytes. Kind 0 is a page, 1 a sitemap, 2 a
-    /// sitemap with a submitter.
+    /// sitemap with a submitter, 3 a redirected page (followed by its hop
+    /// count, one byte).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(24 + self.url.len());
         out.extend_from_slice(&self.fp.to_bytes());
         out.extend_from_slice(&self.depth.to_le_bytes());
         match &self.kind {
             EntryKind::Page => out.push(0),
+            EntryKind::Redirected { hops } => out.extend_from_slice(&[3, *hops]),
             EntryKind::Sitemap { submitter: None } => out.push(1),
             EntryKind::Sitemap {
                 submitter: Some(host),
@@ -149,6 +151,12 @@ impl QueueValue {
         let depth = u32::from_le_bytes(bytes.get(16..20)?.try_into().ok()?);
         let (kind, rest) = match *bytes.get(20)? {
             0 => (EntryKind::Page, &bytes[21..]),
+            3 => (
+                EntryKind::Redirected {
+                    hops: *bytes.get(21)?,
+                },
+                &bytes[22..],
+            ),
             1 => (EntryKind::Sitemap { submitter: None }, &bytes[21..]),
             2 => {
                 let len = u16::from_le_bytes(bytes.get(21..23)?.try_into().ok()?) as usize;
@@ -208,6 +216,7 @@ mod tests {
     fn queue_value_round_trips() {
         for kind in [
             EntryKind::Page,
+            EntryKind::Redirected { hops: 4 },
             EntryKind::Sitemap { submitter: None },
             EntryKind::Sitemap {
                 submitter: Some("b.test".into()),

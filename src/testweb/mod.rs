@@ -2,6 +2,8 @@
 //!
 //! - [`generator`]: deterministic hosts, pages, links, robots.txt, sitemaps
 //!   and the ground truth a correct crawl must match;
+//! - [`hostile`]: `hostile.test`, the server behaviours a crawler must
+//!   survive (SSRF bait, redirect loops, stalls, endless bodies, resets);
 //! - [`profile`]: each host's behaviour (robots.txt variants, throttling,
 //!   slowness, sitemaps);
 //! - [`server`]: one loopback HTTP server for every host, logging each
@@ -10,6 +12,7 @@
 
 pub mod audit;
 pub mod generator;
+pub mod hostile;
 pub mod profile;
 pub mod server;
 

@@ -60,6 +60,8 @@ struct ServerState {
     /// Requests seen per (host, path), for behaviours that change with
     /// repetition (flaky robots.txt, one-time throttling).
     hits: Mutex<HashMap<(u32, String), u32>>,
+    /// Where `hostile.test` points its SSRF bait.
+    canary: Option<SocketAddr>,
 }
 
 impl ServerState {
@@ -84,6 +86,17 @@ impl TestWebServer {
     /// Binds `listen` (port 0 picks a free one) and serves `web` with
     /// `workers` threads.
     pub fn start(web: SyntheticWeb, listen: SocketAddr, workers: usize) -> std::io::Result<Self> {
+        Self::start_with_canary(web, listen, workers, None)
+    }
+
+    /// Like [`TestWebServer::start`]; `hostile.test` also serves links and
+    /// redirects to `canary` (see [`super::hostile`]).
+    pub fn start_with_canary(
+        web: SyntheticWeb,
+        listen: SocketAddr,
+        workers: usize,
+        canary: Option<SocketAddr>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
         let log = Arc::new(RequestLog::default());
@@ -92,6 +105,7 @@ impl TestWebServer {
             port: addr.port(),
             log: log.clone(),
             hits: Mutex::default(),
+            canary,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -181,6 +195,9 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
     let path = req.uri().path();
     let (response, wait) = match host {
         Some(host) => respond(&state, host, path),
+        None if host_name == super::hostile::HOST => {
+            (super::hostile::respond(path, state.canary), None)
+        }
         None => (not_found(), None),
     };
     let end = Instant::now();

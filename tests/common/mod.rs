@@ -49,12 +49,21 @@ pub fn config(data: &Path, min_delay_ms: u64, partitions: u16) -> Config {
 
 /// Crawls in this process until idle; returns the archive's counters.
 pub fn crawl_in_process(config: Config, seeds: Vec<String>) -> ArchiveSnapshot {
-    actix_rt::System::new().block_on(async move {
-        let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
+    crawl_with_metrics(config, seeds).0
+}
+
+/// Crawls in this process until idle; returns the archive's counters and
+/// the node's metrics.
+pub fn crawl_with_metrics(config: Config, seeds: Vec<String>) -> (ArchiveSnapshot, Arc<Metrics>) {
+    let metrics = Arc::new(Metrics::new());
+    let node_metrics = metrics.clone();
+    let archive = actix_rt::System::new().block_on(async move {
+        let node = Node::start(config, node_metrics).expect("node starts");
         node.send(Seed { urls: seeds }).await.unwrap().unwrap();
         node.send(WhenIdle).await.unwrap();
         node.send(Shutdown).await.unwrap().unwrap()
-    })
+    });
+    (archive, metrics)
 }
 
 /// URL of a logged request.

@@ -1,0 +1,182 @@
+//! `hostile.test`: the synthetic web's hostile server behaviours.
+//!
+//! Its root page links to every mode, so a crawl seeded there meets them
+//! all:
+//! - `/ssrf`: links to a canary address in every spelling (dotted, decimal,
+//!   hex, octal, IPv4-mapped IPv6, a host name overridden to it), and
+//!   `/redirect-canary*`, redirects to it; a correct crawler never connects;
+//! - `/loop/a` ⇄ `/loop/b`: a redirect loop; `/chain/0` → … → `/chain/9`: a
+//!   chain longer than the redirect limit;
+//! - `/stall`: no headers for 30 s; `/silent-body`: headers, one chunk,
+//!   then silence; `/slow-body`: a chunk every 300 ms, forever;
+//! - `/endless`: a body that never ends; `/big`: 100 MB;
+//! - `/reset`: the connection dies in the middle of the body.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use actix_web::HttpResponse;
+use bytes::Bytes;
+use futures_util::stream;
+
+/// The host name of the hostile server.
+pub const HOST: &str = "hostile.test";
+
+/// Paths the root page links to.
+pub const PATHS: &[&str] = &[
+    "/ssrf",
+    "/redirect-canary",
+    "/redirect-canary-name",
+    "/loop/a",
+    "/chain/0",
+    "/stall",
+    "/silent-body",
+    "/slow-body",
+    "/endless",
+    "/big",
+    "/reset",
+];
+
+/// Hops of `/chain/N`.
+pub const CHAIN: u32 = 10;
+
+/// The canary's host name (map it to the canary address in `[dns]
+/// overrides`).
+pub const CANARY_HOST: &str = "canary.test";
+
+/// The canary URLs `/ssrf` links to, for a canary at `canary`.
+pub fn canary_links(canary: SocketAddr) -> Vec<String> {
+    let port = canary.port();
+    let SocketAddr::V4(v4) = canary else {
+        return vec![format!("http://{canary}/literal")];
+    };
+    let ip = *v4.ip();
+    let n = u32::from(ip);
+    let [a, b, c, d] = ip.octets();
+    vec![
+        format!("http://{ip}:{port}/literal"),
+        format!("http://{n}:{port}/decimal"),
+        format!("http://0x{n:x}:{port}/hex"),
+        format!("http://0{a:o}.{b}.{c}.{d}:{port}/octal"),
+        format!("http://[::ffff:{ip}]:{port}/mapped"),
+        format!(
+            "http://[::ffff:{:x}:{:x}]:{port}/mapped-hex",
+            n >> 16,
+            n & 0xffff
+        ),
+        format!("http://{CANARY_HOST}:{port}/name"),
+    ]
+}
+
+/// The response to `path` on the hostile host.
+pub fn respond(path: &str, canary: Option<SocketAddr>) -> HttpResponse {
+    let html = |body: String| {
+        HttpResponse::Ok()
+            .content_type("text/html; charset=utf-8")
+            .body(format!("<html><body>{body}</body></html>"))
+    };
+    let redirect = |to: String| {
+        HttpResponse::Found()
+            .insert_header(("Location", to))
+            .finish()
+    };
+    let links = |urls: &[String]| -> String {
+        urls.iter()
+            .map(|u| format!("<a href=\"{u}\">x</a>\n"))
+            .collect()
+    };
+    match path {
+        "/" => html(links(
+            &PATHS.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        )),
+        "/ssrf" => html(canary.map(|c| links(&canary_links(c))).unwrap_or_default()),
+        "/redirect-canary" => match canary {
+            Some(c) => redirect(format!("http://{c}/redirected")),
+            None => not_found(),
+        },
+        "/redirect-canary-name" => match canary {
+            Some(c) => redirect(format!("http://{CANARY_HOST}:{}/redirected", c.port())),
+            None => not_found(),
+        },
+        "/loop/a" => redirect("/loop/b".into()),
+        "/loop/b" => redirect("/loop/a".into()),
+        "/stall" | "/silent-body" | "/slow-body" | "/endless" | "/big" | "/reset" => {
+            body_mode(path)
+        }
+        _ => match path
+            .strip_prefix("/chain/")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            Some(n) if n + 1 < CHAIN => redirect(format!("/chain/{}", n + 1)),
+            Some(_) => html("end of the chain".into()),
+            None => not_found(),
+        },
+    }
+}
+
+fn not_found() -> HttpResponse {
+    HttpResponse::NotFound().finish()
+}
+
+type Chunk = Result<Bytes, std::io::Error>;
+
+/// The streaming modes.
+fn body_mode(path: &str) -> HttpResponse {
+    let chunk = Bytes::from(vec![b'a'; 64 * 1024]);
+    let streaming = |s: stream::BoxStream<'static, Chunk>| {
+        HttpResponse::Ok().content_type("text/html").streaming(s)
+    };
+    match path {
+        "/stall" => streaming(Box::pin(stream::once(async {
+            actix_rt::time::sleep(Duration::from_secs(30)).await;
+            Ok::<_, std::io::Error>(Bytes::from_static(b"too late"))
+        }))),
+        "/silent-body" => streaming(Box::pin(stream::unfold(0u32, |n| async move {
+            if n > 0 {
+                actix_rt::time::sleep(Duration::from_secs(30)).await;
+            }
+            Some((Ok(Bytes::from_static(b"<html>")), n + 1))
+        }))),
+        "/slow-body" => streaming(Box::pin(stream::unfold((), |()| async {
+            actix_rt::time::sleep(Duration::from_millis(300)).await;
+            Some((Ok(Bytes::from_static(b"<p>drip</p>")), ()))
+        }))),
+        "/endless" => streaming(Box::pin(stream::repeat_with(move || Ok(chunk.clone())))),
+        "/big" => {
+            let chunks = (100 << 20) / chunk.len();
+            streaming(Box::pin(stream::iter(
+                (0..chunks).map(move |_| Ok(chunk.clone())),
+            )))
+        }
+        _ => {
+            // "/reset": some bytes, then the connection breaks.
+            let parts: Vec<Chunk> = vec![
+                Ok(Bytes::from_static(b"<html><body>partial")),
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "reset",
+                )),
+            ];
+            streaming(Box::pin(stream::iter(parts)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canary_links_all_name_the_canary() {
+        let canary: SocketAddr = "127.0.0.3:4242".parse().unwrap();
+        for link in canary_links(canary) {
+            let url = url::Url::parse(&link).unwrap();
+            assert_eq!(url.port(), Some(4242), "{link}");
+            let host = url.host_str().unwrap();
+            assert!(
+                ["127.0.0.3", "[::ffff:7f00:3]", CANARY_HOST].contains(&host),
+                "{link} parses to {host}"
+            );
+        }
+    }
+}

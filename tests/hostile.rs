@@ -1,0 +1,103 @@
+//! The hostile web: SSRF bait in every spelling never reaches the canary
+//! (another loopback address, in the deny list), redirect loops and long
+//! chains end, stalls and slow bodies time out, endless and huge bodies are
+//! cut at the cap and archived as truncated, resets are classified; and the
+//! rest of the web is crawled completely all the same.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener};
+
+use common::*;
+use trawl::config::Config;
+use trawl::testweb::hostile;
+use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
+
+#[test]
+fn hostile_server_is_survived_and_the_canary_never_connected_to() {
+    let canary = TcpListener::bind("127.0.0.3:0").expect("bind a second loopback address");
+    canary.set_nonblocking(true).unwrap();
+    let canary_addr = canary.local_addr().unwrap();
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 10,
+        pages_per_host: 10,
+        seed: 9,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server =
+        TestWebServer::start_with_canary(web.clone(), listen, 2, Some(canary_addr)).unwrap();
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    // Only 127.0.0.1 is allowed; the canary's 127.0.0.3 stays in the
+    // default deny list (127.0.0.0/8).
+    // A delay factor of 0.5: a timed-out request (1 s) must not cost the
+    // host the usual 10 s.
+    let hostile_layer = format!(
+        "[politeness]\ndelay_factor = 0.5\n[fetch]\nallow_addresses = [\"127.0.0.1/32\"]\ntimeout = \"1s\"\nidle_timeout = \"400ms\"\n\
+         max_body_bytes = 1048576\nmax_attempts = 2\n[dns.overrides]\n\"{}\" = \"127.0.0.3\"\n",
+        hostile::CANARY_HOST
+    );
+    let config = Config::from_layers(&[
+        ("test".into(), config_toml(data.path(), 20, 4)),
+        ("hostile".into(), hostile_layer),
+    ])
+    .unwrap();
+    let mut seeds = web.seeds(port);
+    seeds.push(format!("http://{}:{port}/", hostile::HOST));
+    let (_, metrics) = crawl_with_metrics(config.clone(), seeds);
+    let log = server.log().records();
+    server.stop();
+
+    // Not one connection reached the canary.
+    match canary.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the canary was connected to: {other:?}"),
+    }
+    let errors = |kind: &str| metrics.fetch_errors.with_label_values(&[kind]).get();
+    assert!(errors("ssrf_denied") > 0);
+
+    // The rest of the web is complete.
+    let (hostile_log, rest): (Vec<_>, Vec<_>) =
+        log.into_iter().partition(|r| r.host == hostile::HOST);
+    let fetched: BTreeSet<String> = page_requests(&rest, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+
+    // Redirect loop: each side once. Chain: the limit of 5 redirects.
+    let hits = |path: &str| hostile_log.iter().filter(|r| r.path == path).count();
+    assert_eq!((hits("/loop/a"), hits("/loop/b")), (1, 1));
+    for n in 0..=5 {
+        assert_eq!(hits(&format!("/chain/{n}")), 1, "/chain/{n}");
+    }
+    assert_eq!(hits("/chain/6"), 0, "the sixth redirect is not followed");
+    assert_eq!(metrics.redirects.with_label_values(&["too_many"]).get(), 1);
+
+    // Stalls and slow bodies time out (and are retried once); a broken
+    // connection is a reset; nothing of them is archived.
+    for path in ["/stall", "/silent-body", "/slow-body", "/reset"] {
+        assert_eq!(hits(path), 2, "{path}: attempted twice");
+    }
+    assert!(errors("timeout") >= 6, "{}", errors("timeout"));
+    assert_eq!(errors("reset"), 2);
+    let events = page_events(&config);
+    let base = format!("http://{}:{port}", hostile::HOST);
+    for path in ["/stall", "/silent-body", "/slow-body", "/reset"] {
+        assert!(
+            !events.iter().any(|e| e.url == format!("{base}{path}")),
+            "{path}"
+        );
+    }
+
+    // Endless and huge bodies: cut at the cap, archived as truncated.
+    for path in ["/endless", "/big"] {
+        let event = events
+            .iter()
+            .find(|e| e.url == format!("{base}{path}"))
+            .unwrap_or_else(|| panic!("{path} archived"));
+        let record = record_at(&config, event);
+        assert!(record.contains("\r\nWARC-Truncated: length\r\n"), "{path}");
+        assert!(record.len() < 1_100_000, "{path}: {} bytes", record.len());
+    }
+    warcio_check(&warc_files(&config));
+}
