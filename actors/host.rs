@@ -831,6 +831,7 @@ impl Job {
                         .send(Parse {
                             url: self.url.clone(),
                             body: response.body.clone(),
+                            content_type: response.header("content-type").map(str::to_owned),
                         })
                         .await?;
                     canonical = parsed.canonical.clone();

@@ -271,8 +271,10 @@ pub struct ParseSitemap {
 pub struct Parse {
     /// The page's URL (base for relative links).
     pub url: Url,
-    /// The body bytes (decoded lossily as UTF-8 for now).
+    /// The body bytes, in whatever encoding they came.
     pub body: Bytes,
+    /// The Content-Type header (its charset decides the decoding).
+    pub content_type: Option<String>,
 }
 
 // ----------------------------------------------------------------- Archive

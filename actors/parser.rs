@@ -8,6 +8,7 @@
 use actix::prelude::*;
 
 use super::messages::{Parse, ParseSitemap};
+use crate::parse::charset::decode_html;
 use crate::parse::parse_html;
 use crate::sitemap::parse_sitemap;
 
@@ -36,7 +37,7 @@ impl Handler<Parse> for ParserPool {
     type Result = MessageResult<Parse>;
 
     fn handle(&mut self, msg: Parse, _: &mut Self::Context) -> Self::Result {
-        let html = String::from_utf8_lossy(&msg.body);
+        let (html, _) = decode_html(&msg.body, msg.content_type.as_deref());
         MessageResult(parse_html(&html, &msg.url, self.max_links))
     }
 }

@@ -164,6 +164,7 @@ impl HttpClient {
             .connector(tcp)
             .rustls_0_23(Arc::new(tls))
             .timeout(limits.connect_timeout)
+            .handshake_timeout(limits.connect_timeout)
             .limit(config.fetch.concurrency)
             .conn_keep_alive(Duration::from_secs(30));
         let client = awc::ClientBuilder::new()

@@ -4,6 +4,8 @@
 //! returns plain data. Malformed HTML never fails: html5ever recovers the
 //! way browsers do, and a link that does not resolve is skipped.
 
+pub mod charset;
+
 use std::sync::OnceLock;
 
 use scraper::{Html, Selector};
