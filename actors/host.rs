@@ -832,6 +832,9 @@ impl Job {
                             url: self.url.clone(),
                             body: response.body.clone(),
                             content_type: response.header("content-type").map(str::to_owned),
+                            content_encoding: response
+                                .header("content-encoding")
+                                .map(str::to_owned),
                         })
                         .await?;
                     canonical = parsed.canonical.clone();

@@ -275,6 +275,8 @@ pub struct Parse {
     pub body: Bytes,
     /// The Content-Type header (its charset decides the decoding).
     pub content_type: Option<String>,
+    /// The Content-Encoding header (gzip, br, ... undone before parsing).
+    pub content_encoding: Option<String>,
 }
 
 // ----------------------------------------------------------------- Archive

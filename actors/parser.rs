@@ -8,24 +8,30 @@
 use actix::prelude::*;
 
 use super::messages::{Parse, ParseSitemap};
+use crate::fetch::decode::decode_body;
 use crate::parse::charset::decode_html;
-use crate::parse::parse_html;
+use crate::parse::{parse_html, ParsedPage};
 use crate::sitemap::parse_sitemap;
 
 /// One parser thread.
 pub struct ParserPool {
     max_links: usize,
+    /// Largest decoded body parsed (a compressed body is decoded up to it).
+    max_decoded: usize,
 }
 
 impl ParserPool {
     /// Starts `threads` parser threads (0 = one per core).
-    pub fn start(threads: usize, max_links: usize) -> Addr<ParserPool> {
+    pub fn start(threads: usize, max_links: usize, max_decoded: usize) -> Addr<ParserPool> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
             threads
         };
-        SyncArbiter::start(threads, move || ParserPool { max_links })
+        SyncArbiter::start(threads, move || ParserPool {
+            max_links,
+            max_decoded,
+        })
     }
 }
 
@@ -37,7 +43,14 @@ impl Handler<Parse> for ParserPool {
     type Result = MessageResult<Parse>;
 
     fn handle(&mut self, msg: Parse, _: &mut Self::Context) -> Self::Result {
-        let (html, _) = decode_html(&msg.body, msg.content_type.as_deref());
+        let body = match decode_body(&msg.body, msg.content_encoding.as_deref(), self.max_decoded) {
+            Ok(decoded) => decoded.bytes,
+            Err(err) => {
+                tracing::debug!(url = %msg.url, error = %err, "cannot decode the body; no links read");
+                return MessageResult(ParsedPage::default());
+            }
+        };
+        let (html, _) = decode_html(&body, msg.content_type.as_deref());
         MessageResult(parse_html(&html, &msg.url, self.max_links))
     }
 }

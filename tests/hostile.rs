@@ -89,6 +89,11 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
         );
     }
 
+    // The gzip bomb is decoded for parsing only up to the cap: its link is
+    // found and followed.
+    assert_eq!(hits("/gzip-bomb"), 1);
+    assert_eq!(hits("/after-bomb"), 1);
+
     // Endless and huge bodies: cut at the cap, archived as truncated.
     for path in ["/endless", "/big"] {
         let event = events

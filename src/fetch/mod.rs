@@ -10,6 +10,7 @@
 //! awc's decompression is compiled out, so no `Accept-Encoding` is sent and
 //! the payload is stored exactly as received.
 
+pub mod decode;
 pub mod guard;
 mod resolver;
 

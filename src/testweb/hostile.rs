@@ -10,7 +10,9 @@
 //! - `/stall`: no headers for 30 s; `/silent-body`: headers, one chunk,
 //!   then silence; `/slow-body`: a chunk every 300 ms, forever;
 //! - `/endless`: a body that never ends; `/big`: 100 MB;
-//! - `/reset`: the connection dies in the middle of the body.
+//! - `/reset`: the connection dies in the middle of the body;
+//! - `/gzip-bomb`: 40 MB of HTML in 40 KB of gzip, with a link to
+//!   `/after-bomb` at its start.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,6 +37,7 @@ pub const PATHS: &[&str] = &[
     "/endless",
     "/big",
     "/reset",
+    "/gzip-bomb",
 ];
 
 /// Hops of `/chain/N`.
@@ -98,6 +101,10 @@ pub fn respond(path: &str, canary: Option<SocketAddr>) -> HttpResponse {
             Some(c) => redirect(format!("http://{CANARY_HOST}:{}/redirected", c.port())),
             None => not_found(),
         },
+        "/gzip-bomb" => HttpResponse::Ok()
+            .content_type("text/html")
+            .insert_header(("Content-Encoding", "gzip"))
+            .body(gzip_bomb()),
         "/loop/a" => redirect("/loop/b".into()),
         "/loop/b" => redirect("/loop/a".into()),
         "/stall" | "/silent-body" | "/slow-body" | "/endless" | "/big" | "/reset" => {
@@ -112,6 +119,22 @@ pub fn respond(path: &str, canary: Option<SocketAddr>) -> HttpResponse {
             None => not_found(),
         },
     }
+}
+
+/// 40 MB of HTML (a link, then spaces) in about 40 KB of gzip.
+fn gzip_bomb() -> Bytes {
+    use std::io::Write;
+    static BOMB: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| {
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        let _ = enc.write_all(b"<html><body><a href=\"/after-bomb\">next</a>");
+        let spaces = vec![b' '; 1 << 20];
+        for _ in 0..40 {
+            let _ = enc.write_all(&spaces);
+        }
+        Bytes::from(enc.finish().unwrap_or_default())
+    })
+    .clone()
 }
 
 fn not_found() -> HttpResponse {
