@@ -12,6 +12,7 @@ use std::net::{SocketAddr, TcpListener};
 use common::*;
 use trawl::config::Config;
 use trawl::testweb::hostile;
+use trawl::testweb::raw::{self, RawServer};
 use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
 
 #[test]
@@ -26,8 +27,12 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
         behaviours: false,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let server =
-        TestWebServer::start_with_canary(web.clone(), listen, 2, Some(canary_addr)).unwrap();
+    let raw = RawServer::start().unwrap();
+    let targets = hostile::Targets {
+        canary: Some(canary_addr),
+        raw: Some(raw.addr()),
+    };
+    let server = TestWebServer::start_hostile(web.clone(), listen, 2, targets).unwrap();
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
     // Only 127.0.0.1 is allowed; the canary's 127.0.0.3 stays in the
@@ -79,7 +84,8 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
         assert_eq!(hits(path), 2, "{path}: attempted twice");
     }
     assert!(errors("timeout") >= 6, "{}", errors("timeout"));
-    assert_eq!(errors("reset"), 2);
+    // /reset, /premature-eof and /bad-chunked, twice each.
+    assert_eq!(errors("reset"), 6);
     let events = page_events(&config);
     let base = format!("http://{}:{port}", hostile::HOST);
     for path in ["/stall", "/silent-body", "/slow-body", "/reset"] {
@@ -93,6 +99,23 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
     // found and followed.
     assert_eq!(hits("/gzip-bomb"), 1);
     assert_eq!(hits("/after-bomb"), 1);
+
+    // The raw server's protocol violations: HTTP/1.0 is read (its link
+    // followed); a premature EOF, broken chunking and stalled headers fail
+    // and are archived never.
+    let raw_url = |path: &str| format!("http://{}:{}{path}", raw::HOST, raw.addr().port());
+    for path in ["/premature-eof", "/bad-chunked", "/stalled-headers"] {
+        assert!(
+            !events.iter().any(|e| e.url == raw_url(path)),
+            "{path} archived"
+        );
+    }
+    assert!(events
+        .iter()
+        .any(|e| e.url == raw_url("/http10") && e.status == 200));
+    assert!(events
+        .iter()
+        .any(|e| e.url == raw_url("/http10-link") && e.status == 404));
 
     // Endless and huge bodies: cut at the cap, archived as truncated.
     for path in ["/endless", "/big"] {

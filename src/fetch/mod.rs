@@ -225,8 +225,19 @@ impl HttpClient {
             .collect();
         let head = response_head(response.version(), response.status(), &headers);
         let deadline = started + self.limits.timeout;
-        let (body, truncated) =
-            read_body(&mut response, self.limits.max_body_bytes, deadline).await?;
+        let (body, truncated) = read_body(&mut response, &self.limits, deadline).await?;
+        // A connection closed before Content-Length bytes arrived is a
+        // broken response, not a short page.
+        let declared = headers
+            .iter()
+            .find(|(n, _)| n == "content-length")
+            .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+        if let Some(declared) = declared.filter(|&d| !truncated && body.len() < d) {
+            return Err(FetchError::Reset(format!(
+                "body ended after {} of {declared} bytes",
+                body.len()
+            )));
+        }
         Ok(FetchResponse {
             status,
             headers,
@@ -244,20 +255,22 @@ impl HttpClient {
     }
 }
 
-/// Reads the body stream up to `cap` bytes or the deadline.
+/// Reads the body stream up to the size cap, failing on the deadline or on
+/// a silence between chunks longer than the idle timeout.
 async fn read_body(
     response: &mut awc::ClientResponse<
         impl futures_util::Stream<Item = Result<Bytes, awc::error::PayloadError>> + Unpin,
     >,
-    cap: usize,
+    limits: &FetchLimits,
     deadline: Instant,
 ) -> Result<(Bytes, bool), FetchError> {
+    let cap = limits.max_body_bytes;
     let mut body = BytesMut::new();
     loop {
-        let next =
-            tokio::time::timeout_at(tokio::time::Instant::from_std(deadline), response.next())
-                .await
-                .map_err(|_| FetchError::Timeout)?;
+        let until = deadline.min(Instant::now() + limits.idle_timeout);
+        let next = tokio::time::timeout_at(tokio::time::Instant::from_std(until), response.next())
+            .await
+            .map_err(|_| FetchError::Timeout)?;
         match next {
             None => return Ok((body.freeze(), false)),
             Some(Err(awc::error::PayloadError::Incomplete(e))) => {

@@ -7,8 +7,10 @@
 //! - 2xx/4xx: a good copy, used for `ttl`;
 //! - 5xx/no response: with no good copy everything waits (disallow all) and
 //!   the fetch is retried after `retry_base × 2^(attempts-1)` (capped by
-//!   `retry_max`); after `give_up_after` of failures the origin's URLs are
-//!   given up. With a good copy (a failed refresh) the old copy stays in
+//!   `retry_max`); after `give_up_after` of failures, and at least
+//!   [`MIN_ATTEMPTS`] attempts (so downtime of the crawler itself, or a
+//!   slow machine, does not give up an origin it barely tried), the
+//!   origin's URLs are given up. With a good copy (a failed refresh) the old copy stays in
 //!   force and the refresh is retried on the same schedule.
 
 use std::time::Duration;
@@ -18,6 +20,9 @@ use url::Url;
 use super::{
     robots_url, RobotsRecord, RobotsStatus, Rules, MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS,
 };
+
+/// Attempts of an unreachable robots.txt before its origin may be given up.
+pub const MIN_ATTEMPTS: u32 = 3;
 
 /// The robots.txt policy knobs.
 #[derive(Debug, Clone)]
@@ -176,7 +181,10 @@ impl OriginRobots {
                     Need::Ready(rules)
                 }
             }
-            (None, Some(f)) if now_ms >= f.since_ms + settings.give_up_after.as_millis() as u64 => {
+            (None, Some(f))
+                if f.attempts >= MIN_ATTEMPTS
+                    && now_ms >= f.since_ms + settings.give_up_after.as_millis() as u64 =>
+            {
                 Need::GiveUp
             }
             (None, Some(f)) if !retry_due => Need::RetryAt(f.retry_at_ms),
@@ -189,7 +197,9 @@ impl OriginRobots {
     /// exists.
     pub fn give_up_at_ms(&self, settings: &RobotsSettings) -> Option<u64> {
         match (&self.good, &self.failing) {
-            (None, Some(f)) => Some(f.since_ms + settings.give_up_after.as_millis() as u64),
+            (None, Some(f)) if f.attempts >= MIN_ATTEMPTS => {
+                Some(f.since_ms + settings.give_up_after.as_millis() as u64)
+            }
             _ => None,
         }
     }
@@ -364,9 +374,21 @@ mod tests {
         // Persisted and restored (passivation, restart), the clock goes on.
         let saved = o.record().unwrap();
         assert_eq!((saved.status, saved.fetched_at_ms), (Some(503), 0));
-        let restored = OriginRobots::new(&page(), Some(saved), &s);
+        let mut restored = OriginRobots::new(&page(), Some(saved), &s);
         assert!(matches!(restored.need(30_000, &s), Need::Fetch(_)));
-        assert_eq!(restored.need(60_000, &s), Need::GiveUp);
+        // Restored long after the deadline, it still tries again first.
+        let mut late = 120_000;
+        for _ in 0..2 {
+            let url = fetch_url(&restored, late);
+            restored.fetch_started(url);
+            let Fetched::Failed { retry_at_ms } =
+                restored.fetch_done(result(Some(503), None, ""), late, &s)
+            else {
+                panic!()
+            };
+            late = retry_at_ms;
+        }
+        assert_eq!(restored.need(late, &s), Need::GiveUp);
         // Recovery before giving up resets everything.
         let mut o = OriginRobots::new(&page(), None, &s);
         o.fetch_started(fetch_url(&o, 0));

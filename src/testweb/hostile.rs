@@ -71,8 +71,18 @@ pub fn canary_links(canary: SocketAddr) -> Vec<String> {
     ]
 }
 
+/// Where the hostile host points its links.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Targets {
+    /// The SSRF canary.
+    pub canary: Option<SocketAddr>,
+    /// The raw protocol-violation server ([`super::raw`]).
+    pub raw: Option<SocketAddr>,
+}
+
 /// The response to `path` on the hostile host.
-pub fn respond(path: &str, canary: Option<SocketAddr>) -> HttpResponse {
+pub fn respond(path: &str, targets: Targets) -> HttpResponse {
+    let canary = targets.canary;
     let html = |body: String| {
         HttpResponse::Ok()
             .content_type("text/html; charset=utf-8")
@@ -89,9 +99,14 @@ pub fn respond(path: &str, canary: Option<SocketAddr>) -> HttpResponse {
             .collect()
     };
     match path {
-        "/" => html(links(
-            &PATHS.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
-        )),
+        "/" => {
+            let mut urls: Vec<String> = PATHS.iter().map(|p| p.to_string()).collect();
+            if let Some(raw) = targets.raw {
+                let base = format!("http://{}:{}", super::raw::HOST, raw.port());
+                urls.extend(super::raw::PATHS.iter().map(|p| format!("{base}{p}")));
+            }
+            html(links(&urls))
+        }
         "/ssrf" => html(canary.map(|c| links(&canary_links(c))).unwrap_or_default()),
         "/redirect-canary" => match canary {
             Some(c) => redirect(format!("http://{c}/redirected")),

@@ -14,6 +14,7 @@ pub mod audit;
 pub mod generator;
 pub mod hostile;
 pub mod profile;
+pub mod raw;
 pub mod server;
 
 pub use audit::{audit, audit_with, AuditReport, HostRule, RequestRecord, Violation};
@@ -29,8 +30,8 @@ pub const DNS_PATTERN: &str = "*.test";
 /// guard), no depth limit (the web is finite, and its ground truth must not
 /// depend on discovery order), and backoffs in milliseconds rather than the
 /// production minutes, since some hosts fail on purpose (one host in twenty
-/// never serves its robots.txt and is given up after half a second instead
-/// of 30 days).
+/// never serves its robots.txt and is given up after a second instead of
+/// 30 days; parking lasts 2 s instead of an hour).
 pub fn config_layer(data_dir: &std::path::Path, min_delay_ms: u64, extra: &str) -> String {
     let base = format!(
         r#"
@@ -39,10 +40,11 @@ max_depth = 0
 [politeness]
 min_delay = "{min_delay_ms}ms"
 backoff_base = "20ms"
+park_duration = "2s"
 [robots]
 retry_base = "20ms"
 retry_max = "100ms"
-give_up_after = "500ms"
+give_up_after = "1s"
 [dns.overrides]
 "{DNS_PATTERN}" = "127.0.0.1"
 [fetch]

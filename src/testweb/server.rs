@@ -60,8 +60,8 @@ struct ServerState {
     /// Requests seen per (host, path), for behaviours that change with
     /// repetition (flaky robots.txt, one-time throttling).
     hits: Mutex<HashMap<(u32, String), u32>>,
-    /// Where `hostile.test` points its SSRF bait.
-    canary: Option<SocketAddr>,
+    /// Where `hostile.test` points its bait.
+    hostile: super::hostile::Targets,
 }
 
 impl ServerState {
@@ -86,16 +86,16 @@ impl TestWebServer {
     /// Binds `listen` (port 0 picks a free one) and serves `web` with
     /// `workers` threads.
     pub fn start(web: SyntheticWeb, listen: SocketAddr, workers: usize) -> std::io::Result<Self> {
-        Self::start_with_canary(web, listen, workers, None)
+        Self::start_hostile(web, listen, workers, Default::default())
     }
 
-    /// Like [`TestWebServer::start`]; `hostile.test` also serves links and
-    /// redirects to `canary` (see [`super::hostile`]).
-    pub fn start_with_canary(
+    /// Like [`TestWebServer::start`]; `hostile.test` also links and
+    /// redirects to the `hostile` targets (see [`super::hostile`]).
+    pub fn start_hostile(
         web: SyntheticWeb,
         listen: SocketAddr,
         workers: usize,
-        canary: Option<SocketAddr>,
+        hostile: super::hostile::Targets,
     ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
@@ -105,7 +105,7 @@ impl TestWebServer {
             port: addr.port(),
             log: log.clone(),
             hits: Mutex::default(),
-            canary,
+            hostile,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -196,7 +196,7 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
     let (response, wait) = match host {
         Some(host) => respond(&state, host, path),
         None if host_name == super::hostile::HOST => {
-            (super::hostile::respond(path, state.canary), None)
+            (super::hostile::respond(path, state.hostile), None)
         }
         None => (not_found(), None),
     };
