@@ -41,7 +41,7 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
     // host the usual 10 s.
     let hostile_layer = format!(
         "[politeness]\ndelay_factor = 0.5\n[fetch]\nallow_addresses = [\"127.0.0.1/32\"]\ntimeout = \"1s\"\nidle_timeout = \"400ms\"\n\
-         max_body_bytes = 1048576\nmax_attempts = 2\n[dns.overrides]\n\"{}\" = \"127.0.0.3\"\n",
+         max_body_bytes = 1048576\nmax_attempts = 2\n[parse]\nmax_links_per_page = 40\n[dns.overrides]\n\"{}\" = \"127.0.0.3\"\n",
         hostile::CANARY_HOST
     );
     let config = Config::from_layers(&[
@@ -94,6 +94,17 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
             "{path}"
         );
     }
+
+    // Broken pages still yield their links; a page of 200,000 links gives
+    // the per-page cap of them.
+    for path in ["/after-mislabelled", "/after-bad-utf8", "/after-malformed"] {
+        assert_eq!(hits(path), 1, "{path}");
+    }
+    let many = hostile_log
+        .iter()
+        .filter(|r| r.path.starts_with("/l/"))
+        .count();
+    assert_eq!(many, 40);
 
     // The gzip bomb is decoded for parsing only up to the cap: its link is
     // found and followed.

@@ -12,7 +12,10 @@
 //! - `/endless`: a body that never ends; `/big`: 100 MB;
 //! - `/reset`: the connection dies in the middle of the body;
 //! - `/gzip-bomb`: 40 MB of HTML in 40 KB of gzip, with a link to
-//!   `/after-bomb` at its start.
+//!   `/after-bomb` at its start;
+//! - `/many-links`: 200,000 links; `/mislabelled` (windows-1251 declared
+//!   UTF-8), `/bad-utf8`, `/malformed`: each still links to an `/after-…`
+//!   page.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -38,7 +41,14 @@ pub const PATHS: &[&str] = &[
     "/big",
     "/reset",
     "/gzip-bomb",
+    "/many-links",
+    "/mislabelled",
+    "/bad-utf8",
+    "/malformed",
 ];
+
+/// Links on `/many-links`.
+pub const MANY_LINKS: usize = 200_000;
 
 /// Hops of `/chain/N`.
 pub const CHAIN: u32 = 10;
@@ -120,6 +130,21 @@ pub fn respond(path: &str, targets: Targets) -> HttpResponse {
             .content_type("text/html")
             .insert_header(("Content-Encoding", "gzip"))
             .body(gzip_bomb()),
+        "/many-links" => {
+            let mut body = String::with_capacity(MANY_LINKS * 24);
+            for n in 0..MANY_LINKS {
+                body.push_str(&format!("<a href=\"/l/{n}\">{n}</a>"));
+            }
+            html(body)
+        }
+        // Declared UTF-8, written in windows-1251.
+        "/mislabelled" => HttpResponse::Ok()
+            .content_type("text/html; charset=utf-8")
+            .body(&b"<html><body>\xcf\xf0\xe8\xe2\xe5\xf2 <a href=\"/after-mislabelled\">x</a></body></html>"[..]),
+        "/bad-utf8" => HttpResponse::Ok()
+            .content_type("text/html")
+            .body(&b"<html><body>\xff\xfe\xc3\x28 <a href=\"/after-bad-utf8\">x</a>\xed\xa0\x80</body></html>"[..]),
+        "/malformed" => html("<table><tr><td><a href=/after-malformed>x<div><p></a></table></td><b><i></b></i><a href='/after-malformed-2".into()),
         "/loop/a" => redirect("/loop/b".into()),
         "/loop/b" => redirect("/loop/a".into()),
         "/stall" | "/silent-body" | "/slow-body" | "/endless" | "/big" | "/reset" => {
