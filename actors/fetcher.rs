@@ -27,7 +27,7 @@ impl FetcherPool {
     /// A pool for `config` (must be created on the arbiter it runs on).
     pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
         FetcherPool {
-            client: Rc::new(HttpClient::new(config)),
+            client: Rc::new(HttpClient::new(config, metrics.clone())),
             slots: Rc::new(Semaphore::new(config.fetch.concurrency)),
             metrics,
         }

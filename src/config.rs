@@ -162,6 +162,17 @@ pub struct SitemapConfig {
 pub struct DnsConfig {
     /// Host pattern (`*.` wildcard allowed) to IP address.
     pub overrides: BTreeMap<String, IpAddr>,
+    /// Shortest life of a cached answer.
+    #[serde(with = "humantime_serde")]
+    pub min_ttl: Duration,
+    /// Longest life of a cached answer.
+    #[serde(with = "humantime_serde")]
+    pub max_ttl: Duration,
+    /// Life of a cached failure.
+    #[serde(with = "humantime_serde")]
+    pub negative_ttl: Duration,
+    /// Names cached at most.
+    pub max_entries: usize,
 }
 
 /// `[fetch]`: the HTTP client.

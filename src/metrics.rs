@@ -42,6 +42,9 @@ pub struct Metrics {
     pub sitemap_urls: IntCounterVec,
     /// Redirects by outcome (`followed`, `too_many`).
     pub redirects: IntCounterVec,
+    /// DNS lookups by result (`hit`, `miss`, `coalesced`, `error`,
+    /// `override`).
+    pub dns_lookups: IntCounterVec,
 }
 
 impl Metrics {
@@ -130,6 +133,11 @@ impl Metrics {
                 "trawl_redirects_total",
                 "Redirect responses by outcome.",
                 "outcome",
+            ),
+            dns_lookups: counter_vec(
+                "trawl_dns_lookups_total",
+                "DNS lookups by result.",
+                "result",
             ),
             registry,
         }

@@ -11,6 +11,7 @@
 //! the payload is stored exactly as received.
 
 pub mod decode;
+pub mod dns_cache;
 pub mod guard;
 mod resolver;
 
@@ -141,12 +142,23 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    /// Builds the client from the config.
-    pub fn new(config: &Config) -> Self {
+    /// Builds the client from the config; DNS lookups are counted in
+    /// `metrics`.
+    pub fn new(config: &Config, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
         install_crypto_provider();
         let guard = AddressPolicy::new(&config.fetch.deny_addresses, &config.fetch.allow_addresses);
-        let resolver =
-            OverrideResolver::new(DnsOverrides::new(&config.dns.overrides), guard.clone());
+        let cache = dns_cache::DnsCacheSettings {
+            min_ttl: config.dns.min_ttl,
+            max_ttl: config.dns.max_ttl,
+            negative_ttl: config.dns.negative_ttl,
+            max_entries: config.dns.max_entries.max(1),
+        };
+        let resolver = OverrideResolver::new(
+            DnsOverrides::new(&config.dns.overrides),
+            guard.clone(),
+            cache,
+            metrics,
+        );
         let limits = FetchLimits {
             connect_timeout: config.fetch.connect_timeout,
             timeout: config.fetch.timeout,

@@ -3,6 +3,9 @@
 //! are removed from the answer, and a name with only denied addresses fails
 //! with [`SsrfDenied`].
 //!
+//! System lookups go through a [`DnsCache`]; concurrent lookups of one name
+//! share one query. Every lookup is counted in `trawl_dns_lookups_total`.
+//!
 //! The resolver remembers the address each host last resolved to, so the
 //! archive can write `WARC-IP-Address` (awc does not report the peer).
 
@@ -12,9 +15,30 @@ use std::error::Error as StdError;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
-use futures_util::future::LocalBoxFuture;
+use std::sync::Arc;
+use std::time::Instant;
 
+use futures_util::future::{FutureExt, LocalBoxFuture, Shared};
+
+use super::dns_cache::{Answer, DnsCache, DnsCacheSettings};
 use super::guard::{AddressPolicy, SsrfDenied};
+use crate::metrics::Metrics;
+
+/// Where names are looked up when no override applies.
+pub type Backend = Rc<dyn Fn(String) -> LocalBoxFuture<'static, Answer>>;
+
+/// The system resolver (getaddrinfo), as a [`Backend`].
+pub fn system_backend() -> Backend {
+    Rc::new(|host: String| {
+        async move {
+            tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .map(|addrs| addrs.map(|a| a.ip()).collect())
+                .map_err(|e| e.to_string())
+        }
+        .boxed_local()
+    })
+}
 
 /// `[dns] overrides`: exact names and `*.` suffix patterns.
 #[derive(Debug, Clone, Default)]
@@ -60,23 +84,82 @@ impl DnsOverrides {
     }
 }
 
-/// The awc resolver: overrides, then the system resolver, then the guard.
+/// The awc resolver: overrides, then the cached system resolver, then the
+/// guard.
 #[derive(Clone)]
 pub struct OverrideResolver {
     overrides: Rc<DnsOverrides>,
     guard: Rc<AddressPolicy>,
     last: Rc<RefCell<HashMap<String, IpAddr>>>,
+    cache: Rc<RefCell<DnsCache>>,
+    /// Lookups in flight, shared by everyone asking for the same name.
+    inflight: Rc<RefCell<HashMap<String, Shared<LocalBoxFuture<'static, Answer>>>>>,
+    backend: Backend,
+    metrics: Arc<Metrics>,
 }
 
 impl OverrideResolver {
-    /// A resolver using `overrides` before the system resolver, and
-    /// connecting only to addresses `guard` allows.
-    pub fn new(overrides: DnsOverrides, guard: AddressPolicy) -> Self {
+    /// A resolver using `overrides` before the (cached) system resolver,
+    /// and connecting only to addresses `guard` allows.
+    pub fn new(
+        overrides: DnsOverrides,
+        guard: AddressPolicy,
+        cache: DnsCacheSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self::with_backend(overrides, guard, cache, metrics, system_backend())
+    }
+
+    /// Like [`OverrideResolver::new`] with another lookup backend (tests).
+    pub fn with_backend(
+        overrides: DnsOverrides,
+        guard: AddressPolicy,
+        cache: DnsCacheSettings,
+        metrics: Arc<Metrics>,
+        backend: Backend,
+    ) -> Self {
         OverrideResolver {
             overrides: Rc::new(overrides),
             guard: Rc::new(guard),
             last: Rc::default(),
+            cache: Rc::new(RefCell::new(DnsCache::new(cache))),
+            inflight: Rc::default(),
+            backend,
+            metrics,
         }
+    }
+
+    /// The addresses of `host`: override, cache, a lookup in flight, or a
+    /// new lookup (in that order).
+    pub async fn addresses(&self, host: &str) -> Answer {
+        let count = |result: &str| self.metrics.dns_lookups.with_label_values(&[result]).inc();
+        if let Some(ip) = self.overrides.lookup(host) {
+            count("override");
+            return Ok(vec![ip]);
+        }
+        if let Some(answer) = self.cache.borrow().get(host, Instant::now()) {
+            count("hit");
+            return answer.clone();
+        }
+        let pending = self.inflight.borrow().get(host).cloned();
+        if let Some(shared) = pending {
+            count("coalesced");
+            return shared.await;
+        }
+        count("miss");
+        let shared = (self.backend)(host.to_owned()).shared();
+        self.inflight
+            .borrow_mut()
+            .insert(host.to_owned(), shared.clone());
+        let answer = shared.await;
+        self.inflight.borrow_mut().remove(host);
+        if answer.is_err() {
+            count("error");
+        }
+        self.cache
+            .borrow_mut()
+            .put(host, answer.clone(), None, Instant::now());
+        answer
     }
 
     /// Keeps the allowed addresses; fails if none is.
@@ -122,13 +205,13 @@ impl actix_tls::connect::Resolve for OverrideResolver {
         port: u16,
     ) -> LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn StdError>>> {
         Box::pin(async move {
-            let addrs = match self.overrides.lookup(host) {
-                Some(ip) => vec![SocketAddr::new(ip, port)],
-                None => tokio::net::lookup_host((host, port))
-                    .await
-                    .map_err(|e| Box::new(e) as Box<dyn StdError>)?
-                    .collect(),
-            };
+            let addrs: Vec<SocketAddr> = self
+                .addresses(host)
+                .await
+                .map_err(|e| Box::<dyn StdError>::from(format!("lookup of {host}: {e}")))?
+                .into_iter()
+                .map(|ip| SocketAddr::new(ip, port))
+                .collect();
             let addrs = self
                 .guarded(addrs)
                 .map_err(|e| Box::new(e) as Box<dyn StdError>)?;
@@ -140,7 +223,60 @@ impl actix_tls::connect::Resolve for OverrideResolver {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::time::Duration;
+
     use super::*;
+
+    #[test]
+    fn concurrent_lookups_share_one_query_and_answers_are_cached() {
+        let calls = Rc::new(Cell::new(0));
+        let counter = calls.clone();
+        let backend: Backend = Rc::new(move |host: String| {
+            counter.set(counter.get() + 1);
+            async move {
+                actix_rt::time::sleep(Duration::from_millis(20)).await;
+                if host == "nx.example" {
+                    Err("no such name".to_owned())
+                } else {
+                    Ok(vec!["192.0.2.7".parse().unwrap()])
+                }
+            }
+            .boxed_local()
+        });
+        let settings = DnsCacheSettings {
+            min_ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(3600),
+            negative_ttl: Duration::from_secs(30),
+            max_entries: 100,
+        };
+        let metrics = Arc::new(Metrics::new());
+        let resolver = OverrideResolver::with_backend(
+            DnsOverrides::default(),
+            AddressPolicy::default(),
+            settings,
+            metrics.clone(),
+            backend,
+        );
+        actix_rt::System::new().block_on(async {
+            let asks = (0..5).map(|_| resolver.addresses("site.example"));
+            let answers = futures_util::future::join_all(asks).await;
+            assert!(answers
+                .iter()
+                .all(|a| a.as_deref() == Ok(&["192.0.2.7".parse().unwrap()][..])));
+            assert_eq!(calls.get(), 1, "five concurrent lookups, one query");
+            resolver.addresses("site.example").await.unwrap();
+            assert_eq!(calls.get(), 1, "then a cache hit");
+            assert!(resolver.addresses("nx.example").await.is_err());
+            assert!(resolver.addresses("nx.example").await.is_err());
+            assert_eq!(calls.get(), 2, "failures are cached too");
+        });
+        let by = |r: &str| metrics.dns_lookups.with_label_values(&[r]).get();
+        assert_eq!(
+            (by("miss"), by("coalesced"), by("hit"), by("error")),
+            (2, 4, 2, 1)
+        );
+    }
 
     #[test]
     fn exact_beats_wildcard_and_wildcards_match_at_label_boundaries() {
