@@ -40,7 +40,7 @@ use crate::politeness::ip::{IpSlot, IpSlots, SlotFreed};
 use crate::politeness::{unix_ms, HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
 use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
 use crate::robots::{self, RobotsRecord, RobotsSummary};
-use crate::sitemap::{SitemapKind, SitemapLimits};
+use crate::sitemap::{select_entries, SitemapLimits};
 use crate::store::{Completion, HostState, PartitionStore, QueueEntry, UrlState};
 use crate::url::Fingerprint;
 
@@ -937,45 +937,38 @@ impl Job {
         if let Some(err) = &parsed.error {
             tracing::info!(url = %self.url, error = %err, "sitemap read partly");
         }
-        let own_host = self.url.host_str();
         let fresh_since = chrono::Utc::now()
             - chrono::Duration::from_std(settings.fresh_within).unwrap_or_default();
-        let index_depth = self.entry.value.depth + 1;
-        let mut found = Vec::new();
-        for entry in parsed.entries {
-            let Ok(url) = self.url.join(&entry.loc) else {
-                continue;
-            };
-            let host = url.host_str();
-            if host != own_host && host != submitter {
-                count("dropped_host", 1);
-                continue;
-            }
-            let candidate = match parsed.kind {
-                SitemapKind::Index if index_depth <= settings.max_index_depth => Candidate {
-                    url,
-                    depth: index_depth,
-                    priority: Priority::HIGH,
-                    kind: EntryKind::Sitemap {
-                        submitter: submitter.map(str::to_owned),
-                    },
-                },
-                SitemapKind::Index => {
-                    count("dropped_depth", 1);
-                    continue;
-                }
-                _ => {
-                    let fresh = entry.lastmod.is_some_and(|t| t >= fresh_since);
-                    Candidate {
-                        url,
-                        depth: 0,
-                        priority: if fresh { Priority::HIGH } else { Priority::LOW },
-                        kind: EntryKind::Page,
-                    }
-                }
-            };
-            found.push(candidate);
-        }
+        let child_depth = self.entry.value.depth + 1;
+        let selection = select_entries(
+            &parsed,
+            &self.url,
+            submitter,
+            child_depth,
+            settings.max_index_depth,
+            fresh_since,
+        );
+        count("dropped_host", selection.dropped_host);
+        count("dropped_depth", selection.dropped_depth);
+        let kind = EntryKind::Sitemap {
+            submitter: submitter.map(str::to_owned),
+        };
+        let sitemaps = selection.sitemaps.into_iter().map(|url| Candidate {
+            url,
+            depth: child_depth,
+            priority: Priority::HIGH,
+            kind: kind.clone(),
+        });
+        let pages = selection
+            .pages
+            .into_iter()
+            .map(|(url, priority)| Candidate {
+                url,
+                depth: 0,
+                priority,
+                kind: EntryKind::Page,
+            });
+        let found: Vec<Candidate> = sitemaps.chain(pages).collect();
         count("queued", found.len());
         Ok(found)
     }

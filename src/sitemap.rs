@@ -13,6 +13,9 @@ use std::io::Read;
 use chrono::{DateTime, NaiveDate, Utc};
 use quick_xml::events::Event;
 use quick_xml::Reader;
+use url::Url;
+
+use crate::frontier::Priority;
 
 /// Per-file limits.
 #[derive(Debug, Clone, Copy)]
@@ -220,6 +223,56 @@ fn collect(field: Field, loc: &mut String, lastmod: &mut String, text: &str) {
     }
 }
 
+/// What a crawl takes from a read sitemap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Pages to queue, with their priority (fresh lastmod: high).
+    pub pages: Vec<(Url, Priority)>,
+    /// Child sitemaps of an index, within the depth limit.
+    pub sitemaps: Vec<Url>,
+    /// Entries of another host than the sitemap's or its submitter's.
+    pub dropped_host: usize,
+    /// Child sitemaps beyond the index depth limit.
+    pub dropped_depth: usize,
+}
+
+/// Picks the usable entries of `parsed`, read from `sitemap_url`: a
+/// sitemap may list URLs of its own host, and of `submitter` (the host
+/// whose robots.txt named it); an index's children count only up to
+/// `max_index_depth` (`child_depth` is their depth); a page whose lastmod
+/// is at or after `fresh_since` gets high priority, others low.
+pub fn select_entries(
+    parsed: &ParsedSitemap,
+    sitemap_url: &Url,
+    submitter: Option<&str>,
+    child_depth: u32,
+    max_index_depth: u32,
+    fresh_since: DateTime<Utc>,
+) -> Selection {
+    let own_host = sitemap_url.host_str();
+    let mut selection = Selection::default();
+    for entry in &parsed.entries {
+        let Ok(url) = sitemap_url.join(&entry.loc) else {
+            continue;
+        };
+        let host = url.host_str();
+        if host != own_host && host != submitter {
+            selection.dropped_host += 1;
+            continue;
+        }
+        match parsed.kind {
+            SitemapKind::Index if child_depth <= max_index_depth => selection.sitemaps.push(url),
+            SitemapKind::Index => selection.dropped_depth += 1,
+            _ => {
+                let fresh = entry.lastmod.is_some_and(|t| t >= fresh_since);
+                let priority = if fresh { Priority::HIGH } else { Priority::LOW };
+                selection.pages.push((url, priority));
+            }
+        }
+    }
+    selection
+}
+
 /// W3C Datetime as sitemaps use it: a full RFC 3339 time or a date.
 pub fn parse_lastmod(value: &str) -> Option<DateTime<Utc>> {
     if value.is_empty() {
@@ -333,6 +386,38 @@ mod tests {
             },
         );
         assert!(p.truncated);
+    }
+
+    #[test]
+    fn selection_keeps_own_and_submitter_hosts_and_ranks_by_lastmod() {
+        let xml = "<urlset><url><loc>/a</loc><lastmod>2026-11-29</lastmod></url>\
+                   <url><loc>http://b.test/b</loc></url>\
+                   <url><loc>http://evil.test/c</loc></url></urlset>";
+        let parsed = parse_sitemap(xml.as_bytes(), LIMITS);
+        let at = Url::parse("http://a.test/sitemap.xml").unwrap();
+        let since = parse_lastmod("2026-11-23").unwrap();
+        let s = select_entries(&parsed, &at, Some("b.test"), 1, 2, since);
+        let pages: Vec<_> = s.pages.iter().map(|(u, p)| (u.as_str(), *p)).collect();
+        assert_eq!(
+            pages,
+            [
+                ("http://a.test/a", Priority::HIGH),
+                ("http://b.test/b", Priority::LOW)
+            ]
+        );
+        assert_eq!(s.dropped_host, 1);
+        let index = "<sitemapindex><sitemap><loc>/s1.xml</loc></sitemap></sitemapindex>";
+        let parsed = parse_sitemap(index.as_bytes(), LIMITS);
+        assert_eq!(
+            select_entries(&parsed, &at, None, 2, 2, since)
+                .sitemaps
+                .len(),
+            1
+        );
+        assert_eq!(
+            select_entries(&parsed, &at, None, 3, 2, since).dropped_depth,
+            1
+        );
     }
 
     #[test]

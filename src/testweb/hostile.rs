@@ -21,6 +21,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use actix_web::HttpResponse;
+
+use super::server::not_found;
 use bytes::Bytes;
 use futures_util::stream;
 
@@ -175,10 +177,6 @@ fn gzip_bomb() -> Bytes {
         Bytes::from(enc.finish().unwrap_or_default())
     })
     .clone()
-}
-
-fn not_found() -> HttpResponse {
-    HttpResponse::NotFound().finish()
 }
 
 type Chunk = Result<Bytes, std::io::Error>;

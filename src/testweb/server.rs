@@ -215,7 +215,8 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
     response
 }
 
-fn not_found() -> HttpResponse {
+/// The 404 every synthetic host answers for what it does not have.
+pub(super) fn not_found() -> HttpResponse {
     HttpResponse::NotFound()
         .content_type("text/html; charset=utf-8")
         .body("<html><body><h1>not found</h1></body></html>")
