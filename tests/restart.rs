@@ -121,9 +121,10 @@ fn kill_9_then_restart_loses_nothing_and_refetches_only_in_flight() {
     assert!(server.log().wait_for(truth.len() / 3, RUN_TIMEOUT));
     first.kill().unwrap(); // SIGKILL
     let _ = first.wait();
-    let served_first: BTreeSet<String> = page_requests(&server.log().records(), port)
-        .into_keys()
-        .collect();
+    // What the first run had sent is not read from the server's log here:
+    // requests the killed process wrote to its sockets can still be read and
+    // logged by the server after this point. The store is the ground truth
+    // of what was still owed at the kill.
     let queued_at_kill = queued_urls(&crawl_dir);
     assert!(!queued_at_kill.is_empty(), "killed mid-crawl");
 
@@ -140,7 +141,6 @@ fn kill_9_then_restart_loses_nothing_and_refetches_only_in_flight() {
         .map(|(u, _)| u)
         .collect();
     for url in &refetched {
-        assert!(served_first.contains(*url));
         assert!(
             queued_at_kill.contains(*url),
             "{url} was completed before the kill but fetched again"
