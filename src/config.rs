@@ -173,6 +173,10 @@ pub struct DnsConfig {
     pub negative_ttl: Duration,
     /// Names cached at most.
     pub max_entries: usize,
+    /// Which resolver looks names up.
+    pub resolver: crate::fetch::dns_backend::ResolverKind,
+    /// Name servers for the hickory resolver; empty means the system's.
+    pub nameservers: Vec<std::net::SocketAddr>,
 }
 
 /// `[fetch]`: the HTTP client.

@@ -1,9 +1,9 @@
-//! The DNS cache in front of the system resolver: answers kept for a TTL
+//! The DNS cache in front of the lookup backend: answers kept for their TTL
 //! clamped to `[dns] min_ttl..=max_ttl`, failures kept for `negative_ttl`,
 //! at most `max_entries` names (the oldest-expiring are dropped first).
 //!
-//! The system resolver does not report TTLs, so answers live `min_ttl`; a
-//! resolver that does (hickory) can pass its TTL to [`DnsCache::put`].
+//! hickory reports each answer's TTL; the system resolver does not, so its
+//! answers live `min_ttl`.
 //! Lookups of one name in flight at once are coalesced by the resolver
 //! (see `resolver.rs`), so a burst of links to a new site costs one query.
 

@@ -11,6 +11,7 @@
 //! the payload is stored exactly as received.
 
 pub mod decode;
+pub mod dns_backend;
 pub mod dns_cache;
 pub mod guard;
 mod resolver;
@@ -158,6 +159,7 @@ impl HttpClient {
             guard.clone(),
             cache,
             metrics,
+            dns_backend::backend(config.dns.resolver, &config.dns.nameservers),
         );
         let limits = FetchLimits {
             connect_timeout: config.fetch.connect_timeout,

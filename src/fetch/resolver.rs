@@ -1,10 +1,11 @@
-//! Name resolution for the HTTP client: `[dns] overrides` first, then the
-//! system resolver; then the SSRF guard, at connect time: denied addresses
-//! are removed from the answer, and a name with only denied addresses fails
-//! with [`SsrfDenied`].
+//! Name resolution for the HTTP client: `[dns] overrides` first, then a
+//! lookup [`Backend`] (hickory by default, see `dns_backend.rs`); then the
+//! SSRF guard, at connect time: denied addresses are removed from the
+//! answer, and a name with only denied addresses fails with [`SsrfDenied`].
 //!
-//! System lookups go through a [`DnsCache`]; concurrent lookups of one name
-//! share one query. Every lookup is counted in `trawl_dns_lookups_total`.
+//! Lookups go through a [`DnsCache`] that keeps answers for their TTL
+//! (clamped); concurrent lookups of one name share one query. Every lookup
+//! is counted in `trawl_dns_lookups_total`.
 //!
 //! The resolver remembers the address each host last resolved to, so the
 //! archive can write `WARC-IP-Address` (awc does not report the peer).
@@ -20,25 +21,10 @@ use std::time::Instant;
 
 use futures_util::future::{FutureExt, LocalBoxFuture, Shared};
 
+use super::dns_backend::{Backend, Lookup};
 use super::dns_cache::{Answer, DnsCache, DnsCacheSettings};
 use super::guard::{AddressPolicy, SsrfDenied};
 use crate::metrics::Metrics;
-
-/// Where names are looked up when no override applies.
-pub type Backend = Rc<dyn Fn(String) -> LocalBoxFuture<'static, Answer>>;
-
-/// The system resolver (getaddrinfo), as a [`Backend`].
-pub fn system_backend() -> Backend {
-    Rc::new(|host: String| {
-        async move {
-            tokio::net::lookup_host((host.as_str(), 0))
-                .await
-                .map(|addrs| addrs.map(|a| a.ip()).collect())
-                .map_err(|e| e.to_string())
-        }
-        .boxed_local()
-    })
-}
 
 /// `[dns] overrides`: exact names and `*.` suffix patterns.
 #[derive(Debug, Clone, Default)]
@@ -93,25 +79,15 @@ pub struct OverrideResolver {
     last: Rc<RefCell<HashMap<String, IpAddr>>>,
     cache: Rc<RefCell<DnsCache>>,
     /// Lookups in flight, shared by everyone asking for the same name.
-    inflight: Rc<RefCell<HashMap<String, Shared<LocalBoxFuture<'static, Answer>>>>>,
+    inflight: Rc<RefCell<HashMap<String, Shared<LocalBoxFuture<'static, Lookup>>>>>,
     backend: Backend,
     metrics: Arc<Metrics>,
 }
 
 impl OverrideResolver {
-    /// A resolver using `overrides` before the (cached) system resolver,
-    /// and connecting only to addresses `guard` allows.
+    /// A resolver using `overrides` before the (cached) `backend`, and
+    /// connecting only to addresses `guard` allows.
     pub fn new(
-        overrides: DnsOverrides,
-        guard: AddressPolicy,
-        cache: DnsCacheSettings,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self::with_backend(overrides, guard, cache, metrics, system_backend())
-    }
-
-    /// Like [`OverrideResolver::new`] with another lookup backend (tests).
-    pub fn with_backend(
         overrides: DnsOverrides,
         guard: AddressPolicy,
         cache: DnsCacheSettings,
@@ -144,21 +120,21 @@ impl OverrideResolver {
         let pending = self.inflight.borrow().get(host).cloned();
         if let Some(shared) = pending {
             count("coalesced");
-            return shared.await;
+            return shared.await.answer;
         }
         count("miss");
         let shared = (self.backend)(host.to_owned()).shared();
         self.inflight
             .borrow_mut()
             .insert(host.to_owned(), shared.clone());
-        let answer = shared.await;
+        let Lookup { answer, ttl } = shared.await;
         self.inflight.borrow_mut().remove(host);
         if answer.is_err() {
             count("error");
         }
         self.cache
             .borrow_mut()
-            .put(host, answer.clone(), None, Instant::now());
+            .put(host, answer.clone(), ttl, Instant::now());
         answer
     }
 
@@ -236,11 +212,12 @@ mod tests {
             counter.set(counter.get() + 1);
             async move {
                 actix_rt::time::sleep(Duration::from_millis(20)).await;
-                if host == "nx.example" {
+                let answer = if host == "nx.example" {
                     Err("no such name".to_owned())
                 } else {
                     Ok(vec!["192.0.2.7".parse().unwrap()])
-                }
+                };
+                Lookup { answer, ttl: None }
             }
             .boxed_local()
         });
@@ -251,7 +228,7 @@ mod tests {
             max_entries: 100,
         };
         let metrics = Arc::new(Metrics::new());
-        let resolver = OverrideResolver::with_backend(
+        let resolver = OverrideResolver::new(
             DnsOverrides::default(),
             AddressPolicy::default(),
             settings,
