@@ -24,10 +24,11 @@ pub struct FetcherPool {
 }
 
 impl FetcherPool {
-    /// A pool for `config` (must be created on the arbiter it runs on).
-    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Self {
+    /// A pool for `config` with the TLS setup `tls` (must be created on the
+    /// arbiter it runs on).
+    pub fn new(config: &Config, tls: Arc<rustls::ClientConfig>, metrics: Arc<Metrics>) -> Self {
         FetcherPool {
-            client: Rc::new(HttpClient::new(config, metrics.clone())),
+            client: Rc::new(HttpClient::new(config, tls, metrics.clone())),
             slots: Rc::new(Semaphore::new(config.fetch.concurrency)),
             metrics,
         }

@@ -616,7 +616,8 @@ impl HostActor {
             let fp = entry.value.fp;
             let tries = act.attempts.entry(fp).or_insert(0);
             *tries += 1;
-            if outcome.is_retryable() && *tries < act.settings.max_attempts {
+            let transient = result.as_ref().err().is_none_or(FetchError::is_transient);
+            if outcome.is_retryable() && transient && *tries < act.settings.max_attempts {
                 // Not archived: the server did not serve the page this time.
                 act.retry.push_back(entry);
             } else {

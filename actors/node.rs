@@ -53,6 +53,9 @@ pub enum NodeError {
     /// The run marker could not be written.
     #[error("run marker in {0}: {1}")]
     Marker(std::path::PathBuf, std::io::Error),
+    /// The TLS trust store could not be built.
+    #[error(transparent)]
+    Tls(#[from] crate::fetch::tls::TlsSetupError),
 }
 
 /// The root actor.
@@ -82,6 +85,7 @@ impl Node {
     /// Opens the crawl in `config.storage.data_dir` and starts every actor.
     /// Must run inside an actix system.
     pub fn start(config: Config, metrics: Arc<Metrics>) -> Result<Addr<Node>, NodeError> {
+        let tls = crate::fetch::tls::client_config(&config.fetch.extra_root_certificates)?;
         let data_dir = config.storage.data_dir.clone();
         Manifest::ensure(&data_dir, config.storage.partitions)?;
         let crashed =
@@ -99,7 +103,7 @@ impl Node {
             config.parse.max_links_per_page,
             config.fetch.max_body_bytes,
         );
-        let fetcher = FetcherPool::new(&config, metrics.clone()).start();
+        let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
         let settings = Arc::new(host_settings(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)
             .map(|_| Arbiter::new())

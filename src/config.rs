@@ -185,9 +185,19 @@ pub struct DnsConfig {
 pub struct FetchConfig {
     /// Global requests in flight.
     pub concurrency: usize,
-    /// TCP + TLS connect timeout.
+    /// TCP connect timeout.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
+    /// TLS handshake timeout.
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+    /// From the request's start to the response head.
+    #[serde(with = "humantime_serde")]
+    pub first_byte_timeout: Duration,
+    /// Largest response head, in bytes.
+    pub max_header_bytes: usize,
+    /// PEM files of certificates trusted besides the public roots.
+    pub extra_root_certificates: Vec<PathBuf>,
     /// Deadline of a whole request.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,

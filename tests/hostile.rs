@@ -110,12 +110,20 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
     // found and followed.
     assert_eq!(hits("/gzip-bomb"), 1);
     assert_eq!(hits("/after-bomb"), 1);
+    assert_eq!(hits("/brotli-bomb"), 1);
+    assert_eq!(hits("/after-brotli-bomb"), 1);
 
     // The raw server's protocol violations: HTTP/1.0 is read (its link
     // followed); a premature EOF, broken chunking and stalled headers fail
     // and are archived never.
     let raw_url = |path: &str| format!("http://{}:{}{path}", raw::HOST, raw.addr().port());
-    for path in ["/premature-eof", "/bad-chunked", "/stalled-headers"] {
+    for path in [
+        "/premature-eof",
+        "/bad-chunked",
+        "/stalled-headers",
+        "/big-headers",
+        "/endless-headers",
+    ] {
         assert!(
             !events.iter().any(|e| e.url == raw_url(path)),
             "{path} archived"
@@ -124,6 +132,9 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
     assert!(events
         .iter()
         .any(|e| e.url == raw_url("/http10") && e.status == 200));
+    // Oversized heads (over our cap; over the parser's) are too_large, and
+    // not retried: they would be as large next time.
+    assert_eq!(errors("too_large"), 2);
     assert!(events
         .iter()
         .any(|e| e.url == raw_url("/http10-link") && e.status == 404));

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use trawl::testweb::{audit, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::tls::TestPki;
+use trawl::testweb::{audit, ServerOptions, SyntheticWeb, TestWebServer, WebSpec};
 
 /// Arguments of `trawl testweb`.
 #[derive(Debug, clap::Args)]
@@ -36,6 +37,11 @@ pub struct TestwebArgs {
     /// Write the ground truth (every URL a correct crawl fetches) here.
     #[arg(long)]
     truth_out: Option<PathBuf>,
+    /// Serve HTTPS too (HTTP/1.1 and HTTP/2) on another port, with a fresh
+    /// test CA whose certificate, and the self-signed host's, are written
+    /// into this directory (list them in `[fetch] extra_root_certificates`).
+    #[arg(long)]
+    tls_dir: Option<PathBuf>,
 }
 
 /// Runs `trawl testweb` until SIGINT/SIGTERM, then prints the audit.
@@ -46,8 +52,26 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         behaviours: !args.plain,
     });
-    let server = TestWebServer::start(web.clone(), args.listen, args.workers)
+    let tls = match &args.tls_dir {
+        Some(dir) => {
+            let names: Vec<String> = (0..args.hosts).map(SyntheticWeb::host_name).collect();
+            let pki = TestPki::generate(&names)?;
+            std::fs::create_dir_all(dir)?;
+            let files = pki.write_trust(dir)?;
+            tracing::info!(files = ?files, "test CA and self-signed certificate written");
+            Some(pki)
+        }
+        None => None,
+    };
+    let options = ServerOptions {
+        tls,
+        ..Default::default()
+    };
+    let server = TestWebServer::start_with(web.clone(), args.listen, args.workers, options)
         .with_context(|| format!("binding {}", args.listen))?;
+    if let Some(tls) = server.tls_addr() {
+        tracing::info!("serving HTTPS on {tls}");
+    }
     let port = server.addr().port();
     if let Some(path) = &args.seeds_out {
         std::fs::write(path, web.seeds(port).join("\n") + "\n")?;

@@ -15,6 +15,7 @@ pub mod dns_backend;
 pub mod dns_cache;
 pub mod guard;
 mod resolver;
+pub mod tls;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -54,9 +55,30 @@ pub enum FetchError {
     /// The SSRF guard refused every address.
     #[error("{0}")]
     SsrfDenied(String),
+    /// The TLS handshake failed: certificate not trusted or not for this
+    /// name, no common protocol.
+    #[error("tls: {0}")]
+    Tls(String),
+    /// The response head exceeded `fetch.max_header_bytes`.
+    #[error("too large: {0}")]
+    TooLarge(String),
 }
 
 impl FetchError {
+    /// Whether trying again later may succeed. A denied address, a bad URL,
+    /// a certificate the crawler does not trust or an oversized head will
+    /// be the same next time, so the URL is given up at once.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Dns(_)
+                | FetchError::Connect(_)
+                | FetchError::Timeout
+                | FetchError::Reset(_)
+                | FetchError::Protocol(_)
+        )
+    }
+
     /// The metric label of the error.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -67,6 +89,8 @@ impl FetchError {
             FetchError::Protocol(_) => "protocol",
             FetchError::BadUrl(_) => "bad_url",
             FetchError::SsrfDenied(_) => "ssrf_denied",
+            FetchError::Tls(_) => "tls",
+            FetchError::TooLarge(_) => "too_large",
         }
     }
 }
@@ -116,8 +140,15 @@ impl FetchResponse {
 /// Limits of one fetch.
 #[derive(Debug, Clone)]
 pub struct FetchLimits {
-    /// Connect (TCP + TLS) timeout.
+    /// TCP connect timeout.
     pub connect_timeout: Duration,
+    /// TLS handshake timeout.
+    pub handshake_timeout: Duration,
+    /// From the request's start (connecting included) to the response
+    /// head.
+    pub first_byte_timeout: Duration,
+    /// Largest response head (status line and headers), in bytes.
+    pub max_header_bytes: usize,
     /// Whole-request deadline.
     pub timeout: Duration,
     /// Longest silence between body chunks.
@@ -143,10 +174,13 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    /// Builds the client from the config; DNS lookups are counted in
-    /// `metrics`.
-    pub fn new(config: &Config, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Self {
-        install_crypto_provider();
+    /// Builds the client from the config with the TLS setup `tls` (see
+    /// [`tls::client_config`]); DNS lookups are counted in `metrics`.
+    pub fn new(
+        config: &Config,
+        tls: Arc<rustls::ClientConfig>,
+        metrics: std::sync::Arc<crate::metrics::Metrics>,
+    ) -> Self {
         let guard = AddressPolicy::new(&config.fetch.deny_addresses, &config.fetch.allow_addresses);
         let cache = dns_cache::DnsCacheSettings {
             min_ttl: config.dns.min_ttl,
@@ -163,23 +197,22 @@ impl HttpClient {
         );
         let limits = FetchLimits {
             connect_timeout: config.fetch.connect_timeout,
+            handshake_timeout: config.fetch.handshake_timeout,
+            first_byte_timeout: config.fetch.first_byte_timeout,
+            max_header_bytes: config.fetch.max_header_bytes,
             timeout: config.fetch.timeout,
             idle_timeout: config.fetch.idle_timeout,
             max_body_bytes: config.fetch.max_body_bytes,
         };
-        let mut tls = rustls::ClientConfig::builder()
-            .with_root_certificates(actix_tls::connect::rustls_0_23::webpki_roots_cert_store())
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let tcp = actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(
             resolver.clone(),
         ))
         .service();
         let connector = awc::Connector::new()
             .connector(tcp)
-            .rustls_0_23(Arc::new(tls))
+            .rustls_0_23(tls)
             .timeout(limits.connect_timeout)
-            .handshake_timeout(limits.connect_timeout)
+            .handshake_timeout(limits.handshake_timeout)
             .limit(config.fetch.concurrency)
             .conn_keep_alive(Duration::from_secs(30));
         let client = awc::ClientBuilder::new()
@@ -225,7 +258,11 @@ impl HttpClient {
             .get(url.as_str())
             .insert_header(("User-Agent", self.user_agent.as_str()))
             .insert_header(("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"));
-        let mut response = request.send().await.map_err(classify_send_error)?;
+        let first_byte = started + self.limits.first_byte_timeout.min(self.limits.timeout);
+        let mut response = tokio::time::timeout_at(first_byte.into(), request.send())
+            .await
+            .map_err(|_| FetchError::Timeout)?
+            .map_err(classify_send_error)?;
         let status = response.status().as_u16();
         let headers: Vec<(String, String)> = response
             .headers()
@@ -238,6 +275,13 @@ impl HttpClient {
             })
             .collect();
         let head = response_head(response.version(), response.status(), &headers);
+        if head.len() > self.limits.max_header_bytes {
+            return Err(FetchError::TooLarge(format!(
+                "response head of {} bytes (limit {})",
+                head.len(),
+                self.limits.max_header_bytes
+            )));
+        }
         let deadline = started + self.limits.timeout;
         let (body, truncated) = read_body(&mut response, &self.limits, deadline).await?;
         // A connection closed before Content-Length bytes arrived is a
@@ -313,6 +357,13 @@ fn is_reset(e: &std::io::Error) -> bool {
     )
 }
 
+/// Whether an I/O error carries a TLS failure (tokio-rustls wraps
+/// rustls' errors in `io::Error`).
+fn is_tls(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
 fn classify_send_error(err: awc::error::SendRequestError) -> FetchError {
     use awc::error::{ConnectError, SendRequestError as E};
     match err {
@@ -324,9 +375,13 @@ fn classify_send_error(err: awc::error::SendRequestError) -> FetchError {
         },
         E::Connect(ConnectError::Unresolved) => FetchError::Dns("unresolved".into()),
         E::Connect(ConnectError::Disconnected) => FetchError::Reset("disconnected".into()),
+        E::Connect(ConnectError::Io(e)) if is_tls(&e) => FetchError::Tls(e.to_string()),
         E::Connect(ConnectError::Io(e)) if is_reset(&e) => FetchError::Reset(e.to_string()),
         E::Connect(e) => FetchError::Connect(e.to_string()),
         E::Send(e) => FetchError::Reset(e.to_string()),
+        E::Response(actix_web::error::ParseError::TooLarge) => {
+            FetchError::TooLarge("response head over the parser's limit".into())
+        }
         E::Url(e) => FetchError::BadUrl(e.to_string()),
         other => FetchError::Protocol(other.to_string()),
     }

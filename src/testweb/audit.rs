@@ -22,6 +22,8 @@ pub struct RequestRecord {
     pub path: String,
     /// Status sent.
     pub status: u16,
+    /// HTTP version of the request, e.g. `HTTP/1.1`, `HTTP/2.0`.
+    pub version: String,
     /// When the request reached the handler.
     pub start: Instant,
     /// When the response was complete.
@@ -165,6 +167,7 @@ mod tests {
             host: host.into(),
             path: format!("/{start_ms}"),
             status: 200,
+            version: "HTTP/1.1".into(),
             start: t0 + Duration::from_millis(start_ms),
             end: t0 + Duration::from_millis(end_ms),
             not_before: None,

@@ -12,7 +12,8 @@
 //! - `/endless`: a body that never ends; `/big`: 100 MB;
 //! - `/reset`: the connection dies in the middle of the body;
 //! - `/gzip-bomb`: 40 MB of HTML in 40 KB of gzip, with a link to
-//!   `/after-bomb` at its start;
+//!   `/after-bomb` at its start; `/brotli-bomb`: 64 MB in a few KB of
+//!   brotli, linking to `/after-brotli-bomb`;
 //! - `/many-links`: 200,000 links; `/mislabelled` (windows-1251 declared
 //!   UTF-8), `/bad-utf8`, `/malformed`: each still links to an `/after-…`
 //!   page.
@@ -43,6 +44,7 @@ pub const PATHS: &[&str] = &[
     "/big",
     "/reset",
     "/gzip-bomb",
+    "/brotli-bomb",
     "/many-links",
     "/mislabelled",
     "/bad-utf8",
@@ -132,6 +134,10 @@ pub fn respond(path: &str, targets: Targets) -> HttpResponse {
             .content_type("text/html")
             .insert_header(("Content-Encoding", "gzip"))
             .body(gzip_bomb()),
+        "/brotli-bomb" => HttpResponse::Ok()
+            .content_type("text/html")
+            .insert_header(("Content-Encoding", "br"))
+            .body(brotli_bomb()),
         "/many-links" => {
             let mut body = String::with_capacity(MANY_LINKS * 24);
             for n in 0..MANY_LINKS {
@@ -175,6 +181,22 @@ fn gzip_bomb() -> Bytes {
             let _ = enc.write_all(&spaces);
         }
         Bytes::from(enc.finish().unwrap_or_default())
+    })
+    .clone()
+}
+
+/// 64 MB of HTML (a link, then spaces) in a few KB of brotli.
+fn brotli_bomb() -> Bytes {
+    use std::io::Write;
+    static BOMB: std::sync::OnceLock<Bytes> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| {
+        let mut enc = brotli::CompressorWriter::new(Vec::new(), 1 << 16, 5, 22);
+        let _ = enc.write_all(b"<html><body><a href=\"/after-brotli-bomb\">next</a>");
+        let spaces = vec![b' '; 1 << 20];
+        for _ in 0..64 {
+            let _ = enc.write_all(&spaces);
+        }
+        Bytes::from(enc.into_inner())
     })
     .clone()
 }

@@ -8,7 +8,8 @@
 //!   slowness, sitemaps);
 //! - [`server`]: one loopback HTTP server for every host, logging each
 //!   request's start and end;
-//! - [`audit`]: the politeness audit over that log.
+//! - [`audit`]: the politeness audit over that log;
+//! - [`tls`]: a test CA and the certificates of the HTTPS listener.
 
 pub mod audit;
 pub mod generator;
@@ -16,10 +17,11 @@ pub mod hostile;
 pub mod profile;
 pub mod raw;
 pub mod server;
+pub mod tls;
 
 pub use audit::{audit, audit_with, AuditReport, HostRule, RequestRecord, Violation};
 pub use generator::{request_kind, RequestKind, SyntheticWeb, WebSpec};
-pub use server::{RequestLog, TestWebServer};
+pub use server::{RequestLog, ServerOptions, TestWebServer};
 
 /// The DNS override pattern that sends every synthetic host to loopback.
 pub const DNS_PATTERN: &str = "*.test";

@@ -6,6 +6,9 @@
 //! - `/premature-eof`: Content-Length 100000, 100 bytes, then EOF;
 //! - `/bad-chunked`: a chunk size that is not hexadecimal;
 //! - `/stalled-headers`: half a header, then silence;
+//! - `/big-headers`: a head of about 80 KB in 80 headers (over trawl's
+//!   default 64 KiB cap, under the HTTP parser's own limits);
+//! - `/endless-headers`: headers that never end (the parser's limit);
 //! - anything else (robots.txt included): 404.
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,7 +27,15 @@ pub const PATHS: &[&str] = &[
     "/premature-eof",
     "/bad-chunked",
     "/stalled-headers",
+    "/big-headers",
+    "/endless-headers",
 ];
+
+/// Headers of `/big-headers`, of [`BIG_HEADER_BYTES`] each.
+pub const BIG_HEADERS: usize = 80;
+
+/// Value length of each header of `/big-headers`.
+pub const BIG_HEADER_BYTES: usize = 1000;
 
 /// A running raw server; stops when dropped.
 pub struct RawServer {
@@ -93,6 +104,27 @@ fn serve(mut conn: TcpStream) {
         "/http10" => b"HTTP/1.0 200 OK\r\nContent-Type: text/html\r\n\r\n<html><body><a href=\"/http10-link\">next</a></body></html>",
         "/premature-eof" => b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n<html><body>only the beginning of a long page ... ... ... ... ...",
         "/bad-chunked" => b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\nnot a chunk\r\n",
+        "/big-headers" => {
+            let mut head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 0\r\n".to_vec();
+            for n in 0..BIG_HEADERS {
+                let value = "x".repeat(BIG_HEADER_BYTES);
+                head.extend_from_slice(format!("X-Filler-{n}: {value}\r\n").as_bytes());
+            }
+            head.extend_from_slice(b"\r\n");
+            let _ = conn.write_all(&head);
+            return;
+        }
+        "/endless-headers" => {
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\n");
+            let line = format!("X-More: {}\r\n", "y".repeat(1000));
+            // Stops when the client hangs up (or after 1 MB).
+            for _ in 0..1000 {
+                if conn.write_all(line.as_bytes()).is_err() {
+                    return;
+                }
+            }
+            return;
+        }
         "/stalled-headers" => {
             let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Ty");
             std::thread::sleep(Duration::from_secs(30));

@@ -1,5 +1,10 @@
 //! The synthetic web's HTTP server: every host on one loopback listener,
 //! told apart by the Host header, with a log of every request.
+//!
+//! With a [`TestPki`] it also listens for HTTPS (HTTP/1.1 and HTTP/2 by
+//! ALPN) and serves the same web there. The generator writes absolute links
+//! as `http://siteNNNN.test:PORT`; over TLS they are rewritten to `https` and
+//! the TLS port, so a crawl seeded over HTTPS stays on it.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -12,6 +17,7 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use super::audit::RequestRecord;
 use super::generator::{Resource, SitemapFile, SyntheticWeb};
 use super::profile::{RobotsMode, Throttle, RETRY_AFTER_SECS, THROTTLED_PAGE};
+use super::tls::TestPki;
 
 /// Every request the server answered, in completion order.
 #[derive(Default)]
@@ -55,7 +61,6 @@ impl RequestLog {
 
 struct ServerState {
     web: SyntheticWeb,
-    port: u16,
     log: Arc<RequestLog>,
     /// Requests seen per (host, path), for behaviours that change with
     /// repetition (flaky robots.txt, one-time throttling).
@@ -74,9 +79,19 @@ impl ServerState {
     }
 }
 
+/// What a server serves besides the synthetic hosts.
+#[derive(Clone, Default)]
+pub struct ServerOptions {
+    /// Where `hostile.test` points its bait.
+    pub hostile: super::hostile::Targets,
+    /// Serve HTTPS too, on a second port, with these certificates.
+    pub tls: Option<TestPki>,
+}
+
 /// A running synthetic web server (on its own thread and actix system).
 pub struct TestWebServer {
     addr: SocketAddr,
+    tls_addr: Option<SocketAddr>,
     log: Arc<RequestLog>,
     handle: actix_web::dev::ServerHandle,
     thread: Option<JoinHandle<()>>,
@@ -97,15 +112,38 @@ impl TestWebServer {
         workers: usize,
         hostile: super::hostile::Targets,
     ) -> std::io::Result<Self> {
+        let options = ServerOptions { hostile, tls: None };
+        Self::start_with(web, listen, workers, options)
+    }
+
+    /// Like [`TestWebServer::start`], with `options`; the HTTPS listener
+    /// (if any) binds another port of `listen`'s address.
+    pub fn start_with(
+        web: SyntheticWeb,
+        listen: SocketAddr,
+        workers: usize,
+        options: ServerOptions,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
+        let tls = match &options.tls {
+            Some(pki) => {
+                let config = pki.server_config().map_err(std::io::Error::other)?;
+                let tls_listener = TcpListener::bind(SocketAddr::new(listen.ip(), 0))?;
+                Some((tls_listener, config))
+            }
+            None => None,
+        };
+        let tls_addr = match &tls {
+            Some((l, _)) => Some(l.local_addr()?),
+            None => None,
+        };
         let log = Arc::new(RequestLog::default());
         let state = web::Data::new(ServerState {
             web,
-            port: addr.port(),
             log: log.clone(),
             hits: Mutex::default(),
-            hostile,
+            hostile: options.hostile,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -114,7 +152,7 @@ impl TestWebServer {
                 let system = actix_rt::System::new();
                 let ready = tx.clone();
                 let result = system.block_on(async move {
-                    let server = HttpServer::new(move || {
+                    let mut server = HttpServer::new(move || {
                         App::new()
                             .app_data(state.clone())
                             .default_service(web::to(serve))
@@ -122,8 +160,11 @@ impl TestWebServer {
                     .workers(workers.max(1))
                     .disable_signals()
                     .backlog(4096)
-                    .listen(listener)?
-                    .run();
+                    .listen(listener)?;
+                    if let Some((tls_listener, config)) = tls {
+                        server = server.listen_rustls_0_23(tls_listener, config)?;
+                    }
+                    let server = server.run();
                     let _ = ready.send(Ok(server.handle()));
                     server.await
                 });
@@ -136,6 +177,7 @@ impl TestWebServer {
             .map_err(|_| std::io::Error::other("testweb server thread died"))??;
         Ok(TestWebServer {
             addr,
+            tls_addr,
             log,
             handle,
             thread: Some(thread),
@@ -145,6 +187,11 @@ impl TestWebServer {
     /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bound HTTPS address, if the server serves TLS.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_addr
     }
 
     /// The request log.
@@ -178,12 +225,9 @@ impl Drop for TestWebServer {
 
 async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
     let start = Instant::now();
-    let host_header = req
-        .headers()
-        .get("host")
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("");
-    let host_name = host_header
+    // The Host header, or HTTP/2's :authority.
+    let authority = req.connection_info().host().to_owned();
+    let host_name = authority
         .split(':')
         .next()
         .unwrap_or("")
@@ -193,8 +237,12 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         actix_rt::time::sleep(slow).await;
     }
     let path = req.uri().path();
+    let origin = Origin {
+        secure: req.app_config().secure(),
+        port: req.app_config().local_addr().port(),
+    };
     let (response, wait) = match host {
-        Some(host) => respond(&state, host, path),
+        Some(host) => respond(&state, host, path, origin),
         None if host_name == super::hostile::HOST => {
             (super::hostile::respond(path, state.hostile), None)
         }
@@ -208,6 +256,7 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
             .path_and_query()
             .map_or_else(|| path.to_owned(), |pq| pq.as_str().to_owned()),
         status: response.status().as_u16(),
+        version: format!("{:?}", req.version()),
         start,
         end,
         not_before: wait.map(|w| end + w),
@@ -222,11 +271,37 @@ pub(super) fn not_found() -> HttpResponse {
         .body("<html><body><h1>not found</h1></body></html>")
 }
 
+/// The listener a request came through.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    secure: bool,
+    port: u16,
+}
+
+impl Origin {
+    /// `body` with its absolute synthetic-web links moved to this
+    /// listener's scheme (the generator writes `http`).
+    fn rewrite(self, body: impl Into<String>) -> String {
+        let body = body.into();
+        if self.secure {
+            body.replace("http://site", "https://site")
+        } else {
+            body
+        }
+    }
+}
+
 /// The response, and the wait a Retry-After in it asks for.
-fn respond(state: &ServerState, host: u32, path: &str) -> (HttpResponse, Option<Duration>) {
+fn respond(
+    state: &ServerState,
+    host: u32,
+    path: &str,
+    origin: Origin,
+) -> (HttpResponse, Option<Duration>) {
     let web = &state.web;
     let profile = web.profile(host);
-    let base = format!("http://{}:{}", SyntheticWeb::host_name(host), state.port);
+    let port = origin.port;
+    let base = format!("http://{}:{port}", SyntheticWeb::host_name(host));
     let response = match web.resolve(host, path) {
         Some(Resource::Robots(hop)) => {
             let attempt = state.attempt(host, path);
@@ -242,7 +317,7 @@ fn respond(state: &ServerState, host: u32, path: &str) -> (HttpResponse, Option<
                     .finish(),
                 _ => HttpResponse::Ok()
                     .content_type("text/plain")
-                    .body(profile.robots_body(host, &base)),
+                    .body(origin.rewrite(profile.robots_body(host, &base))),
             }
         }
         Some(Resource::Sitemap(file)) => {
@@ -251,9 +326,13 @@ fn respond(state: &ServerState, host: u32, path: &str) -> (HttpResponse, Option<
                 SitemapFile::TextPart => "text/plain",
                 SitemapFile::Main | SitemapFile::Index => "application/xml",
             };
-            HttpResponse::Ok()
-                .content_type(content_type)
-                .body(web.sitemap_body(host, file, state.port))
+            let body = web.sitemap_body(host, file, port);
+            let body = match (origin.secure, file) {
+                // Compressed: served as made (its URLs stay http).
+                (true, SitemapFile::GzipPart) | (false, _) => body,
+                (true, _) => origin.rewrite(String::from_utf8_lossy(&body)).into_bytes(),
+            };
+            HttpResponse::Ok().content_type(content_type).body(body)
         }
         Some(Resource::Page(id)) => {
             if id == THROTTLED_PAGE
@@ -264,7 +343,7 @@ fn respond(state: &ServerState, host: u32, path: &str) -> (HttpResponse, Option<
             }
             HttpResponse::Ok()
                 .content_type("text/html; charset=utf-8")
-                .body(web.render(host, id, state.port))
+                .body(origin.rewrite(web.render(host, id, port)))
         }
         Some(Resource::Missing(_)) | None => not_found(),
     };
