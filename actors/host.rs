@@ -69,6 +69,8 @@ pub struct HostSettings {
     pub max_attempts: u32,
     /// Redirect hops followed from a URL.
     pub max_redirects: u32,
+    /// Archive 2xx responses that are not HTML (else only count them).
+    pub archive_non_html: bool,
     /// Sitemap discovery, if enabled.
     pub sitemaps: Option<SitemapSettings>,
     /// The previous run did not stop cleanly: a request may have been in
@@ -850,6 +852,12 @@ impl Job {
                     }
                 } else if (300..400).contains(&status) {
                     found.extend(self.redirect_target(&response));
+                } else if ok && !self.settings.archive_non_html {
+                    self.metrics
+                        .urls
+                        .with_label_values(&["not_archived_type"])
+                        .inc();
+                    return Ok(status);
                 }
                 (found, canonical, robots_meta, EventKind::Page)
             }

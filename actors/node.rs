@@ -186,6 +186,7 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
         },
         max_attempts: config.fetch.max_attempts,
         max_redirects: config.fetch.max_redirects,
+        archive_non_html: config.fetch.archive_non_html,
         sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
             limits: SitemapLimits {
                 max_urls: config.sitemap.max_urls,

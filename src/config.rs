@@ -198,6 +198,8 @@ pub struct FetchConfig {
     pub max_header_bytes: usize,
     /// PEM files of certificates trusted besides the public roots.
     pub extra_root_certificates: Vec<PathBuf>,
+    /// Archive successful responses that are not HTML.
+    pub archive_non_html: bool,
     /// Deadline of a whole request.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,

@@ -27,7 +27,8 @@ pub struct Metrics {
     pub warc_bytes: IntCounter,
     /// WARC records written.
     pub warc_records: IntCounter,
-    /// Candidate URLs by admission outcome (`admitted`, `seen`, `filtered`).
+    /// URLs by outcome: at admission (`admitted`, `seen`, `filtered`) and
+    /// after fetching (`not_archived_type`: not HTML, not archived).
     pub urls: IntCounterVec,
     /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
     /// `unreachable_wait`, `unreachable_dropped`).

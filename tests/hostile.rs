@@ -151,3 +151,39 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
     }
     warcio_check(&warc_files(&config));
 }
+
+#[test]
+fn non_html_is_archived_unless_configured_not_to_be_and_never_parsed() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 1,
+        pages_per_host: 2,
+        seed: 1,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start_hostile(web, listen, 1, Default::default()).unwrap();
+    let port = server.addr().port();
+    let base = format!("http://{}:{port}", hostile::HOST);
+    let seeds = vec![format!("{base}/data.bin"), format!("{base}/malformed")];
+    for archive_non_html in [true, false] {
+        let data = tempfile::tempdir().unwrap();
+        let config = Config::from_layers(&[
+            ("test".into(), config_toml(data.path(), 5, 1)),
+            (
+                "types".into(),
+                format!("[fetch]\narchive_non_html = {archive_non_html}\n"),
+            ),
+        ])
+        .unwrap();
+        let (_, metrics) = crawl_with_metrics(config.clone(), seeds.clone());
+        let events = page_events(&config);
+        let archived = events.iter().any(|e| e.url.ends_with("/data.bin"));
+        assert_eq!(archived, archive_non_html);
+        assert!(events.iter().any(|e| e.url.ends_with("/malformed")));
+        let skipped = metrics.urls.with_label_values(&["not_archived_type"]).get();
+        assert_eq!(skipped, u64::from(!archive_non_html));
+    }
+    let log = server.log().records();
+    server.stop();
+    assert!(!log.iter().any(|r| r.path == "/never-followed"));
+}

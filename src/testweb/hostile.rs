@@ -16,7 +16,8 @@
 //!   brotli, linking to `/after-brotli-bomb`;
 //! - `/many-links`: 200,000 links; `/mislabelled` (windows-1251 declared
 //!   UTF-8), `/bad-utf8`, `/malformed`: each still links to an `/after-…`
-//!   page.
+//!   page;
+//! - `/data.bin`: not HTML (though it holds a link, never followed).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -49,6 +50,7 @@ pub const PATHS: &[&str] = &[
     "/mislabelled",
     "/bad-utf8",
     "/malformed",
+    "/data.bin",
 ];
 
 /// Links on `/many-links`.
@@ -153,6 +155,9 @@ pub fn respond(path: &str, targets: Targets) -> HttpResponse {
             .content_type("text/html")
             .body(&b"<html><body>\xff\xfe\xc3\x28 <a href=\"/after-bad-utf8\">x</a>\xed\xa0\x80</body></html>"[..]),
         "/malformed" => html("<table><tr><td><a href=/after-malformed>x<div><p></a></table></td><b><i></b></i><a href='/after-malformed-2".into()),
+        "/data.bin" => HttpResponse::Ok()
+            .content_type("application/octet-stream")
+            .body(&b"\x00\x01<a href=\"/never-followed\">binary</a>"[..]),
         "/loop/a" => redirect("/loop/b".into()),
         "/loop/b" => redirect("/loop/a".into()),
         "/stall" | "/silent-body" | "/slow-body" | "/endless" | "/big" | "/reset" => {
