@@ -56,6 +56,9 @@ pub enum NodeError {
     /// The TLS trust store could not be built.
     #[error(transparent)]
     Tls(#[from] crate::fetch::tls::TlsSetupError),
+    /// A scope rule does not compile.
+    #[error(transparent)]
+    Scope(#[from] crate::url::scope::ScopeError),
 }
 
 /// The root actor.
@@ -86,6 +89,8 @@ impl Node {
     /// Must run inside an actix system.
     pub fn start(config: Config, metrics: Arc<Metrics>) -> Result<Addr<Node>, NodeError> {
         let tls = crate::fetch::tls::client_config(&config.fetch.extra_root_certificates)?;
+        let year = chrono::Datelike::year(&chrono::Utc::now());
+        let scope = crate::url::Scope::new(&config.scope, &config.traps, year)?;
         let data_dir = config.storage.data_dir.clone();
         Manifest::ensure(&data_dir, config.storage.partitions)?;
         let crashed =
@@ -133,7 +138,7 @@ impl Node {
             })
             .collect();
         let recipients = partitions.iter().map(|p| p.clone().recipient()).collect();
-        seen_ctx.run(SeenSet::new(&config, recipients, metrics.clone()));
+        seen_ctx.run(SeenSet::new(&config, scope, recipients, metrics.clone()));
         Ok(Node {
             data_dir,
             partitions,

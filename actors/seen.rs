@@ -17,7 +17,7 @@ use super::messages::{Admission, AdmitBatch, Candidate, Discover, Failure};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::store::AdmitEntry;
-use crate::url::{self as urls, Fingerprint};
+use crate::url::{self as urls, Excluded, Fingerprint, Scope, UrlRules};
 
 /// A partition's batch is sent once it holds this many entries...
 const FLUSH_AT: usize = 1024;
@@ -38,8 +38,10 @@ pub struct SeenSet {
     partitions: Vec<Recipient<AdmitBatch>>,
     /// Candidates deeper than this are dropped (0 = no limit).
     max_depth: u32,
-    /// Longest normalised URL accepted.
-    max_url_length: usize,
+    /// The normal form.
+    rules: UrlRules,
+    /// Scope and trap rules.
+    scope: Scope,
     /// Batches being filled, one per partition.
     pending: Vec<Pending>,
     /// A flush timer is armed.
@@ -48,9 +50,11 @@ pub struct SeenSet {
 }
 
 impl SeenSet {
-    /// A SeenSet routing to `partitions` (index = partition id).
+    /// A SeenSet routing to `partitions` (index = partition id), applying
+    /// `scope` (compiled from the config, see [`Scope::new`]).
     pub fn new(
         config: &Config,
+        scope: Scope,
         partitions: Vec<Recipient<AdmitBatch>>,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -58,27 +62,38 @@ impl SeenSet {
         SeenSet {
             partitions,
             max_depth: config.crawl.max_depth,
-            max_url_length: config.crawl.max_url_length,
+            rules: UrlRules::new(&config.url, config.crawl.max_url_length),
+            scope,
             pending,
             flush_armed: false,
             metrics,
         }
     }
 
-    /// Normalises and filters one candidate into an admission entry.
-    fn entry(&self, c: Candidate) -> Option<AdmitEntry> {
+    /// Normalises and filters one candidate into an admission entry, or
+    /// names why it is dropped. An excluded extension is still admitted,
+    /// as a record that is never queued.
+    fn entry(&self, c: Candidate) -> Result<AdmitEntry, &'static str> {
         if c.kind.is_page() && self.max_depth > 0 && c.depth > self.max_depth {
-            return None;
+            return Err("depth");
         }
-        let url = urls::normalise(c.url, self.max_url_length).ok()?;
-        let host = urls::host_key(&url).to_owned();
-        Some(AdmitEntry {
-            fp: Fingerprint::of(url.as_str()),
-            url: url.into(),
+        let n = self.rules.normalise(c.url).map_err(|_| "invalid")?;
+        let queue = match self.scope.check(&n.fetch) {
+            None => true,
+            // Sitemaps and robots-submitted files are not pages to judge.
+            Some(Excluded::Extension) if c.kind.is_page() => false,
+            Some(Excluded::Extension) => true,
+            Some(other) => return Err(other.label()),
+        };
+        let host = urls::host_key(&n.fetch).to_owned();
+        Ok(AdmitEntry {
+            fp: n.fp,
+            url: n.fetch.into(),
             host,
             depth: c.depth,
             priority: c.priority,
             kind: c.kind,
+            queue,
         })
     }
 
@@ -124,10 +139,19 @@ impl Handler<Discover> for SeenSet {
         let partitions = self.partitions.len() as u16;
         let mut mine: Vec<Vec<Fingerprint>> = vec![Vec::new(); self.pending.len()];
         for candidate in msg.candidates {
-            if let Some(entry) = self.entry(candidate) {
-                let p = urls::partition_of(&entry.host, partitions) as usize;
-                mine[p].push(entry.fp);
-                self.pending[p].entries.push(entry);
+            match self.entry(candidate) {
+                Ok(entry) => {
+                    if !entry.queue {
+                        self.metrics
+                            .urls_dropped
+                            .with_label_values(&[Excluded::Extension.label()])
+                            .inc();
+                    }
+                    let p = urls::partition_of(&entry.host, partitions) as usize;
+                    mine[p].push(entry.fp);
+                    self.pending[p].entries.push(entry);
+                }
+                Err(reason) => self.metrics.urls_dropped.with_label_values(&[reason]).inc(),
             }
         }
         let valid: usize = mine.iter().map(Vec::len).sum();

@@ -51,6 +51,7 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
                 depth: 1,
                 priority: Priority::NORMAL,
                 kind: EntryKind::Page,
+                queue: true,
             }
         })
         .collect()

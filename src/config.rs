@@ -64,6 +64,12 @@ pub struct Config {
     pub admin: AdminConfig,
     /// HTML parsing.
     pub parse: ParseConfig,
+    /// URL normal form.
+    pub url: UrlConfig,
+    /// Which URLs the crawl admits.
+    pub scope: ScopeConfig,
+    /// Crawler-trap defences.
+    pub traps: TrapsConfig,
 }
 
 /// `[crawl]`: scope of the crawl.
@@ -74,7 +80,7 @@ pub struct CrawlConfig {
     pub user_agent: String,
     /// Maximum hops from a seed; 0 means unlimited.
     pub max_depth: u32,
-    /// Longest accepted normalised URL, in bytes.
+    /// Longest accepted URL, in bytes.
     pub max_url_length: usize,
 }
 
@@ -268,6 +274,51 @@ pub struct AdminConfig {
     pub enabled: bool,
 }
 
+/// `[url]`: the URL normal form (see `src/url/normalise.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UrlConfig {
+    /// Session-ID parameter names, removed from the identity.
+    pub session_params: Vec<String>,
+    /// Remove `tracking_params` from the identity too.
+    pub strip_tracking: bool,
+    /// Tracking parameter names.
+    pub tracking_params: Vec<String>,
+}
+
+/// `[scope]`: which URLs the crawl admits (see `src/url/scope.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeConfig {
+    /// Host patterns admitted (`example.com`, `*.example.com`); empty: all.
+    pub allow_hosts: Vec<String>,
+    /// Host patterns refused.
+    pub deny_hosts: Vec<String>,
+    /// Regexes over the URL; when not empty, a URL must match one.
+    pub allow_patterns: Vec<String>,
+    /// Regexes over the URL refused.
+    pub deny_patterns: Vec<String>,
+    /// File extensions (lower-case, no dot) recorded but never fetched.
+    pub deny_extensions: Vec<String>,
+}
+
+/// `[traps]`: endless URL spaces (see `src/url/traps.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrapsConfig {
+    /// Most path segments in a URL.
+    pub max_path_segments: usize,
+    /// Most occurrences of one path segment in a URL.
+    pub max_repeated_segment: usize,
+    /// Most query parameters in a URL.
+    pub max_query_params: usize,
+    /// Dates in a URL more than this many years after the current year
+    /// mark a calendar running into the future.
+    pub calendar_years_ahead: i32,
+    /// ...or more than this many years before it.
+    pub calendar_years_back: i32,
+}
+
 /// `[parse]`: the parser pool.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -354,6 +405,9 @@ impl Config {
         }
         if self.crawl.user_agent.trim().is_empty() {
             return invalid("crawl.user_agent must not be empty");
+        }
+        if let Err(e) = crate::url::Scope::new(&self.scope, &self.traps, 2000) {
+            return Err(ConfigError::Invalid(e.to_string()));
         }
         for pattern in self.dns.overrides.keys() {
             let bare = pattern.strip_prefix("*.").unwrap_or(pattern);

@@ -1,4 +1,4 @@
-//! The `trawl` command line: demo, run, testweb, config.
+//! The `trawl` command line: demo, run, robots, testweb, url, config.
 //!
 //! The binary is the edge of the system: it parses arguments, builds the
 //! config, starts the node and the admin server, and turns errors into exit
@@ -28,11 +28,22 @@ enum Command {
     Robots(cli::robots::RobotsArgs),
     /// Serve the synthetic web on loopback.
     Testweb(cli::testweb::TestwebArgs),
+    /// URL tools.
+    Url {
+        #[command(subcommand)]
+        command: UrlCommand,
+    },
     /// Configuration tools.
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum UrlCommand {
+    /// Print the normal form (the identity) of each URL.
+    Normalize(cli::url::NormalizeArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,6 +64,9 @@ fn main() -> std::process::ExitCode {
         Command::Run(a) => cli::run::main(a),
         Command::Robots(a) => cli::robots::main(a),
         Command::Testweb(a) => cli::testweb::main(a),
+        Command::Url {
+            command: UrlCommand::Normalize(a),
+        } => cli::url::main(a),
         Command::Config {
             command: ConfigCommand::Print { config },
         } => trawl::config::Config::load(config.as_deref())

@@ -30,6 +30,9 @@ pub struct Metrics {
     /// URLs by outcome: at admission (`admitted`, `seen`, `filtered`) and
     /// after fetching (`not_archived_type`: not HTML, not archived).
     pub urls: IntCounterVec,
+    /// Candidates not admitted, by reason (`invalid`, `depth`, scope and
+    /// trap reasons, budgets).
+    pub urls_dropped: IntCounterVec,
     /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
     /// `unreachable_wait`, `unreachable_dropped`).
     pub robots_decisions: IntCounterVec,
@@ -110,6 +113,11 @@ impl Metrics {
                 "trawl_urls_total",
                 "Candidate URLs by admission outcome.",
                 "outcome",
+            ),
+            urls_dropped: counter_vec(
+                "trawl_urls_dropped_total",
+                "Candidate URLs not admitted, by reason.",
+                "reason",
             ),
             robots_decisions: counter_vec(
                 "trawl_robots_decisions_total",

@@ -111,3 +111,41 @@ fn demo_json_reports_a_complete_polite_crawl() {
     assert!(!refused.status.success());
     assert!(foreign.join("precious.txt").exists());
 }
+
+#[test]
+fn url_normalize_prints_one_line_per_input_in_order() {
+    let out = trawl()
+        .args([
+            "url",
+            "normalize",
+            "HTTP://Example.COM:80/a/../%7euser;jsessionid=1?PHPSESSID=2&x=1#f",
+            "mailto:someone@example.com",
+            "http://e.com/p?utm_source=news",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "one input was rejected");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines[0], "http://example.com/~user?x=1");
+    assert!(lines[1].starts_with("error\t"), "{}", lines[1]);
+    assert_eq!(lines[2], "http://e.com/p?utm_source=news");
+
+    // The effective config decides: tracking parameters stripped on request,
+    // and the fingerprint after a tab.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("t.toml");
+    std::fs::write(&file, "[url]\nstrip_tracking = true\n").unwrap();
+    let out = trawl()
+        .args(["url", "normalize", "--fingerprint", "--config"])
+        .arg(&file)
+        .arg("http://e.com/p?utm_source=news")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (url, fp) = text.trim_end().split_once('\t').unwrap();
+    assert_eq!(url, "http://e.com/p");
+    assert_eq!(fp, trawl::url::Fingerprint::of("http://e.com/p").to_hex());
+}

@@ -6,6 +6,7 @@ pub mod progress;
 pub mod robots;
 pub mod run;
 pub mod testweb;
+pub mod url;
 
 /// Logs to stderr, `info` by default, `RUST_LOG` to change.
 pub fn init_logging() {

@@ -25,6 +25,8 @@ pub enum UrlState {
     Disallowed,
     /// Not fetched: robots.txt stayed unreachable past `give_up_after`.
     RobotsUnreachable,
+    /// Recorded, never fetched: excluded by `[scope] deny_extensions`.
+    Excluded,
 }
 
 /// The `urls` value.
@@ -45,6 +47,7 @@ impl UrlRecord {
             UrlState::Failed => (3, 0),
             UrlState::Disallowed => (4, 0),
             UrlState::RobotsUnreachable => (5, 0),
+            UrlState::Excluded => (6, 0),
         };
         let mut out = [0u8; 7];
         out[0] = tag;
@@ -66,6 +69,7 @@ impl UrlRecord {
             3 => UrlState::Failed,
             4 => UrlState::Disallowed,
             5 => UrlState::RobotsUnreachable,
+            6 => UrlState::Excluded,
             _ => return None,
         };
         Some(UrlRecord { state, depth })

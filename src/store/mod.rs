@@ -124,6 +124,9 @@ pub struct AdmitEntry {
     pub priority: Priority,
     /// Page or sitemap.
     pub kind: EntryKind,
+    /// Queue it for fetching; `false` records it as seen
+    /// ([`UrlState::Excluded`]) and nothing more.
+    pub queue: bool,
 }
 
 /// One entry of a host's durable queue.
@@ -245,6 +248,14 @@ impl PartitionStore {
             if hit.map_err(|e| self.rocks(e))?.is_some() {
                 continue;
             }
+            if !entry.queue {
+                let record = UrlRecord {
+                    state: UrlState::Excluded,
+                    depth: entry.depth,
+                };
+                batch.put_cf(urls, key, record.encode());
+                continue;
+            }
             let record = UrlRecord {
                 state: UrlState::Queued,
                 depth: entry.depth,
@@ -264,7 +275,7 @@ impl PartitionStore {
             seq += 1;
             admitted.push(entry);
         }
-        if admitted.is_empty() {
+        if batch.is_empty() {
             return Ok(admitted);
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
@@ -531,6 +542,7 @@ mod tests {
             depth: 1,
             priority: Priority::NORMAL,
             kind: EntryKind::Page,
+            queue: true,
         }
     }
 

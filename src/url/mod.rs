@@ -5,10 +5,21 @@
 //! (64 bits collide at web scale: a billion URLs give ~3% odds of a
 //! collision, 128 bits make it negligible).
 //!
-//! This is the baseline normalisation: WHATWG parsing (which lower-cases the
-//! scheme and host, applies IDNA, drops default ports and resolves dot
-//! segments) and fragment removal. Session-ID and percent-encoding rules
-//! build on this module.
+//! The rules of the normal form are in [`normalise`]:
+//!
+//! ```
+//! use trawl::url::UrlRules;
+//! let rules = UrlRules::default();
+//! let n = rules.parse("HTTP://Example.COM:80/a/../%7Eb;jsessionid=X?#top").unwrap();
+//! assert_eq!(n.identity, "http://example.com/~b");
+//! assert_eq!(n.fetch.as_str(), "http://example.com/%7Eb;jsessionid=X");
+//! ```
+
+pub mod normalise;
+pub mod scope;
+
+pub use normalise::{Normalised, UrlRules};
+pub use scope::{Excluded, Scope};
 
 use url::Url;
 use xxhash_rust::xxh3::{xxh3_128, xxh3_64};
@@ -56,36 +67,6 @@ impl Fingerprint {
     }
 }
 
-/// Normalises a parsed URL in place and checks it can be crawled.
-pub fn normalise(mut url: Url, max_len: usize) -> Result<Url, UrlError> {
-    match url.scheme() {
-        "http" | "https" => {}
-        other => return Err(UrlError::Scheme(other.to_owned())),
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(UrlError::NoHost);
-    }
-    url.set_fragment(None);
-    if url.query() == Some("") {
-        url.set_query(None);
-    }
-    if url.as_str().len() > max_len {
-        return Err(UrlError::TooLong(max_len));
-    }
-    Ok(url)
-}
-
-/// Parses `raw` (absolute) and normalises it.
-///
-/// ```
-/// let url = trawl::url::parse_and_normalise("HTTP://Example.COM:80/a/../b#top", 2048).unwrap();
-/// assert_eq!(url.as_str(), "http://example.com/b");
-/// ```
-pub fn parse_and_normalise(raw: &str, max_len: usize) -> Result<Url, UrlError> {
-    let url = Url::parse(raw).map_err(|e| UrlError::Parse(e.to_string()))?;
-    normalise(url, max_len)
-}
-
 /// The host key that politeness and queues are kept by: the lower-case host
 /// name without port (two ports of one machine share its politeness).
 pub fn host_key(url: &Url) -> &str {
@@ -110,29 +91,6 @@ pub fn partition_of(host: &str, partitions: u16) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn normalises_case_port_fragment_and_dots() {
-        let url = parse_and_normalise("HTTP://Example.COM:80/a/./b/../c?#frag", 2048).unwrap();
-        assert_eq!(url.as_str(), "http://example.com/a/c");
-        let url = parse_and_normalise("https://example.com:8443/x?q=1#f", 2048).unwrap();
-        assert_eq!(url.as_str(), "https://example.com:8443/x?q=1");
-    }
-
-    #[test]
-    fn rejects_other_schemes_long_and_hostless() {
-        assert!(matches!(
-            parse_and_normalise("mailto:a@b.c", 2048),
-            Err(UrlError::Scheme(_))
-        ));
-        assert!(matches!(
-            parse_and_normalise("ftp://x.org/", 2048),
-            Err(UrlError::Scheme(_))
-        ));
-        let long = format!("http://x.org/{}", "a".repeat(100));
-        assert_eq!(parse_and_normalise(&long, 50), Err(UrlError::TooLong(50)));
-        assert!(parse_and_normalise("not a url", 2048).is_err());
-    }
 
     #[test]
     fn fingerprint_round_trips_and_orders() {

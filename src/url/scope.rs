@@ -1,0 +1,338 @@
+//! Which URLs the crawl admits: `[scope]` host and regex rules, the
+//! extension deny list, and the `[traps]` shapes of endless URL spaces.
+//!
+//! The checks are pure functions of the URL (no per-host state), run by the
+//! SeenSet on every candidate before the seen check. Per-host and
+//! per-domain caps need counts and live with the partitions
+//! (`src/frontier/budget.rs`).
+//!
+//! Choices where the issue is silent:
+//! - host rules match the host name only (any port, any scheme);
+//! - a calendar is a year followed by a month (`/2031/05/`, `2031-05-01`,
+//!   `?y=2031&m=5` is not recognised) further than the configured window
+//!   from the current year; a site's real archive (`/2019/04/`) is inside
+//!   the window and is crawled;
+//! - an excluded extension is decided on the last path segment, before
+//!   any query (`/a.zip?x=1` is a zip).
+
+use regex::RegexSet;
+use url::Url;
+
+use crate::config::{ScopeConfig, TrapsConfig};
+
+/// Why a URL is not fetched. The label is a bounded metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Excluded {
+    /// Host not in `allow_hosts`, or in `deny_hosts`.
+    Host,
+    /// Matched no `allow_patterns`, or a `deny_patterns` entry.
+    Pattern,
+    /// An extension of `deny_extensions`: recorded as seen, not fetched.
+    Extension,
+    /// More path segments than `max_path_segments`.
+    TooManySegments,
+    /// A path segment repeated more than `max_repeated_segment` times.
+    RepeatedSegment,
+    /// More query parameters than `max_query_params`.
+    TooManyParams,
+    /// A date outside the calendar window.
+    Calendar,
+}
+
+impl Excluded {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Excluded::Host => "scope_host",
+            Excluded::Pattern => "scope_pattern",
+            Excluded::Extension => "extension",
+            Excluded::TooManySegments => "trap_segments",
+            Excluded::RepeatedSegment => "trap_repeated_segment",
+            Excluded::TooManyParams => "trap_query_params",
+            Excluded::Calendar => "trap_calendar",
+        }
+    }
+}
+
+/// A `[scope]` or `[traps]` entry that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ScopeError {
+    /// The config key.
+    pub key: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The compiled rules.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    allow_hosts: Vec<HostPattern>,
+    deny_hosts: Vec<HostPattern>,
+    allow: Option<RegexSet>,
+    deny: Option<RegexSet>,
+    extensions: Vec<String>,
+    traps: TrapsConfig,
+    /// The current year, for the calendar window.
+    year: i32,
+}
+
+impl Scope {
+    /// Compiles the rules; `year` is the current year (injected for tests).
+    pub fn new(scope: &ScopeConfig, traps: &TrapsConfig, year: i32) -> Result<Self, ScopeError> {
+        let set =
+            |key: &'static str, patterns: &[String]| -> Result<Option<RegexSet>, ScopeError> {
+                if patterns.is_empty() {
+                    return Ok(None);
+                }
+                RegexSet::new(patterns).map(Some).map_err(|e| ScopeError {
+                    key,
+                    message: e.to_string(),
+                })
+            };
+        Ok(Scope {
+            allow_hosts: scope
+                .allow_hosts
+                .iter()
+                .map(|p| HostPattern::new(p))
+                .collect(),
+            deny_hosts: scope
+                .deny_hosts
+                .iter()
+                .map(|p| HostPattern::new(p))
+                .collect(),
+            allow: set("scope.allow_patterns", &scope.allow_patterns)?,
+            deny: set("scope.deny_patterns", &scope.deny_patterns)?,
+            extensions: scope
+                .deny_extensions
+                .iter()
+                .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
+                .collect(),
+            traps: traps.clone(),
+            year,
+        })
+    }
+
+    /// Why `url` is not fetched, or `None` if it is in scope.
+    pub fn check(&self, url: &Url) -> Option<Excluded> {
+        let host = url.host_str().unwrap_or("");
+        if !self.allow_hosts.is_empty() && !self.allow_hosts.iter().any(|p| p.matches(host)) {
+            return Some(Excluded::Host);
+        }
+        if self.deny_hosts.iter().any(|p| p.matches(host)) {
+            return Some(Excluded::Host);
+        }
+        let text = url.as_str();
+        if self.allow.as_ref().is_some_and(|s| !s.is_match(text))
+            || self.deny.as_ref().is_some_and(|s| s.is_match(text))
+        {
+            return Some(Excluded::Pattern);
+        }
+        self.trap(url).or_else(|| self.extension(url))
+    }
+
+    fn extension(&self, url: &Url) -> Option<Excluded> {
+        let last = url.path().rsplit('/').next().unwrap_or("");
+        let (_, ext) = last.rsplit_once('.')?;
+        self.extensions
+            .iter()
+            .any(|e| e.eq_ignore_ascii_case(ext))
+            .then_some(Excluded::Extension)
+    }
+
+    fn trap(&self, url: &Url) -> Option<Excluded> {
+        let segments: Vec<&str> = url.path().split('/').filter(|s| !s.is_empty()).collect();
+        if segments.len() > self.traps.max_path_segments {
+            return Some(Excluded::TooManySegments);
+        }
+        let repeated = segments
+            .iter()
+            .any(|s| segments.iter().filter(|t| *t == s).count() > self.traps.max_repeated_segment);
+        if repeated {
+            return Some(Excluded::RepeatedSegment);
+        }
+        let params = url
+            .query()
+            .map_or(0, |q| q.split('&').filter(|p| !p.is_empty()).count());
+        if params > self.traps.max_query_params {
+            return Some(Excluded::TooManyParams);
+        }
+        let outside = |y: i32| {
+            y > self.year + self.traps.calendar_years_ahead
+                || y < self.year - self.traps.calendar_years_back
+        };
+        let dated = url.path().chars().chain(url.query().unwrap_or("").chars());
+        years_with_month(dated)
+            .into_iter()
+            .any(outside)
+            .then_some(Excluded::Calendar)
+    }
+}
+
+/// Years (four digits, 1000-2999) directly followed by a month token
+/// (one or two digits, 1-12) in a URL's text.
+fn years_with_month(text: impl Iterator<Item = char>) -> Vec<i32> {
+    let text: String = text.collect();
+    let tokens: Vec<&str> = text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .collect();
+    tokens
+        .windows(2)
+        .filter_map(|w| {
+            let year: i32 = (w[0].len() == 4).then(|| w[0].parse().ok()).flatten()?;
+            let month: u32 = (w[1].len() <= 2).then(|| w[1].parse().ok()).flatten()?;
+            ((1000..3000).contains(&year) && (1..=12).contains(&month)).then_some(year)
+        })
+        .collect()
+}
+
+/// `example.com` (that host) or `*.example.com` (it and its subdomains).
+#[derive(Debug, Clone)]
+struct HostPattern {
+    name: String,
+    subdomains: bool,
+}
+
+impl HostPattern {
+    fn new(pattern: &str) -> Self {
+        let pattern = pattern.trim().to_ascii_lowercase();
+        match pattern.strip_prefix("*.") {
+            Some(domain) => HostPattern {
+                name: domain.to_owned(),
+                subdomains: true,
+            },
+            None => HostPattern {
+                name: pattern,
+                subdomains: false,
+            },
+        }
+    }
+
+    fn matches(&self, host: &str) -> bool {
+        host == self.name
+            || (self.subdomains
+                && host.len() > self.name.len()
+                && host.ends_with(&self.name)
+                && host.as_bytes()[host.len() - self.name.len() - 1] == b'.')
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn scope(edit: impl FnOnce(&mut ScopeConfig)) -> Scope {
+        let config = Config::defaults();
+        let mut s = config.scope.clone();
+        edit(&mut s);
+        Scope::new(&s, &config.traps, 2026).unwrap()
+    }
+
+    fn check(scope: &Scope, url: &str) -> Option<Excluded> {
+        scope.check(&Url::parse(url).unwrap())
+    }
+
+    #[test]
+    fn host_and_pattern_rules() {
+        let s = scope(|c| {
+            c.allow_hosts = vec!["*.example.com".into(), "other.org".into()];
+            c.deny_hosts = vec!["private.example.com".into()];
+            c.deny_patterns = vec![r"/logout".into(), r"[?&]print=1".into()];
+        });
+        assert_eq!(check(&s, "http://example.com/"), None);
+        assert_eq!(check(&s, "http://www.example.com:8080/a"), None);
+        assert_eq!(check(&s, "http://other.org/"), None);
+        assert_eq!(check(&s, "http://www.other.org/"), Some(Excluded::Host));
+        assert_eq!(check(&s, "http://badexample.com/"), Some(Excluded::Host));
+        assert_eq!(
+            check(&s, "http://private.example.com/"),
+            Some(Excluded::Host)
+        );
+        assert_eq!(
+            check(&s, "http://example.com/logout"),
+            Some(Excluded::Pattern)
+        );
+        assert_eq!(
+            check(&s, "http://example.com/a?x=2&print=1"),
+            Some(Excluded::Pattern)
+        );
+        let only_docs = scope(|c| c.allow_patterns = vec![r"^https?://[^/]+/docs/".into()]);
+        assert_eq!(check(&only_docs, "http://a.test/docs/x"), None);
+        assert_eq!(
+            check(&only_docs, "http://a.test/blog/x"),
+            Some(Excluded::Pattern)
+        );
+    }
+
+    #[test]
+    fn extensions_are_read_from_the_last_segment() {
+        let s = scope(|_| {});
+        assert_eq!(
+            check(&s, "http://a.test/photo.JPG"),
+            Some(Excluded::Extension)
+        );
+        assert_eq!(
+            check(&s, "http://a.test/f.zip?x=1"),
+            Some(Excluded::Extension)
+        );
+        assert_eq!(check(&s, "http://a.test/zip/page.html"), None);
+        assert_eq!(check(&s, "http://a.test/a.mp4/"), None);
+        assert_eq!(check(&s, "http://a.test/?file=a.zip"), None);
+    }
+
+    #[test]
+    fn trap_shapes() {
+        let s = scope(|_| {});
+        assert_eq!(
+            check(&s, "http://a.test/a/b/a/b/a/b/a/b/x.html"),
+            Some(Excluded::RepeatedSegment)
+        );
+        assert_eq!(check(&s, "http://a.test/a/b/a/b/a/b/x.html"), None);
+        let deep = format!(
+            "http://a.test/{}",
+            (0..30).map(|n| n.to_string()).collect::<Vec<_>>().join("/")
+        );
+        assert_eq!(check(&s, &deep), Some(Excluded::TooManySegments));
+        let query = (0..20)
+            .map(|n| format!("p{n}=1"))
+            .collect::<Vec<_>>()
+            .join("&");
+        assert_eq!(
+            check(&s, &format!("http://a.test/?{query}")),
+            Some(Excluded::TooManyParams)
+        );
+    }
+
+    #[test]
+    fn calendars_beyond_the_window_are_traps_and_archives_are_not() {
+        let s = scope(|_| {});
+        assert_eq!(check(&s, "http://a.test/cal/2028/12/"), None);
+        assert_eq!(
+            check(&s, "http://a.test/cal/2029/01/"),
+            Some(Excluded::Calendar)
+        );
+        assert_eq!(
+            check(&s, "http://a.test/events?d=2031-05-01"),
+            Some(Excluded::Calendar)
+        );
+        assert_eq!(check(&s, "http://a.test/blog/2019/04/post.html"), None);
+        assert_eq!(
+            check(&s, "http://a.test/1900/01/"),
+            Some(Excluded::Calendar)
+        );
+        // A four-digit number without a month is not a date.
+        assert_eq!(check(&s, "http://a.test/item/4096/x"), None);
+        assert_eq!(check(&s, "http://a.test/p/2999.html"), None);
+    }
+
+    #[test]
+    fn bad_regexes_name_their_key() {
+        let config = Config::defaults();
+        let mut s = config.scope.clone();
+        s.deny_patterns = vec!["(".into()];
+        let err = Scope::new(&s, &config.traps, 2026).unwrap_err();
+        assert_eq!(err.key, "scope.deny_patterns");
+    }
+}
