@@ -5,22 +5,41 @@
 //! record plus its request record, then its event line; both files are
 //! flushed to the OS before the reply, so an acknowledged response survives
 //! a process crash.
+//!
+//! Content dedup happens here, the one place that sees every stored
+//! payload (see `src/dedup/`): a repeated payload becomes a revisit record,
+//! a near-duplicate page is flagged or not archived.
 
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 
 use super::messages::{Archive, ArchiveSnapshot, CloseArchive, Failure, GetArchiveSnapshot};
-use crate::config::Config;
-use crate::events::{Event, EventWriter};
+use crate::config::{Config, DedupConfig};
+use crate::dedup::{DedupIndex, NearAction, Original};
+use crate::events::{Event, EventKind, EventWriter};
 use crate::metrics::Metrics;
-use crate::warc::{Exchange, WarcRef, WarcSettings, WarcWriter};
+use crate::warc::{Exchange, Stored, WarcRef, WarcSettings, WarcWriter};
 
 /// The archive's writers.
 pub struct ArchiveActor {
     warc: WarcWriter,
     events: EventWriter,
+    dedup: DedupIndex,
+    settings: DedupConfig,
     metrics: Arc<Metrics>,
+}
+
+/// What dedup decided for one response.
+enum Verdict {
+    /// Store it in full.
+    New,
+    /// Store a revisit of this original.
+    Exact(Original),
+    /// Store it, flagged as resembling this URL.
+    Near(String),
+    /// Do not store it (near-duplicate of this URL, skip-archive mode).
+    Skip,
 }
 
 /// Errors opening the archive.
@@ -32,6 +51,9 @@ pub enum ArchiveOpenError {
     /// The events file could not be opened.
     #[error("events file: {0}")]
     Events(#[from] std::io::Error),
+    /// The dedup index could not be opened.
+    #[error(transparent)]
+    Dedup(#[from] crate::dedup::DedupError),
 }
 
 impl ArchiveActor {
@@ -59,11 +81,13 @@ impl ArchiveActor {
             ],
         })?;
         let events = EventWriter::open(&config.data_path(&config.events.path))?;
+        let dedup = DedupIndex::open(&config.data_path(&config.dedup.dir))?;
+        let settings = config.dedup.clone();
         // SyncArbiter wants a factory; the writers exist once, so the single
         // thread takes them on its first (and only) start.
-        let slot = Arc::new(Mutex::new(Some((warc, events))));
+        let slot = Arc::new(Mutex::new(Some((warc, events, dedup))));
         Ok(SyncArbiter::start(1, move || {
-            let (warc, events) = slot
+            let (warc, events, dedup) = slot
                 .lock()
                 .expect("archive slot lock")
                 .take()
@@ -71,12 +95,44 @@ impl ArchiveActor {
             ArchiveActor {
                 warc,
                 events,
+                dedup,
+                settings: settings.clone(),
                 metrics: metrics.clone(),
             }
         }))
     }
 
-    fn archive(&mut self, msg: Archive) -> Result<WarcRef, Failure> {
+    /// Exact first (a revisit is cheaper than any flag), then near.
+    fn verdict(&self, msg: &Archive, sha256: &[u8; 32]) -> Result<Verdict, Failure> {
+        if !Self::is_dedup_candidate(msg) {
+            return Ok(Verdict::New);
+        }
+        if self.settings.exact {
+            let found = self
+                .dedup
+                .exact(sha256)
+                .map_err(|e| Failure::Archive(e.to_string()))?;
+            if let Some(original) = found {
+                return Ok(Verdict::Exact(original));
+            }
+        }
+        let near = msg
+            .simhash
+            .filter(|_| self.settings.near_duplicates != NearAction::Off)
+            .and_then(|h| self.dedup.near(h, self.settings.near_distance))
+            .map(|(url, _)| url.to_owned());
+        Ok(match (near, self.settings.near_duplicates) {
+            (Some(_), NearAction::SkipArchive) => Verdict::Skip,
+            (Some(url), _) => Verdict::Near(url),
+            (None, _) => Verdict::New,
+        })
+    }
+
+    fn count(&self, kind: &str) {
+        self.metrics.duplicates.with_label_values(&[kind]).inc();
+    }
+
+    fn archive(&mut self, msg: Archive) -> Result<Option<WarcRef>, Failure> {
         let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
         let resp = &msg.response;
         let date = chrono::DateTime::<chrono::Utc>::from(resp.started_at);
@@ -89,8 +145,44 @@ impl ArchiveActor {
             payload: &resp.body,
             truncated: resp.truncated.then_some("length"),
         };
+        let sha256 = crate::warc::payload_sha256(&resp.body);
+        let verdict = self.verdict(&msg, &sha256)?;
         let records_before = self.warc.bytes();
-        let (at, sha256) = self.warc.write_exchange(&exchange).map_err(|e| fail(&e))?;
+        let (stored, duplicate_of, original) = match verdict {
+            Verdict::Skip => {
+                self.count("near_skipped");
+                return Ok(None);
+            }
+            Verdict::Exact(original) => {
+                self.count("exact");
+                let stored = self
+                    .warc
+                    .write_revisit(&exchange, sha256, &original)
+                    .map_err(|e| fail(&e))?;
+                (stored, Some(original.uri), None)
+            }
+            Verdict::Near(url) => {
+                self.count("near_flagged");
+                let stored = self
+                    .warc
+                    .write_digested(&exchange, sha256)
+                    .map_err(|e| fail(&e))?;
+                (stored, Some(url), None)
+            }
+            Verdict::New => {
+                let stored = self
+                    .warc
+                    .write_digested(&exchange, sha256)
+                    .map_err(|e| fail(&e))?;
+                let original = Self::is_dedup_candidate(&msg).then(|| Original {
+                    uri: msg.url.to_string(),
+                    date: crate::warc::warc_date(date),
+                    record_id: stored.record_id.clone(),
+                });
+                (stored, None, original)
+            }
+        };
+        let Stored { at, .. } = stored;
         self.metrics.warc_records.inc_by(2);
         self.metrics
             .warc_bytes
@@ -103,8 +195,8 @@ impl ArchiveActor {
             content_type: resp.header("content-type").map(str::to_owned),
             warc_ref: at.clone(),
             content_sha256: data_encoding::HEXLOWER.encode(&sha256),
-            simhash: None,
-            duplicate_of: None,
+            simhash: msg.simhash.map(|h| format!("{h:016x}")),
+            duplicate_of,
             robots_meta: msg.robots_meta,
             links_out: msg.links_out,
             kind: msg.kind,
@@ -114,7 +206,25 @@ impl ArchiveActor {
         self.warc.flush().map_err(|e| fail(&e))?;
         self.events.append(&event).map_err(|e| fail(&e))?;
         self.events.flush().map_err(|e| fail(&e))?;
-        Ok(at)
+        // Only a stored original enters the index, after its records.
+        if let Some(original) = &original {
+            let near = msg
+                .simhash
+                .filter(|_| self.settings.near_duplicates != NearAction::Off);
+            self.dedup
+                .remember(&sha256, Some(original), near, &original.uri)
+                .map_err(|e| fail(&e))?;
+        }
+        Ok(Some(at))
+    }
+
+    /// Whether dedup looks at a response: a page's 2xx with a whole,
+    /// non-empty body.
+    fn is_dedup_candidate(msg: &Archive) -> bool {
+        msg.kind == EventKind::Page
+            && (200..300).contains(&msg.response.status)
+            && !msg.response.body.is_empty()
+            && !msg.response.truncated
     }
 
     fn snapshot(&self) -> ArchiveSnapshot {
@@ -132,7 +242,7 @@ impl Actor for ArchiveActor {
 }
 
 impl Handler<Archive> for ArchiveActor {
-    type Result = Result<WarcRef, Failure>;
+    type Result = Result<Option<WarcRef>, Failure>;
 
     fn handle(&mut self, msg: Archive, _: &mut Self::Context) -> Self::Result {
         let url = msg.url.clone();

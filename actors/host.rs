@@ -546,6 +546,7 @@ impl HostActor {
             canonical: None,
             robots_meta: None,
             links_out: 0,
+            simhash: None,
         });
         ctx.spawn(archive.into_actor(self).map(|result, act, ctx| {
             if let Err(err) = result.map_err(Failure::from).and_then(|r| r) {
@@ -814,6 +815,7 @@ impl Job {
     async fn archive_and_follow(&self, response: FetchResponse) -> Result<u16, Failure> {
         let status = response.status;
         let ok = (200..300).contains(&status);
+        let mut simhash = None;
         let (found, canonical, robots_meta, kind) = match &self.entry.value.kind {
             EntryKind::Sitemap { submitter } => {
                 let found = if ok {
@@ -825,7 +827,17 @@ impl Job {
             }
             EntryKind::Page | EntryKind::Redirected { .. } => {
                 let mut found = Vec::new();
-                let (mut canonical, mut robots_meta) = (None, None);
+                let mut canonical = None;
+                // X-Robots-Tag applies to any response; meta robots adds to it.
+                let header = crate::parse::x_robots_tag(
+                    response
+                        .headers
+                        .iter()
+                        .filter(|(n, _)| n == "x-robots-tag")
+                        .map(|(_, v)| v.as_str()),
+                    &self.settings.robots.product_token,
+                );
+                let mut robots_meta = header.clone();
                 if ok && response.is_html() {
                     let parsed = self
                         .links
@@ -841,8 +853,12 @@ impl Job {
                         })
                         .await?;
                     canonical = parsed.canonical.clone();
-                    robots_meta = parsed.robots_meta.clone();
-                    if !parsed.nofollow() {
+                    simhash = parsed.simhash;
+                    robots_meta = match (header, parsed.robots_meta.clone()) {
+                        (Some(h), Some(m)) => Some(format!("{m}, {h}")),
+                        (h, m) => m.or(h),
+                    };
+                    if !crate::parse::forbids_following(robots_meta.as_deref()) {
                         let depth = self.entry.value.depth + 1;
                         found = parsed
                             .links
@@ -873,6 +889,7 @@ impl Job {
                 canonical,
                 robots_meta,
                 links_out: found.len(),
+                simhash,
             })
             .await??;
         if !found.is_empty() {

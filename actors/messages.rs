@@ -281,9 +281,10 @@ pub struct Parse {
 
 // ----------------------------------------------------------------- Archive
 
-/// Archives one response (WARC records and its output event).
+/// Archives one response (WARC records and its output event). Replies
+/// with where it was stored, or `None` when dedup chose not to store it.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<WarcRef, Failure>")]
+#[rtype(result = "Result<Option<WarcRef>, Failure>")]
 pub struct Archive {
     /// The URL fetched.
     pub url: Url,
@@ -299,6 +300,8 @@ pub struct Archive {
     pub robots_meta: Option<String>,
     /// Links found.
     pub links_out: usize,
+    /// Simhash of the page's visible text, if it is an HTML page.
+    pub simhash: Option<u64>,
 }
 
 /// Flushes and closes the current WARC file and syncs the events file.

@@ -70,6 +70,22 @@ pub struct Config {
     pub scope: ScopeConfig,
     /// Crawler-trap defences.
     pub traps: TrapsConfig,
+    /// Content dedup.
+    pub dedup: DedupConfig,
+}
+
+/// `[dedup]`: exact and near-duplicate content (see `src/dedup/`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DedupConfig {
+    /// Store repeated payloads as revisit records.
+    pub exact: bool,
+    /// What to do with near-duplicate pages.
+    pub near_duplicates: crate::dedup::NearAction,
+    /// Largest Hamming distance between simhashes of near-duplicates (≤ 3).
+    pub near_distance: u32,
+    /// Directory of the dedup index, relative to `storage.data_dir`.
+    pub dir: PathBuf,
 }
 
 /// `[crawl]`: scope of the crawl.
@@ -405,6 +421,9 @@ impl Config {
         }
         if self.crawl.user_agent.trim().is_empty() {
             return invalid("crawl.user_agent must not be empty");
+        }
+        if self.dedup.near_distance > crate::dedup::NearIndex::MAX_DISTANCE {
+            return invalid("dedup.near_distance must be at most 3");
         }
         if let Err(e) = crate::url::Scope::new(&self.scope, &self.traps, 2000) {
             return Err(ConfigError::Invalid(e.to_string()));

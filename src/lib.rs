@@ -24,6 +24,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod dedup;
 pub mod events;
 pub mod fetch;
 pub mod frontier;

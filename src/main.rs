@@ -1,4 +1,5 @@
-//! The `trawl` command line: demo, run, robots, testweb, url, config.
+//! The `trawl` command line: demo, run, robots, testweb, url, simhash,
+//! config.
 //!
 //! The binary is the edge of the system: it parses arguments, builds the
 //! config, starts the node and the admin server, and turns errors into exit
@@ -28,6 +29,8 @@ enum Command {
     Robots(cli::robots::RobotsArgs),
     /// Serve the synthetic web on loopback.
     Testweb(cli::testweb::TestwebArgs),
+    /// Print the simhash (near-duplicate fingerprint) of HTML files.
+    Simhash(cli::simhash::SimhashArgs),
     /// URL tools.
     Url {
         #[command(subcommand)]
@@ -67,6 +70,7 @@ fn main() -> std::process::ExitCode {
         Command::Url {
             command: UrlCommand::Normalize(a),
         } => cli::url::main(a),
+        Command::Simhash(a) => cli::simhash::main(a),
         Command::Config {
             command: ConfigCommand::Print { config },
         } => trawl::config::Config::load(config.as_deref())

@@ -33,6 +33,9 @@ pub struct Metrics {
     /// Candidates not admitted, by reason (`invalid`, `depth`, scope and
     /// trap reasons, budgets).
     pub urls_dropped: IntCounterVec,
+    /// Duplicate responses by kind (`exact`, `near_flagged`,
+    /// `near_skipped`).
+    pub duplicates: IntCounterVec,
     /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
     /// `unreachable_wait`, `unreachable_dropped`).
     pub robots_decisions: IntCounterVec,
@@ -118,6 +121,11 @@ impl Metrics {
                 "trawl_urls_dropped_total",
                 "Candidate URLs not admitted, by reason.",
                 "reason",
+            ),
+            duplicates: counter_vec(
+                "trawl_duplicates_total",
+                "Responses found to duplicate an archived one, by kind.",
+                "kind",
             ),
             robots_decisions: counter_vec(
                 "trawl_robots_decisions_total",

@@ -149,3 +149,44 @@ fn url_normalize_prints_one_line_per_input_in_order() {
     assert_eq!(url, "http://e.com/p");
     assert_eq!(fp, trawl::url::Fingerprint::of("http://e.com/p").to_hex());
 }
+
+#[test]
+fn simhash_prints_close_fingerprints_for_near_duplicate_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "the committee met on tuesday to discuss the budget for the coming year \
+                and agreed to fund the new library the park and the repairs to the bridge";
+    let write = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(
+            &path,
+            format!("<html><head><title>x</title></head><body><p>{body}</p></body></html>"),
+        )
+        .unwrap();
+        path
+    };
+    let a = write("a.html", text);
+    let b = write("b.html", &text.replace("tuesday", "friday"));
+    let c = write(
+        "c.html",
+        "an entirely different page about sailing boats knots and tides at the harbour",
+    );
+    let out = trawl().arg("simhash").args([&a, &b, &c]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let hashes: Vec<u64> = text
+        .lines()
+        .map(|l| u64::from_str_radix(l.split('\t').next().unwrap(), 16).unwrap())
+        .collect();
+    assert_eq!(hashes.len(), 3);
+    let d = |x: u64, y: u64| (x ^ y).count_ones();
+    assert!(d(hashes[0], hashes[1]) < d(hashes[0], hashes[2]));
+    assert_eq!(
+        Some(hashes[0]),
+        trawl::parse::page_simhash(&std::fs::read_to_string(&a).unwrap())
+    );
+    let missing = trawl()
+        .args(["simhash", "/nonexistent/x.html"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+}

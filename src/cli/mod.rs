@@ -5,6 +5,7 @@ pub mod demo;
 pub mod progress;
 pub mod robots;
 pub mod run;
+pub mod simhash;
 pub mod testweb;
 pub mod url;
 

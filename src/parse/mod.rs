@@ -1,4 +1,5 @@
-//! HTML parsing: links, `<base href>`, canonical, meta robots, title.
+//! HTML parsing: links, `<base href>`, canonical, meta robots, title, and
+//! the simhash of the visible text; `X-Robots-Tag` header directives.
 //!
 //! Runs on the ParserPool's threads (scraper's `Html` is not `Send`), and
 //! returns plain data. Malformed HTML never fails: html5ever recovers the
@@ -24,17 +25,97 @@ pub struct ParsedPage {
     pub robots_meta: Option<String>,
     /// The `<title>` text, trimmed.
     pub title: Option<String>,
+    /// Simhash of the visible text (see [`crate::dedup::simhash`]), if the
+    /// page has any words.
+    pub simhash: Option<u64>,
 }
 
 impl ParsedPage {
     /// Whether meta robots forbids following links (`nofollow` or `none`).
     pub fn nofollow(&self) -> bool {
-        self.robots_meta.as_deref().is_some_and(|m| {
-            m.split(',')
-                .map(str::trim)
-                .any(|d| d == "nofollow" || d == "none")
-        })
+        forbids_following(self.robots_meta.as_deref())
     }
+}
+
+/// Whether comma-separated robots directives include `nofollow` or `none`.
+pub fn forbids_following(directives: Option<&str>) -> bool {
+    directives.is_some_and(|m| {
+        m.split(',')
+            .map(str::trim)
+            .any(|d| d == "nofollow" || d == "none")
+    })
+}
+
+/// Directive names of the robots meta tag and `X-Robots-Tag`; a
+/// `name:` prefix that is not one of them names a crawler.
+const DIRECTIVES: &[&str] = &[
+    "all",
+    "noindex",
+    "nofollow",
+    "none",
+    "noarchive",
+    "nosnippet",
+    "notranslate",
+    "noimageindex",
+    "unavailable_after",
+    "max-snippet",
+    "max-image-preview",
+    "max-video-preview",
+    "indexifembedded",
+];
+
+/// The directives of `X-Robots-Tag` header values that apply to a crawler
+/// called `token`: those without a crawler prefix and those prefixed with
+/// `token:` (case-insensitive), lower-cased and comma-joined.
+pub fn x_robots_tag<'a>(values: impl IntoIterator<Item = &'a str>, token: &str) -> Option<String> {
+    let mut out: Vec<String> = Vec::new();
+    for value in values {
+        let value = value.trim();
+        let body = match value.split_once(':') {
+            Some((name, rest))
+                if !DIRECTIVES.contains(&name.trim().to_ascii_lowercase().as_str()) =>
+            {
+                if !name.trim().eq_ignore_ascii_case(token) {
+                    continue;
+                }
+                rest
+            }
+            _ => value,
+        };
+        out.extend(
+            body.split(',')
+                .map(|d| d.trim().to_ascii_lowercase())
+                .filter(|d| !d.is_empty()),
+        );
+    }
+    (!out.is_empty()).then(|| out.join(", "))
+}
+
+/// The simhash of an HTML document's visible text (what the crawl records
+/// for the page), or `None` if it has no words.
+pub fn page_simhash(html: &str) -> Option<u64> {
+    crate::dedup::simhash(&visible_text(&Html::parse_document(html)))
+}
+
+/// Elements whose text is not shown (or not the page's content).
+const INVISIBLE: &[&str] = &["head", "script", "style", "noscript", "template"];
+
+/// The text a reader sees, in document order, separated by spaces.
+pub fn visible_text(doc: &Html) -> String {
+    let mut out = String::new();
+    let mut stack = vec![doc.tree.root()];
+    while let Some(node) = stack.pop() {
+        match node.value() {
+            scraper::Node::Text(text) => {
+                out.push_str(text);
+                out.push(' ');
+            }
+            scraper::Node::Element(e) if INVISIBLE.contains(&e.name()) => continue,
+            _ => {}
+        }
+        stack.extend(node.children().rev());
+    }
+    out
 }
 
 struct Selectors {
@@ -109,6 +190,7 @@ pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
         .next()
         .map(|t| t.text().collect::<String>().trim().to_owned())
         .filter(|t| !t.is_empty());
+    page.simhash = crate::dedup::simhash(&visible_text(&doc));
     page
 }
 
@@ -153,6 +235,43 @@ mod tests {
         assert_eq!(p.robots_meta.as_deref(), Some("noindex, nofollow"));
         assert!(p.nofollow());
         assert_eq!(p.links.len(), 1);
+    }
+
+    #[test]
+    fn visible_text_skips_head_scripts_and_styles() {
+        let doc = Html::parse_document(
+            "<html><head><title>T</title><style>p{}</style></head><body><p>one <b>two</b></p>\
+             <script>var x;</script><noscript>n</noscript><p>three</p></body></html>",
+        );
+        let text = visible_text(&doc);
+        let words: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(words, ["one", "two", "three"]);
+        assert_eq!(
+            page("<p>one two three</p>").simhash,
+            crate::dedup::simhash("one two three")
+        );
+        assert_eq!(page("<script>x</script>").simhash, None);
+    }
+
+    #[test]
+    fn x_robots_tag_applies_to_everyone_or_to_us() {
+        let tags = [
+            "noindex",
+            "trawl: NoFollow",
+            "otherbot: noarchive",
+            "unavailable_after: 1 Jan 2030",
+        ];
+        assert_eq!(
+            x_robots_tag(tags, "trawl").as_deref(),
+            Some("noindex, nofollow, unavailable_after: 1 jan 2030")
+        );
+        assert!(forbids_following(
+            x_robots_tag(["none"], "trawl").as_deref()
+        ));
+        assert!(!forbids_following(
+            x_robots_tag(["otherbot: none"], "trawl").as_deref()
+        ));
+        assert_eq!(x_robots_tag([], "trawl"), None);
     }
 
     #[test]

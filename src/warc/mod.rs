@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use record::{Exchange, Record};
+pub use record::{payload_sha256, warc_date, Exchange, Record};
 pub use recover::recover_open_files;
 
 /// Where a record landed.
@@ -33,6 +33,17 @@ pub struct WarcRef {
     pub offset: u64,
     /// Compressed length of the member.
     pub length: u64,
+}
+
+/// Where an exchange was archived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    /// The response (or revisit) record's location.
+    pub at: WarcRef,
+    /// SHA-256 of the payload.
+    pub payload_sha256: [u8; 32],
+    /// The response (or revisit) record's WARC-Record-ID.
+    pub record_id: String,
 }
 
 /// Errors of WARC writing.
@@ -106,21 +117,57 @@ impl WarcWriter {
         })
     }
 
-    /// Writes the response and request records of one exchange; returns the
-    /// response's location and the payload's SHA-256.
-    pub fn write_exchange(
+    /// Writes the response and request records of one exchange.
+    pub fn write_exchange(&mut self, exchange: &Exchange<'_>) -> Result<Stored, WarcError> {
+        let sha = record::payload_sha256(exchange.payload);
+        self.write_digested(exchange, sha)
+    }
+
+    /// [`WarcWriter::write_exchange`] for a payload whose SHA-256 is known.
+    pub fn write_digested(
         &mut self,
         exchange: &Exchange<'_>,
-    ) -> Result<(WarcRef, [u8; 32]), WarcError> {
-        let (response, request, payload_sha256) = record::exchange_records(exchange);
+        payload_sha256: [u8; 32],
+    ) -> Result<Stored, WarcError> {
+        let (response, request) = record::exchange_records(exchange, &payload_sha256);
+        let record_id = response.header("WARC-Record-ID").unwrap_or("").to_owned();
+        let at = self.write_pair(&response, &request)?;
+        Ok(Stored {
+            at,
+            payload_sha256,
+            record_id,
+        })
+    }
+
+    /// Writes a revisit record (and the request record) for an exchange
+    /// whose payload is stored in `original`.
+    pub fn write_revisit(
+        &mut self,
+        exchange: &Exchange<'_>,
+        payload_sha256: [u8; 32],
+        original: &crate::dedup::Original,
+    ) -> Result<Stored, WarcError> {
+        let (revisit, request) = record::revisit_records(exchange, &payload_sha256, original);
+        let record_id = revisit.header("WARC-Record-ID").unwrap_or("").to_owned();
+        let at = self.write_pair(&revisit, &request)?;
+        Ok(Stored {
+            at,
+            payload_sha256,
+            record_id,
+        })
+    }
+
+    /// Writes a record and its request record to one file; returns the
+    /// first one's location.
+    fn write_pair(&mut self, first: &Record, request: &Record) -> Result<WarcRef, WarcError> {
         let level = self.settings.compression_level;
-        let response = response.to_gzip_member(level);
+        let first = first.to_gzip_member(level);
         let request = request.to_gzip_member(level);
         // Both records of an exchange go to the same file.
-        self.file_for((response.len() + request.len()) as u64)?;
-        let at = self.write_member(&response)?;
+        self.file_for((first.len() + request.len()) as u64)?;
+        let at = self.write_member(&first)?;
         self.write_member(&request)?;
-        Ok((at, payload_sha256))
+        Ok(at)
     }
 
     /// Writes one record as its own gzip member.

@@ -112,10 +112,18 @@ impl Record {
     }
 }
 
+/// The SHA-256 of a payload.
+pub fn payload_sha256(payload: &[u8]) -> [u8; 32] {
+    Sha256::digest(payload).into()
+}
+
+/// The WARC 1.1 revisit profile for a payload identical to an earlier one.
+pub const IDENTICAL_PAYLOAD_PROFILE: &str =
+    "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
+
 /// The response record and the request record (concurrent to it) of one
-/// exchange, and the payload's SHA-256 (computed once, reused by events).
-pub fn exchange_records(ex: &Exchange<'_>) -> (Record, Record, [u8; 32]) {
-    let payload_sha256: [u8; 32] = Sha256::digest(ex.payload).into();
+/// exchange whose payload has the SHA-256 `payload_sha256`.
+pub fn exchange_records(ex: &Exchange<'_>, payload_sha256: &[u8; 32]) -> (Record, Record) {
     let response_id = new_record_id();
     let date = warc_date(ex.date);
     let mut block = Vec::with_capacity(ex.response_head.len() + ex.payload.len());
@@ -137,7 +145,46 @@ pub fn exchange_records(ex: &Exchange<'_>) -> (Record, Record, [u8; 32]) {
     }
     headers.push(("Content-Type", "application/http;msgtype=response".into()));
     let response = Record { headers, block };
+    let request = request_record(ex, response_id, date);
+    (response, request)
+}
 
+/// A revisit record for an exchange whose payload is identical to the one
+/// stored in `original`, and its request record. The revisit's block is
+/// the response head alone (the payload is in the original).
+pub fn revisit_records(
+    ex: &Exchange<'_>,
+    payload_sha256: &[u8; 32],
+    original: &crate::dedup::Original,
+) -> (Record, Record) {
+    let revisit_id = new_record_id();
+    let date = warc_date(ex.date);
+    let block = ex.response_head.to_vec();
+    let mut headers = vec![
+        ("WARC-Type", "revisit".to_owned()),
+        ("WARC-Record-ID", revisit_id.clone()),
+        ("WARC-Date", date.clone()),
+        ("WARC-Target-URI", ex.target_uri.to_owned()),
+    ];
+    if let Some(ip) = ex.ip {
+        headers.push(("WARC-IP-Address", ip.to_string()));
+    }
+    headers.extend([
+        ("WARC-Profile", IDENTICAL_PAYLOAD_PROFILE.to_owned()),
+        ("WARC-Refers-To", original.record_id.clone()),
+        ("WARC-Refers-To-Target-URI", original.uri.clone()),
+        ("WARC-Refers-To-Date", original.date.clone()),
+        ("WARC-Block-Digest", sha256_digest(&block)),
+        ("WARC-Payload-Digest", format_sha256(payload_sha256)),
+        ("Content-Type", "application/http;msgtype=response".into()),
+    ]);
+    let revisit = Record { headers, block };
+    let request = request_record(ex, revisit_id, date);
+    (revisit, request)
+}
+
+/// The request record of an exchange, concurrent to the record `to`.
+fn request_record(ex: &Exchange<'_>, to: String, date: String) -> Record {
     let mut headers = vec![
         ("WARC-Type", "request".to_owned()),
         ("WARC-Record-ID", new_record_id()),
@@ -147,12 +194,11 @@ pub fn exchange_records(ex: &Exchange<'_>) -> (Record, Record, [u8; 32]) {
     if let Some(ip) = ex.ip {
         headers.push(("WARC-IP-Address", ip.to_string()));
     }
-    headers.push(("WARC-Concurrent-To", response_id));
+    headers.push(("WARC-Concurrent-To", to));
     headers.push(("WARC-Block-Digest", sha256_digest(ex.request_head)));
     headers.push(("Content-Type", "application/http;msgtype=request".into()));
-    let request = Record {
+    Record {
         headers,
         block: ex.request_head.to_vec(),
-    };
-    (response, request, payload_sha256)
+    }
 }

@@ -42,11 +42,11 @@ fn records_are_addressable_members_with_digests() {
     let a = w
         .write_exchange(&exchange("http://a.test/", b"<p>a</p>"))
         .unwrap()
-        .0;
+        .at;
     let b = w
         .write_exchange(&exchange("http://a.test/b", b"<p>b</p>"))
         .unwrap()
-        .0;
+        .at;
     w.close().unwrap();
     let text = read_member(dir.path(), &b);
     assert!(
@@ -106,7 +106,7 @@ fn recovery_cuts_a_torn_last_record() {
     let a = w
         .write_exchange(&exchange("http://a.test/", b"first"))
         .unwrap()
-        .0;
+        .at;
     w.write_exchange(&exchange("http://a.test/2", b"second"))
         .unwrap();
     w.flush().unwrap();

@@ -1,0 +1,182 @@
+//! Content dedup: each payload stored once, near-duplicates flagged.
+//!
+//! - Exact: the SHA-256 of every archived payload is kept with the
+//!   response record that holds it. A later response with the same payload
+//!   is archived as a WARC `revisit` record (profile
+//!   identical-payload-digest) pointing at the original, and its event
+//!   names the original in `duplicate_of`.
+//! - Near: the simhash of a page's visible text is looked up among the
+//!   stored pages' (within `[dedup] near_distance` bits, at most 3). A match
+//!   is flagged in the event (`duplicate_of`), or with
+//!   `near_duplicates = "skip-archive"` the page is not archived at all.
+//!   Either way its links are still followed.
+//!
+//! The index lives in its own RocksDB under `data_dir/dedup`, written by
+//! the Archive actor alone (one writer, like each partition store), after
+//! the records it points at are written. A crash between the two costs at
+//! most one payload stored twice, never a revisit without its original.
+//! Simhashes are loaded into memory at start (16 bytes and a URL per page;
+//! a crawl of tens of millions of pages wants a disk-backed table here).
+
+pub mod simhash;
+
+use std::path::{Path, PathBuf};
+
+use rocksdb::{Direction, IteratorMode, Options, WriteBatch, DB};
+use serde::{Deserialize, Serialize};
+
+pub use simhash::{distance, simhash, NearIndex};
+
+/// The response record a payload was first stored in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Original {
+    /// Its WARC-Target-URI.
+    pub uri: String,
+    /// Its WARC-Date.
+    pub date: String,
+    /// Its WARC-Record-ID (`<urn:uuid:…>`).
+    pub record_id: String,
+}
+
+/// The dedup index could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("dedup index {path}: {source}")]
+pub struct DedupError {
+    path: PathBuf,
+    source: rocksdb::Error,
+}
+
+/// What `[dedup] near_duplicates` does with a near-duplicate page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NearAction {
+    /// No near-duplicate detection.
+    Off,
+    /// Archive it, and name the page it resembles in its event.
+    Flag,
+    /// Do not archive it (its links are still followed).
+    SkipArchive,
+}
+
+const EXACT: u8 = b'd';
+const NEAR: u8 = b's';
+
+/// The persistent exact index and the in-memory near index.
+pub struct DedupIndex {
+    db: DB,
+    path: PathBuf,
+    near: NearIndex,
+}
+
+impl DedupIndex {
+    /// Opens (or creates) the index in `dir` and loads the simhashes.
+    pub fn open(dir: &Path) -> Result<Self, DedupError> {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        let fail = |source| DedupError {
+            path: dir.to_owned(),
+            source,
+        };
+        let db = DB::open(&opts, dir).map_err(fail)?;
+        let mut near = NearIndex::default();
+        for item in db.iterator(IteratorMode::From(&[NEAR], Direction::Forward)) {
+            let (key, _) = item.map_err(fail)?;
+            if key.first() != Some(&NEAR) || key.len() < 9 {
+                break;
+            }
+            let hash = u64::from_be_bytes(key[1..9].try_into().expect("8 bytes"));
+            near.insert(hash, String::from_utf8_lossy(&key[9..]).into_owned());
+        }
+        Ok(DedupIndex {
+            db,
+            path: dir.to_owned(),
+            near,
+        })
+    }
+
+    /// The original of a payload stored before, if any.
+    pub fn exact(&self, sha256: &[u8; 32]) -> Result<Option<Original>, DedupError> {
+        let value = self.db.get(exact_key(sha256)).map_err(|e| self.fail(e))?;
+        // An unreadable entry is treated as absent: the payload is stored
+        // again rather than pointed at something we cannot name.
+        Ok(value.and_then(|v| serde_json::from_slice(&v).ok()))
+    }
+
+    /// The closest stored page within `max_distance` of `hash`.
+    pub fn near(&self, hash: u64, max_distance: u32) -> Option<(&str, u32)> {
+        self.near.find(hash, max_distance)
+    }
+
+    /// Records a stored payload (unless its digest is known) and the page's
+    /// simhash, in one write.
+    pub fn remember(
+        &mut self,
+        sha256: &[u8; 32],
+        original: Option<&Original>,
+        hash: Option<u64>,
+        url: &str,
+    ) -> Result<(), DedupError> {
+        let mut batch = WriteBatch::default();
+        if let Some(original) = original {
+            let json = serde_json::to_vec(original).expect("original serialises");
+            batch.put(exact_key(sha256), json);
+        }
+        if let Some(hash) = hash {
+            let mut key = Vec::with_capacity(9 + url.len());
+            key.push(NEAR);
+            key.extend_from_slice(&hash.to_be_bytes());
+            key.extend_from_slice(url.as_bytes());
+            batch.put(key, []);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.db.write(batch).map_err(|e| self.fail(e))?;
+        if let Some(hash) = hash {
+            self.near.insert(hash, url.to_owned());
+        }
+        Ok(())
+    }
+
+    fn fail(&self, source: rocksdb::Error) -> DedupError {
+        DedupError {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+fn exact_key(sha256: &[u8; 32]) -> [u8; 33] {
+    let mut key = [0u8; 33];
+    key[0] = EXACT;
+    key[1..].copy_from_slice(sha256);
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn originals_and_simhashes_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let sha = [7u8; 32];
+        let original = Original {
+            uri: "http://a.test/".into(),
+            date: "2026-11-30T00:00:00.000000Z".into(),
+            record_id: "<urn:uuid:1>".into(),
+        };
+        {
+            let mut index = DedupIndex::open(dir.path()).unwrap();
+            assert_eq!(index.exact(&sha).unwrap(), None);
+            index
+                .remember(&sha, Some(&original), Some(0xabcd), "http://a.test/")
+                .unwrap();
+            assert_eq!(index.exact(&sha).unwrap(), Some(original.clone()));
+        }
+        let index = DedupIndex::open(dir.path()).unwrap();
+        assert_eq!(index.exact(&sha).unwrap(), Some(original));
+        assert_eq!(index.near(0xabcd ^ 0b101, 3), Some(("http://a.test/", 2)));
+        assert_eq!(index.exact(&[8u8; 32]).unwrap(), None);
+    }
+}
