@@ -139,7 +139,7 @@ pub fn exchange_records(ex: &Exchange<'_>, payload_sha256: &[u8; 32]) -> (Record
         headers.push(("WARC-IP-Address", ip.to_string()));
     }
     headers.push(("WARC-Block-Digest", sha256_digest(&block)));
-    headers.push(("WARC-Payload-Digest", format_sha256(&payload_sha256)));
+    headers.push(("WARC-Payload-Digest", format_sha256(payload_sha256)));
     if let Some(reason) = ex.truncated {
         headers.push(("WARC-Truncated", reason.to_owned()));
     }
