@@ -2,6 +2,8 @@
 //!
 //! - [`generator`]: deterministic hosts, pages, links, robots.txt, sitemaps
 //!   and the ground truth a correct crawl must match;
+//! - [`dupes`]: mirrors, near-duplicates, session-ID variants, calendars,
+//!   repeating paths and a link farm;
 //! - [`hostile`]: `hostile.test`, the server behaviours a crawler must
 //!   survive (SSRF bait, redirect loops, stalls, endless bodies, resets);
 //! - [`profile`]: each host's behaviour (robots.txt variants, throttling,
@@ -12,6 +14,7 @@
 //! - [`tls`]: a test CA and the certificates of the HTTPS listener.
 
 pub mod audit;
+pub mod dupes;
 pub mod generator;
 pub mod hostile;
 pub mod profile;

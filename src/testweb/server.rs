@@ -246,6 +246,10 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         None if host_name == super::hostile::HOST => {
             (super::hostile::respond(path, state.hostile), None)
         }
+        None if super::dupes::serves(&host_name) => {
+            let target = req.uri().path_and_query().map_or(path, |pq| pq.as_str());
+            (super::dupes::respond(&host_name, target, origin.port), None)
+        }
         None => (not_found(), None),
     };
     let end = Instant::now();
