@@ -98,7 +98,8 @@ impl Node {
         if crashed {
             tracing::warn!("the last run did not stop cleanly: every host waits its last delay again before its first request");
         }
-        let env = StoreEnv::new(&config.storage);
+        let env = StoreEnv::new(&config.storage)
+            .with_seen(config.seen.per_partition(config.storage.partitions));
         let stores = (0..config.storage.partitions)
             .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;

@@ -72,6 +72,31 @@ pub struct Config {
     pub traps: TrapsConfig,
     /// Content dedup.
     pub dedup: DedupConfig,
+    /// The URL-seen set.
+    pub seen: SeenConfig,
+}
+
+/// `[seen]`: the URL-seen set's Bloom filter (see `src/store/filter.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeenConfig {
+    /// `exact` (no false skips) or `bloom` (false skips for speed).
+    pub mode: crate::store::SeenMode,
+    /// URLs the crawl is expected to see, over all partitions.
+    pub expected_urls: usize,
+    /// The filter's false-positive rate at that size.
+    pub false_positive_rate: f64,
+}
+
+impl SeenConfig {
+    /// The settings of one of `partitions` partitions.
+    pub fn per_partition(&self, partitions: u16) -> crate::store::SeenSettings {
+        crate::store::SeenSettings {
+            mode: self.mode,
+            expected_urls: self.expected_urls / usize::from(partitions.max(1)),
+            false_positive_rate: self.false_positive_rate,
+        }
+    }
 }
 
 /// `[dedup]`: exact and near-duplicate content (see `src/dedup/`).
@@ -421,6 +446,10 @@ impl Config {
         }
         if self.crawl.user_agent.trim().is_empty() {
             return invalid("crawl.user_agent must not be empty");
+        }
+        let rate = self.seen.false_positive_rate;
+        if !(rate > 0.0 && rate < 0.5) {
+            return invalid("seen.false_positive_rate must be between 0 and 0.5");
         }
         if self.dedup.near_distance > crate::dedup::NearIndex::MAX_DISTANCE {
             return invalid("dedup.near_distance must be at most 3");

@@ -11,6 +11,7 @@
 //! any crash a URL is either both seen and queued, or neither.
 
 pub mod codec;
+pub mod filter;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use rocksdb::{
 use serde::{Deserialize, Serialize};
 
 pub use codec::{QueueValue, UrlRecord, UrlState};
+pub use filter::{SeenFilter, SeenMode, SeenSettings};
 
 use crate::config::StorageConfig;
 use crate::frontier::{EntryKind, Priority, LEVELS};
@@ -63,9 +65,17 @@ pub struct StoreEnv {
     write_buffers: WriteBufferManager,
     /// fsync the WAL on each write.
     sync_writes: bool,
+    /// How each partition's seen filter is sized and used.
+    seen: SeenSettings,
 }
 
 impl StoreEnv {
+    /// Sets how each partition's seen filter is sized and used.
+    pub fn with_seen(mut self, seen: SeenSettings) -> Self {
+        self.seen = seen;
+        self
+    }
+
     /// Builds the shared cache and memtable budget from the config.
     pub fn new(config: &StorageConfig) -> Self {
         let cache = Cache::new_lru_cache(config.block_cache_bytes);
@@ -78,6 +88,7 @@ impl StoreEnv {
             cache,
             write_buffers,
             sync_writes: config.sync_writes,
+            seen: SeenSettings::default(),
         }
     }
 
@@ -172,6 +183,8 @@ pub struct HostState {
 pub struct PartitionStore {
     db: DB,
     path: PathBuf,
+    /// The Bloom filter in front of the `urls` family.
+    seen: SeenFilter,
     /// Next queue sequence number; only the owning PartitionActor admits.
     next_seq: AtomicU64,
     sync_writes: bool,
@@ -194,7 +207,27 @@ impl PartitionStore {
                 source,
             }
         })?;
-        Self::from_db(db, path, env.sync_writes)
+        let mut store = Self::from_db(db, path, env.sync_writes)?;
+        store.seen = SeenFilter::new(env.seen);
+        store.rebuild_seen_filter()?;
+        Ok(store)
+    }
+
+    /// Fills the seen filter with every fingerprint in the store.
+    fn rebuild_seen_filter(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
+        let mut count = 0u64;
+        for item in self.db.iterator_cf(self.cf(CF_URLS), IteratorMode::Start) {
+            let (key, _) = item.map_err(|e| self.rocks(e))?;
+            if let Some(fp) = Fingerprint::from_bytes(&key) {
+                self.seen.insert(fp);
+                count += 1;
+            }
+        }
+        if count > 0 {
+            tracing::info!(path = %self.path.display(), urls = count, ms = started.elapsed().as_millis() as u64, "seen filter rebuilt");
+        }
+        Ok(())
     }
 
     /// Opens partition `id` read-only, e.g. to inspect a crawl that is not
@@ -215,6 +248,7 @@ impl PartitionStore {
         let mut store = PartitionStore {
             db,
             path,
+            seen: SeenFilter::new(SeenSettings::default()),
             next_seq: AtomicU64::new(0),
             sync_writes,
         };
@@ -234,20 +268,43 @@ impl PartitionStore {
     /// Admits the entries not seen before: marks them seen and appends them
     /// to their host's queue in one atomic write. Returns the admitted ones
     /// (duplicates within `entries` count once).
+    ///
+    /// Only entries the seen filter may have seen are looked up (see
+    /// `filter.rs`); in Bloom mode none are.
     pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Vec<AdmitEntry>, StoreError> {
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
         entries.sort_unstable_by_key(|e| e.fp);
         entries.dedup_by_key(|e| e.fp);
-        let keys: Vec<[u8; 16]> = entries.iter().map(|e| e.fp.to_bytes()).collect();
+        let maybe: Vec<bool> = entries.iter().map(|e| self.seen.maybe_seen(e.fp)).collect();
+        let probe: Vec<[u8; 16]> = match self.seen.mode() {
+            SeenMode::Exact => entries
+                .iter()
+                .zip(&maybe)
+                .filter(|(_, m)| **m)
+                .map(|(e, _)| e.fp.to_bytes())
+                .collect(),
+            SeenMode::Bloom => Vec::new(),
+        };
         let urls = self.cf(CF_URLS);
-        let found = self.db.batched_multi_get_cf(urls, &keys, true);
+        let mut found = self.db.batched_multi_get_cf(urls, &probe, true).into_iter();
         let mut batch = WriteBatch::default();
         let mut seq = self.next_seq.load(Ordering::Relaxed);
         let mut admitted = Vec::new();
-        for ((entry, key), hit) in entries.into_iter().zip(&keys).zip(found) {
-            if hit.map_err(|e| self.rocks(e))?.is_some() {
+        let mut fresh = Vec::new();
+        for (entry, maybe) in entries.into_iter().zip(maybe) {
+            let key = entry.fp.to_bytes();
+            let seen = match (maybe, self.seen.mode()) {
+                (false, _) => false,
+                (true, SeenMode::Bloom) => true,
+                (true, SeenMode::Exact) => {
+                    let hit = found.next().expect("one lookup per probed entry");
+                    hit.map_err(|e| self.rocks(e))?.is_some()
+                }
+            };
+            if seen {
                 continue;
             }
+            fresh.push(entry.fp);
             if !entry.queue {
                 let record = UrlRecord {
                     state: UrlState::Excluded,
@@ -281,6 +338,10 @@ impl PartitionStore {
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
         self.write(batch)?;
         self.next_seq.store(seq, Ordering::Relaxed);
+        // After the write: the filter never claims what the store lacks.
+        for fp in fresh {
+            self.seen.insert(fp);
+        }
         Ok(admitted)
     }
 
@@ -549,6 +610,58 @@ mod tests {
     fn open(dir: &Path) -> PartitionStore {
         let env = StoreEnv::new(&Config::defaults().storage);
         PartitionStore::open(&env, dir, 0).unwrap()
+    }
+
+    fn open_with(dir: &Path, mode: SeenMode, expected_urls: usize) -> PartitionStore {
+        let seen = SeenSettings {
+            mode,
+            expected_urls,
+            false_positive_rate: 0.3,
+        };
+        let env = StoreEnv::new(&Config::defaults().storage).with_seen(seen);
+        PartitionStore::open(&env, dir, 0).unwrap()
+    }
+
+    fn pages(range: std::ops::Range<u32>) -> Vec<AdmitEntry> {
+        range
+            .map(|i| entry(&format!("http://a.test/{i}"), "a.test"))
+            .collect()
+    }
+
+    #[test]
+    fn an_overfull_filter_costs_reads_in_exact_mode_and_urls_in_bloom_mode() {
+        // A filter sized for 10 URLs at 30% holding 2,000: most new URLs
+        // look "maybe seen".
+        for (mode, all_new_admitted) in [(SeenMode::Exact, true), (SeenMode::Bloom, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open_with(dir.path(), mode, 10);
+            assert_eq!(
+                store.admit(pages(0..2000)).unwrap().len(),
+                2000,
+                "{mode:?}: an empty filter"
+            );
+            let admitted = store.admit(pages(2000..3000)).unwrap().len();
+            assert_eq!(
+                admitted == 1000,
+                all_new_admitted,
+                "{mode:?}: {admitted} of 1000"
+            );
+            assert!(store.admit(pages(0..3000)).unwrap().is_empty(), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn the_filter_is_rebuilt_from_the_store_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open_with(dir.path(), SeenMode::Bloom, 100_000);
+            assert_eq!(store.admit(pages(0..500)).unwrap().len(), 500);
+        }
+        // Bloom mode trusts the filter alone: only a rebuilt filter knows
+        // the 500 URLs admitted before the reopen.
+        let store = open_with(dir.path(), SeenMode::Bloom, 100_000);
+        assert!(store.admit(pages(0..500)).unwrap().is_empty());
+        assert_eq!(store.admit(pages(500..600)).unwrap().len(), 100);
     }
 
     #[test]
