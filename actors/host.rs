@@ -42,7 +42,7 @@ use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSetti
 use crate::robots::{self, RobotsRecord, RobotsSummary};
 use crate::sitemap::{select_entries, SitemapLimits};
 use crate::store::{Completion, HostState, PartitionStore, QueueEntry, UrlState};
-use crate::url::Fingerprint;
+use crate::url::{self as urls, Fingerprint};
 
 /// Queue entries read from the store at a time, per priority level.
 const REFILL: usize = 32;
@@ -574,6 +574,7 @@ impl HostActor {
             .iter()
             .filter_map(|s| robots_url.join(s).ok())
             .map(|url| Candidate {
+                referrer: None,
                 url,
                 depth: 0,
                 priority: Priority::HIGH,
@@ -585,6 +586,7 @@ impl HostActor {
         if candidates.is_empty() {
             if let Ok(url) = robots_url.join("/sitemap.xml") {
                 candidates.push(Candidate {
+                    referrer: None,
                     url,
                     depth: 0,
                     priority: Priority::HIGH,
@@ -863,7 +865,7 @@ impl Job {
                         found = parsed
                             .links
                             .into_iter()
-                            .map(|u| Candidate::link(u, depth))
+                            .map(|u| Candidate::link(u, depth, &self.url))
                             .collect();
                     }
                 } else if (300..400).contains(&status) {
@@ -930,6 +932,7 @@ impl Job {
             kind: EntryKind::Redirected {
                 hops: hops.saturating_add(1),
             },
+            referrer: Some(urls::registrable_domain(urls::host_key(&self.url)).to_owned()),
         })
     }
 
@@ -980,6 +983,7 @@ impl Job {
             submitter: submitter.map(str::to_owned),
         };
         let sitemaps = selection.sitemaps.into_iter().map(|url| Candidate {
+            referrer: None,
             url,
             depth: child_depth,
             priority: Priority::HIGH,
@@ -989,6 +993,7 @@ impl Job {
             .pages
             .into_iter()
             .map(|(url, priority)| Candidate {
+                referrer: None,
                 url,
                 depth: 0,
                 priority,

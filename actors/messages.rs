@@ -64,16 +64,20 @@ pub struct Candidate {
     pub priority: Priority,
     /// Page or sitemap.
     pub kind: EntryKind,
+    /// Registrable domain of the page it was found on (links and
+    /// redirects), for domain budgets.
+    pub referrer: Option<String>,
 }
 
 impl Candidate {
-    /// A page found as a link.
-    pub fn link(url: Url, depth: u32) -> Self {
+    /// A page found as a link on `from`.
+    pub fn link(url: Url, depth: u32, from: &Url) -> Self {
         Candidate {
             url,
             depth,
             priority: Priority::NORMAL,
             kind: EntryKind::Page,
+            referrer: Some(crate::url::registrable_domain(crate::url::host_key(from)).to_owned()),
         }
     }
 }

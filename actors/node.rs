@@ -99,7 +99,8 @@ impl Node {
             tracing::warn!("the last run did not stop cleanly: every host waits its last delay again before its first request");
         }
         let env = StoreEnv::new(&config.storage)
-            .with_seen(config.seen.per_partition(config.storage.partitions));
+            .with_seen(config.seen.per_partition(config.storage.partitions))
+            .with_budgets(config.budget);
         let stores = (0..config.storage.partitions)
             .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
@@ -234,6 +235,7 @@ impl Handler<Seed> for Node {
             .iter()
             .filter_map(|u| Url::parse(u.trim()).ok())
             .map(|url| Candidate {
+                referrer: None,
                 url,
                 depth: 0,
                 priority: Priority::SEED,

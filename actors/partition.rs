@@ -170,10 +170,17 @@ impl Handler<AdmitBatch> for PartitionActor {
     type Result = Result<Vec<Fingerprint>, Failure>;
 
     fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
-        let admitted = self.store.admit(msg.entries).map_err(|err| {
+        let outcome = self.store.admit(msg.entries).map_err(|err| {
             tracing::error!(partition = self.id, error = %err, "admit failed");
             Failure::Store(err.to_string())
         })?;
+        for over in &outcome.over_budget {
+            self.metrics
+                .urls_dropped
+                .with_label_values(&[over.label()])
+                .inc();
+        }
+        let admitted = outcome.entries;
         self.queued += admitted.len() as u64;
         self.metrics.frontier_size.add(admitted.len() as i64);
         let mut hosts: BTreeMap<&str, u8> = BTreeMap::new();

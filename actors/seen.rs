@@ -94,6 +94,7 @@ impl SeenSet {
             priority: c.priority,
             kind: c.kind,
             queue,
+            referrer: c.referrer,
         })
     }
 

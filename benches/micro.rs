@@ -52,6 +52,7 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
                 priority: Priority::NORMAL,
                 kind: EntryKind::Page,
                 queue: true,
+                referrer: None,
             }
         })
         .collect()

@@ -74,6 +74,8 @@ pub struct Config {
     pub dedup: DedupConfig,
     /// The URL-seen set.
     pub seen: SeenConfig,
+    /// Host and domain budgets.
+    pub budget: crate::frontier::budget::BudgetSettings,
 }
 
 /// `[seen]`: the URL-seen set's Bloom filter (see `src/store/filter.rs`).

@@ -187,3 +187,46 @@ fn near_duplicates_can_be_left_out_of_the_archive() {
         u64::from(dupes::TEMPLATE_PAGES - 1)
     );
 }
+
+#[test]
+fn a_link_farm_gets_its_base_budget_and_real_sites_are_complete() {
+    let (web, server) = start_web(6, 15, 8);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let config = Config::from_layers(&[
+        ("test".into(), config_toml(data.path(), 5, 2)),
+        (
+            "budget".into(),
+            "[budget]\nbase_pages = 20\npages_per_linking_domain = 10\n".into(),
+        ),
+    ])
+    .unwrap();
+    let mut seeds = web.seeds(port);
+    seeds.push(format!("http://s0.{}:{port}/", dupes::FARM_DOMAIN));
+    let (_, metrics) = crawl_with_metrics(config, seeds);
+    let log = server.log().records();
+    server.stop();
+    // The farm (60 hosts × 5 pages, linking only to each other) is held to
+    // the base budget: nobody outside links in.
+    let farm_pages = log
+        .iter()
+        .filter(|r| r.host.ends_with(dupes::FARM_DOMAIN))
+        .filter(|r| r.path == "/" || r.path.starts_with("/f/"))
+        .count();
+    assert_eq!(farm_pages, 20);
+    assert!(
+        metrics
+            .urls_dropped
+            .with_label_values(&["budget_domain"])
+            .get()
+            > 0
+    );
+    // Real sites fit their budgets and are crawled completely.
+    let rest: Vec<_> = log
+        .iter()
+        .filter(|r| r.host.starts_with("site"))
+        .cloned()
+        .collect();
+    let fetched: BTreeSet<String> = page_requests(&rest, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+}

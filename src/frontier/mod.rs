@@ -7,6 +7,8 @@
 //! priority goes first without starving the rest: even the lowest level
 //! gets one turn in fifteen while the others are busy.
 
+pub mod budget;
+
 use serde::{Deserialize, Serialize};
 
 /// Number of priority levels.

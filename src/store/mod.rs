@@ -10,6 +10,7 @@
 //! and the durable enqueue of a batch of URLs are one `WriteBatch`, so after
 //! any crash a URL is either both seen and queued, or neither.
 
+mod budgets;
 pub mod codec;
 pub mod filter;
 
@@ -27,6 +28,7 @@ pub use codec::{QueueValue, UrlRecord, UrlState};
 pub use filter::{SeenFilter, SeenMode, SeenSettings};
 
 use crate::config::StorageConfig;
+use crate::frontier::budget::{BudgetSettings, OverBudget};
 use crate::frontier::{EntryKind, Priority, LEVELS};
 use crate::politeness::Schedule;
 use crate::robots::RobotsRecord;
@@ -37,7 +39,15 @@ const CF_QUEUE: &str = "queue";
 const CF_HOSTS: &str = "hosts";
 const CF_SCHEDULES: &str = "schedules";
 const CF_META: &str = "meta";
-const ALL_CFS: [&str; 5] = [CF_URLS, CF_QUEUE, CF_HOSTS, CF_SCHEDULES, CF_META];
+const CF_BUDGETS: &str = "budgets";
+const ALL_CFS: [&str; 6] = [
+    CF_URLS,
+    CF_QUEUE,
+    CF_HOSTS,
+    CF_SCHEDULES,
+    CF_META,
+    CF_BUDGETS,
+];
 const META_SEQ: &[u8] = b"seq";
 
 /// Errors of the partition store.
@@ -67,9 +77,17 @@ pub struct StoreEnv {
     sync_writes: bool,
     /// How each partition's seen filter is sized and used.
     seen: SeenSettings,
+    /// Host and domain budgets.
+    budget: BudgetSettings,
 }
 
 impl StoreEnv {
+    /// Sets the host and domain budgets.
+    pub fn with_budgets(mut self, budget: BudgetSettings) -> Self {
+        self.budget = budget;
+        self
+    }
+
     /// Sets how each partition's seen filter is sized and used.
     pub fn with_seen(mut self, seen: SeenSettings) -> Self {
         self.seen = seen;
@@ -89,6 +107,7 @@ impl StoreEnv {
             write_buffers,
             sync_writes: config.sync_writes,
             seen: SeenSettings::default(),
+            budget: BudgetSettings::default(),
         }
     }
 
@@ -138,6 +157,18 @@ pub struct AdmitEntry {
     /// Queue it for fetching; `false` records it as seen
     /// ([`UrlState::Excluded`]) and nothing more.
     pub queue: bool,
+    /// Registrable domain of the page linking to it, if it is a link.
+    pub referrer: Option<String>,
+}
+
+/// What [`PartitionStore::admit`] did with a batch.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    /// Entries queued, sorted by fingerprint.
+    pub entries: Vec<AdmitEntry>,
+    /// Entries refused by a budget (not recorded: rediscovery may admit
+    /// them once the budget has grown).
+    pub over_budget: Vec<OverBudget>,
 }
 
 /// One entry of a host's durable queue.
@@ -185,6 +216,11 @@ pub struct PartitionStore {
     path: PathBuf,
     /// The Bloom filter in front of the `urls` family.
     seen: SeenFilter,
+    /// Host and domain budgets.
+    budget: BudgetSettings,
+    /// Their counts (the partition actor is the only writer; the lock is
+    /// uncontended).
+    book: std::sync::Mutex<budgets::Book>,
     /// Next queue sequence number; only the owning PartitionActor admits.
     next_seq: AtomicU64,
     sync_writes: bool,
@@ -209,6 +245,7 @@ impl PartitionStore {
         })?;
         let mut store = Self::from_db(db, path, env.sync_writes)?;
         store.seen = SeenFilter::new(env.seen);
+        store.budget = env.budget;
         store.rebuild_seen_filter()?;
         Ok(store)
     }
@@ -249,6 +286,8 @@ impl PartitionStore {
             db,
             path,
             seen: SeenFilter::new(SeenSettings::default()),
+            budget: BudgetSettings::default(),
+            book: Default::default(),
             next_seq: AtomicU64::new(0),
             sync_writes,
         };
@@ -271,7 +310,7 @@ impl PartitionStore {
     ///
     /// Only entries the seen filter may have seen are looked up (see
     /// `filter.rs`); in Bloom mode none are.
-    pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Vec<AdmitEntry>, StoreError> {
+    pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
         entries.sort_unstable_by_key(|e| e.fp);
         entries.dedup_by_key(|e| e.fp);
@@ -290,8 +329,14 @@ impl PartitionStore {
         let mut batch = WriteBatch::default();
         let mut seq = self.next_seq.load(Ordering::Relaxed);
         let mut admitted = Vec::new();
+        let mut over_budget = Vec::new();
         let mut fresh = Vec::new();
+        let mut book = self.book.lock().expect("budget book lock");
+        let budgets = !self.budget.is_unlimited();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
+            if budgets {
+                self.note_link(&mut book, &entry, &mut batch)?;
+            }
             let key = entry.fp.to_bytes();
             let seen = match (maybe, self.seen.mode()) {
                 (false, _) => false,
@@ -303,6 +348,13 @@ impl PartitionStore {
             };
             if seen {
                 continue;
+            }
+            // Pages are budgeted; sitemaps (a few per host) are not.
+            if budgets && entry.queue && entry.kind.is_page() {
+                if let Err(over) = self.charge(&mut book, &entry, &mut batch)? {
+                    over_budget.push(over);
+                    continue;
+                }
             }
             fresh.push(entry.fp);
             if !entry.queue {
@@ -333,7 +385,10 @@ impl PartitionStore {
             admitted.push(entry);
         }
         if batch.is_empty() {
-            return Ok(admitted);
+            return Ok(Admitted {
+                entries: admitted,
+                over_budget,
+            });
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
         self.write(batch)?;
@@ -342,7 +397,10 @@ impl PartitionStore {
         for fp in fresh {
             self.seen.insert(fp);
         }
-        Ok(admitted)
+        Ok(Admitted {
+            entries: admitted,
+            over_budget,
+        })
     }
 
     /// Records finished entries and removes them from their queues, with
@@ -604,6 +662,7 @@ mod tests {
             priority: Priority::NORMAL,
             kind: EntryKind::Page,
             queue: true,
+            referrer: None,
         }
     }
 
@@ -636,18 +695,58 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let store = open_with(dir.path(), mode, 10);
             assert_eq!(
-                store.admit(pages(0..2000)).unwrap().len(),
+                store.admit(pages(0..2000)).unwrap().entries.len(),
                 2000,
                 "{mode:?}: an empty filter"
             );
-            let admitted = store.admit(pages(2000..3000)).unwrap().len();
+            let admitted = store.admit(pages(2000..3000)).unwrap().entries.len();
             assert_eq!(
                 admitted == 1000,
                 all_new_admitted,
                 "{mode:?}: {admitted} of 1000"
             );
-            assert!(store.admit(pages(0..3000)).unwrap().is_empty(), "{mode:?}");
+            assert!(
+                store.admit(pages(0..3000)).unwrap().entries.is_empty(),
+                "{mode:?}"
+            );
         }
+    }
+
+    #[test]
+    fn budgets_hold_across_a_reopen_and_grow_with_linking_domains() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = BudgetSettings {
+            base_pages: 3,
+            pages_per_linking_domain: 2,
+            max_pages_per_domain: 0,
+            max_urls_per_host: 0,
+        };
+        let open = || {
+            let env = StoreEnv::new(&Config::defaults().storage).with_budgets(budget);
+            PartitionStore::open(&env, dir.path(), 0).unwrap()
+        };
+        let farm = |range: std::ops::Range<u32>, referrer: Option<&str>| -> Vec<AdmitEntry> {
+            range
+                .map(|i| AdmitEntry {
+                    referrer: referrer.map(str::to_owned),
+                    ..entry(
+                        &format!("http://s{i}.farm.test/"),
+                        &format!("s{i}.farm.test"),
+                    )
+                })
+                .collect()
+        };
+        {
+            let store = open();
+            let outcome = store.admit(farm(0..5, Some("farm.test"))).unwrap();
+            assert_eq!(outcome.entries.len(), 3, "self-links earn nothing");
+            assert_eq!(outcome.over_budget, [OverBudget::Domain; 2]);
+        }
+        let store = open();
+        assert!(store.admit(farm(5..8, None)).unwrap().entries.is_empty());
+        // One outside domain links in: two more pages.
+        let outcome = store.admit(farm(8..12, Some("other.test"))).unwrap();
+        assert_eq!(outcome.entries.len(), 2);
     }
 
     #[test]
@@ -655,13 +754,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = open_with(dir.path(), SeenMode::Bloom, 100_000);
-            assert_eq!(store.admit(pages(0..500)).unwrap().len(), 500);
+            assert_eq!(store.admit(pages(0..500)).unwrap().entries.len(), 500);
         }
         // Bloom mode trusts the filter alone: only a rebuilt filter knows
         // the 500 URLs admitted before the reopen.
         let store = open_with(dir.path(), SeenMode::Bloom, 100_000);
-        assert!(store.admit(pages(0..500)).unwrap().is_empty());
-        assert_eq!(store.admit(pages(500..600)).unwrap().len(), 100);
+        assert!(store.admit(pages(0..500)).unwrap().entries.is_empty());
+        assert_eq!(store.admit(pages(500..600)).unwrap().entries.len(), 100);
     }
 
     #[test]
@@ -674,10 +773,10 @@ mod tests {
             entry("http://a.test/1", "a.test"),
             entry("http://b.test/1", "b.test"),
         ];
-        let admitted = store.admit(batch.clone()).unwrap();
+        let admitted = store.admit(batch.clone()).unwrap().entries;
         assert_eq!(admitted.len(), 3, "in-batch duplicate counted once");
         assert!(
-            store.admit(batch).unwrap().is_empty(),
+            store.admit(batch).unwrap().entries.is_empty(),
             "second offer is seen"
         );
         let queued = store.queued_by_host().unwrap();
@@ -702,6 +801,7 @@ mod tests {
         assert!(store
             .admit(vec![entry("http://a.test/1", "a.test")])
             .unwrap()
+            .entries
             .is_empty());
         store
             .admit(vec![entry("http://a.test/2", "a.test")])
@@ -763,6 +863,7 @@ mod tests {
         assert!(store
             .admit(vec![entry(&first[0].value.url, "a.test")])
             .unwrap()
+            .entries
             .is_empty());
     }
 

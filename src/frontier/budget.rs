@@ -1,0 +1,183 @@
+//! Budgets: how many URLs a host and a domain may put in the frontier.
+//!
+//! After IRLbot's STAR and BEAST (Lee et al., WWW 2008): a registrable
+//! domain's page budget grows with the number of distinct *other* domains
+//! linking to it, so spam farms (thousands of subdomains of one domain
+//! linking to each other, with few links from outside) cannot eat the
+//! crawl, while a site the web links to widely gets room to be crawled:
+//!
+//! ```text
+//! budget(domain) = base_pages + pages_per_linking_domain × linking_domains
+//! ```
+//!
+//! capped by `max_pages_per_domain` (0: no cap). Subdomains share their
+//! domain's budget (`a.farm.example` and `b.farm.example` are one domain).
+//! Separately, `max_urls_per_host` caps any one host. Pages (links,
+//! redirects, sitemap entries, seeds) count; sitemap files do not.
+//!
+//! A URL over budget is not recorded as seen: when more domains link in
+//! later and the budget grows, rediscovering it admits it (IRLbot keeps
+//! such URLs in a delayed queue; re-discovery is the cheaper equivalent
+//! for a crawl that keeps finding links).
+//!
+//! Linking domains are counted from every link seen, new or not, up to
+//! [`MAX_LINKERS`] per domain (past that the budget is beyond any sane
+//! cap).
+//!
+//! These are pure functions over the counts; the partition store owns the
+//! counts (a domain and all its hosts live in one partition) and persists
+//! them with the admissions they allow.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// Linking domains remembered per domain.
+pub const MAX_LINKERS: usize = 10_000;
+
+/// `[budget]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSettings {
+    /// Pages any domain may have, linked to or not.
+    pub base_pages: u64,
+    /// Extra pages per distinct other domain linking to it.
+    pub pages_per_linking_domain: u64,
+    /// Upper bound of a domain's budget; 0: none.
+    pub max_pages_per_domain: u64,
+    /// URLs any one host may have; 0: no cap.
+    pub max_urls_per_host: u64,
+}
+
+impl BudgetSettings {
+    /// Whether no budget limits anything (the store then keeps no counts).
+    pub fn is_unlimited(&self) -> bool {
+        *self == BudgetSettings::default()
+    }
+}
+
+impl Default for BudgetSettings {
+    /// No limits.
+    fn default() -> Self {
+        BudgetSettings {
+            base_pages: u64::MAX / 2,
+            pages_per_linking_domain: 0,
+            max_pages_per_domain: 0,
+            max_urls_per_host: 0,
+        }
+    }
+}
+
+/// Why an admission was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverBudget {
+    /// The host holds `max_urls_per_host` URLs.
+    Host,
+    /// The domain used its budget.
+    Domain,
+}
+
+impl OverBudget {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            OverBudget::Host => "budget_host",
+            OverBudget::Domain => "budget_domain",
+        }
+    }
+}
+
+/// One domain's counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DomainBudget {
+    /// URLs admitted.
+    pub pages: u64,
+    /// Distinct other domains seen linking in.
+    pub linkers: BTreeSet<String>,
+}
+
+impl DomainBudget {
+    /// The domain's budget now.
+    pub fn limit(&self, s: &BudgetSettings) -> u64 {
+        let earned = s
+            .pages_per_linking_domain
+            .saturating_mul(self.linkers.len() as u64);
+        let limit = s.base_pages.saturating_add(earned);
+        match s.max_pages_per_domain {
+            0 => limit,
+            cap => limit.min(cap),
+        }
+    }
+
+    /// Records a link from `linker` (a registrable domain); returns whether
+    /// it was new. Links from the domain itself do not count.
+    pub fn note_linker(&mut self, own: &str, linker: &str) -> bool {
+        if linker == own || self.linkers.len() >= MAX_LINKERS || self.linkers.contains(linker) {
+            return false;
+        }
+        self.linkers.insert(linker.to_owned())
+    }
+
+    /// Takes one page of the budget for a host holding `host_urls` URLs.
+    pub fn take(&mut self, host_urls: u64, s: &BudgetSettings) -> Result<(), OverBudget> {
+        if s.max_urls_per_host > 0 && host_urls >= s.max_urls_per_host {
+            return Err(OverBudget::Host);
+        }
+        if self.pages >= self.limit(s) {
+            return Err(OverBudget::Domain);
+        }
+        self.pages += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> BudgetSettings {
+        BudgetSettings {
+            base_pages: 10,
+            pages_per_linking_domain: 5,
+            max_pages_per_domain: 30,
+            max_urls_per_host: 8,
+        }
+    }
+
+    #[test]
+    fn the_budget_grows_with_distinct_outside_linkers_up_to_the_cap() {
+        let s = settings();
+        let mut d = DomainBudget::default();
+        assert_eq!(d.limit(&s), 10);
+        assert!(d.note_linker("farm.test", "a.test"));
+        assert!(!d.note_linker("farm.test", "a.test"), "counted once");
+        assert!(
+            !d.note_linker("farm.test", "farm.test"),
+            "self-links earn nothing"
+        );
+        assert_eq!(d.limit(&s), 15);
+        for n in 0..10 {
+            d.note_linker("farm.test", &format!("l{n}.test"));
+        }
+        assert_eq!(d.limit(&s), 30, "capped");
+    }
+
+    #[test]
+    fn pages_are_taken_until_the_domain_or_the_host_is_full() {
+        let s = settings();
+        let mut d = DomainBudget::default();
+        for _ in 0..10 {
+            d.take(0, &s).unwrap();
+        }
+        assert_eq!(d.take(0, &s), Err(OverBudget::Domain));
+        d.note_linker("x.test", "y.test");
+        assert_eq!(d.take(0, &s), Ok(()), "a new linker earns room");
+        assert_eq!(d.take(8, &s), Err(OverBudget::Host));
+        let unlimited = BudgetSettings::default();
+        let mut d = DomainBudget {
+            pages: 1 << 40,
+            ..Default::default()
+        };
+        assert_eq!(d.take(1 << 40, &unlimited), Ok(()));
+    }
+}
