@@ -1,5 +1,6 @@
-//! Micro-benchmarks of the per-page hot paths: link extraction, the
-//! store's batched admit, WARC record writing.
+//! Micro-benchmarks of the per-page hot paths: link extraction, URL
+//! normalisation and fingerprints, simhash, the store's batched seen check
+//! (exact and Bloom modes), WARC record writing.
 //!
 //! `cargo bench --bench micro` (add `-- parse` to run one group).
 
@@ -9,9 +10,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use trawl::config::Config;
 use trawl::frontier::{EntryKind, Priority};
 use trawl::parse::parse_html;
-use trawl::store::{AdmitEntry, PartitionStore, StoreEnv};
+use trawl::store::{AdmitEntry, PartitionStore, SeenMode, SeenSettings, StoreEnv};
 use trawl::testweb::{SyntheticWeb, WebSpec};
-use trawl::url::Fingerprint;
+use trawl::url::{Fingerprint, UrlRules};
 use trawl::warc::{Exchange, WarcSettings, WarcWriter};
 
 fn web() -> SyntheticWeb {
@@ -59,32 +60,118 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
 }
 
 fn store_admit(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
-    let env = StoreEnv::new(&Config::defaults().storage);
-    let store = PartitionStore::open(&env, dir.path(), 0).unwrap();
-    // A store that already knows a million URLs.
-    for chunk in 0..1000 {
-        store.admit(entries(chunk * 1000, 1000)).unwrap();
-    }
     let mut group = c.benchmark_group("store");
     group.throughput(Throughput::Elements(1000));
-    let mut next = 10_000_000u64;
-    group.bench_function("admit_1000_new", |b| {
+    for (mode, name) in [(SeenMode::Exact, "exact"), (SeenMode::Bloom, "bloom")] {
+        let dir = tempfile::tempdir().unwrap();
+        let seen = SeenSettings {
+            mode,
+            expected_urls: 2_000_000,
+            false_positive_rate: 0.01,
+        };
+        let env = StoreEnv::new(&Config::defaults().storage).with_seen(seen);
+        let store = PartitionStore::open(&env, dir.path(), 0).unwrap();
+        // A store that already knows a million URLs.
+        for chunk in 0..1000 {
+            store.admit(entries(chunk * 1000, 1000)).unwrap();
+        }
+        let mut next = 10_000_000u64;
+        group.bench_function(format!("admit_1000_new_{name}"), |b| {
+            b.iter_batched(
+                || {
+                    next += 1000;
+                    entries(next, 1000)
+                },
+                |batch| black_box(store.admit(batch).unwrap()),
+                BatchSize::SmallInput,
+            )
+        });
+        group.bench_function(format!("admit_1000_seen_{name}"), |b| {
+            b.iter_batched(
+                || entries(500_000, 1000),
+                |batch| black_box(store.admit(batch).unwrap()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+/// Links as pages carry them: mixed case, ports, dot segments, escapes,
+/// session IDs, fragments.
+fn raw_urls() -> Vec<String> {
+    (0..1000)
+        .map(|i| match i % 5 {
+            0 => format!("http://Site{:04}.TEST:80/p/{i}.html#top", i % 97),
+            1 => format!(
+                "https://site{:04}.test/a/./b/../%7Euser/{i}?q=%e2%82%ac",
+                i % 97
+            ),
+            2 => format!(
+                "http://site{:04}.test/item.jsp;jsessionid=ABC{i}?id={i}",
+                i % 97
+            ),
+            3 => format!(
+                "http://site{:04}.test/list?page={i}&PHPSESSID=x&sort=asc",
+                i % 97
+            ),
+            _ => format!("http://site{:04}.test/p/{i}.html", i % 97),
+        })
+        .collect()
+}
+
+fn url_identity(c: &mut Criterion) {
+    let rules = UrlRules::default();
+    let raw = raw_urls();
+    let parsed: Vec<url::Url> = raw.iter().map(|u| url::Url::parse(u).unwrap()).collect();
+    let identities: Vec<String> = raw
+        .iter()
+        .map(|u| rules.parse(u).unwrap().identity)
+        .collect();
+    let mut group = c.benchmark_group("url");
+    group.throughput(Throughput::Elements(raw.len() as u64));
+    group.bench_function("parse_and_normalise_1000", |b| {
+        b.iter(|| {
+            for u in &raw {
+                black_box(rules.parse(u).unwrap());
+            }
+        })
+    });
+    group.bench_function("normalise_parsed_1000", |b| {
         b.iter_batched(
-            || {
-                next += 1000;
-                entries(next, 1000)
+            || parsed.clone(),
+            |urls| {
+                for u in urls {
+                    black_box(rules.normalise(u).unwrap());
+                }
             },
-            |batch| black_box(store.admit(batch).unwrap()),
             BatchSize::SmallInput,
         )
     });
-    group.bench_function("admit_1000_seen", |b| {
-        b.iter_batched(
-            || entries(500_000, 1000),
-            |batch| black_box(store.admit(batch).unwrap()),
-            BatchSize::SmallInput,
-        )
+    group.bench_function("fingerprint_1000", |b| {
+        b.iter(|| {
+            for id in &identities {
+                black_box(Fingerprint::of(id));
+            }
+        })
+    });
+    group.finish();
+}
+
+fn simhash(c: &mut Criterion) {
+    let web = web();
+    let pages: Vec<String> = (1..21).map(|id| web.render(1, id, 8080)).collect();
+    let texts: Vec<String> = pages
+        .iter()
+        .map(|p| trawl::parse::visible_text(&scraper::Html::parse_document(p)))
+        .collect();
+    let mut group = c.benchmark_group("simhash");
+    group.bench_function("text_of_a_page", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % texts.len();
+            black_box(trawl::dedup::simhash(&texts[i]))
+        })
     });
     group.finish();
 }
@@ -119,5 +206,12 @@ fn warc_write(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, link_extraction, store_admit, warc_write);
+criterion_group!(
+    benches,
+    link_extraction,
+    url_identity,
+    simhash,
+    store_admit,
+    warc_write
+);
 criterion_main!(benches);
