@@ -10,7 +10,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Datelike;
 use common::*;
-use trawl::config::Config;
 use trawl::events::Event;
 use trawl::testweb::dupes::{self, CALENDAR, LOOP, MIRRORS, SESSION, TEMPLATE};
 use trawl::testweb::{SyntheticWeb, WebSpec};
@@ -151,14 +150,12 @@ fn near_duplicates_can_be_left_out_of_the_archive() {
         trawl::testweb::TestWebServer::start(web, "127.0.0.1:0".parse().unwrap(), 1).unwrap();
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let config = Config::from_layers(&[
-        ("test".into(), config_toml(data.path(), 5, 1)),
-        (
-            "near".into(),
-            "[dedup]\nnear_duplicates = \"skip-archive\"\n".into(),
-        ),
-    ])
-    .unwrap();
+    let config = config_with(
+        data.path(),
+        5,
+        1,
+        "[dedup]\nnear_duplicates = \"skip-archive\"\n",
+    );
     let (_, metrics) =
         crawl_with_metrics(config.clone(), vec![format!("http://{TEMPLATE}:{port}/")]);
     let log = server.log().records();
@@ -193,14 +190,12 @@ fn a_link_farm_gets_its_base_budget_and_real_sites_are_complete() {
     let (web, server) = start_web(6, 15, 8);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let config = Config::from_layers(&[
-        ("test".into(), config_toml(data.path(), 5, 2)),
-        (
-            "budget".into(),
-            "[budget]\nbase_pages = 20\npages_per_linking_domain = 10\n".into(),
-        ),
-    ])
-    .unwrap();
+    let config = config_with(
+        data.path(),
+        5,
+        2,
+        "[budget]\nbase_pages = 20\npages_per_linking_domain = 10\n",
+    );
     let mut seeds = web.seeds(port);
     seeds.push(format!("http://s0.{}:{port}/", dupes::FARM_DOMAIN));
     let (_, metrics) = crawl_with_metrics(config, seeds);

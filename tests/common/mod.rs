@@ -47,6 +47,15 @@ pub fn config(data: &Path, min_delay_ms: u64, partitions: u16) -> Config {
     Config::from_layers(&[("test".into(), config_toml(data, min_delay_ms, partitions))]).unwrap()
 }
 
+/// A test config with `extra` (TOML) layered on top.
+pub fn config_with(data: &Path, min_delay_ms: u64, partitions: u16, extra: &str) -> Config {
+    Config::from_layers(&[
+        ("test".into(), config_toml(data, min_delay_ms, partitions)),
+        ("extra".into(), extra.to_owned()),
+    ])
+    .unwrap()
+}
+
 /// Crawls in this process until idle; returns the archive's counters.
 pub fn crawl_in_process(config: Config, seeds: Vec<String>) -> ArchiveSnapshot {
     crawl_with_metrics(config, seeds).0
