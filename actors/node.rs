@@ -109,6 +109,7 @@ impl Node {
             config.parse.threads,
             config.parse.max_links_per_page,
             config.fetch.max_body_bytes,
+            config.parse.max_html_bytes,
         );
         let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
         let settings = Arc::new(host_settings(&config, crashed));

@@ -16,13 +16,21 @@ use crate::sitemap::parse_sitemap;
 /// One parser thread.
 pub struct ParserPool {
     max_links: usize,
-    /// Largest decoded body parsed (a compressed body is decoded up to it).
+    /// Largest decoded body read (a compressed body is decoded up to it).
     max_decoded: usize,
+    /// Largest HTML text parsed: the DOM grows with it (about 16 bytes of
+    /// tree per byte of markup for a page of bare links).
+    max_html: usize,
 }
 
 impl ParserPool {
     /// Starts `threads` parser threads (0 = one per core).
-    pub fn start(threads: usize, max_links: usize, max_decoded: usize) -> Addr<ParserPool> {
+    pub fn start(
+        threads: usize,
+        max_links: usize,
+        max_decoded: usize,
+        max_html: usize,
+    ) -> Addr<ParserPool> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
@@ -31,6 +39,7 @@ impl ParserPool {
         SyncArbiter::start(threads, move || ParserPool {
             max_links,
             max_decoded,
+            max_html,
         })
     }
 }
@@ -51,8 +60,22 @@ impl Handler<Parse> for ParserPool {
             }
         };
         let (html, _) = decode_html(&body, msg.content_type.as_deref());
-        MessageResult(parse_html(&html, &msg.url, self.max_links))
+        let html = prefix_at_char_boundary(&html, self.max_html);
+        MessageResult(parse_html(html, &msg.url, self.max_links))
     }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char
+/// boundary.
+fn prefix_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 impl Handler<ParseSitemap> for ParserPool {
@@ -60,5 +83,19 @@ impl Handler<ParseSitemap> for ParserPool {
 
     fn handle(&mut self, msg: ParseSitemap, _: &mut Self::Context) -> Self::Result {
         MessageResult(parse_sitemap(&msg.body, msg.limits))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_at_char_boundary;
+
+    #[test]
+    fn huge_pages_are_cut_on_a_char_boundary() {
+        assert_eq!(prefix_at_char_boundary("abc", 10), "abc");
+        assert_eq!(prefix_at_char_boundary("abcdef", 3), "abc");
+        // "é" is two bytes: a cut inside it backs off to before it.
+        assert_eq!(prefix_at_char_boundary("aé", 2), "a");
+        assert_eq!(prefix_at_char_boundary("aé", 3), "aé");
     }
 }

@@ -370,6 +370,8 @@ pub struct ParseConfig {
     pub threads: usize,
     /// Links kept per page.
     pub max_links_per_page: usize,
+    /// HTML parsed per page, in bytes (the rest is archived, not parsed).
+    pub max_html_bytes: usize,
 }
 
 impl Config {
