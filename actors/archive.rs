@@ -148,7 +148,11 @@ impl ArchiveActor {
         let sha256 = crate::warc::payload_sha256(&resp.body);
         let verdict = self.verdict(&msg, &sha256)?;
         let records_before = self.warc.bytes();
-        let (stored, duplicate_of, original) = match verdict {
+        // `in_full`: the payload is in this record, so later identical
+        // payloads can point at it; `index_simhash`: later pages are
+        // compared with this one (not with a near-duplicate, so similarity
+        // does not drift).
+        let (stored, duplicate_of, in_full, index_simhash) = match verdict {
             Verdict::Skip => {
                 self.count("near_skipped");
                 return Ok(None);
@@ -159,7 +163,7 @@ impl ArchiveActor {
                     .warc
                     .write_revisit(&exchange, sha256, &original)
                     .map_err(|e| fail(&e))?;
-                (stored, Some(original.uri), None)
+                (stored, Some(original.uri), false, false)
             }
             Verdict::Near(url) => {
                 self.count("near_flagged");
@@ -167,21 +171,23 @@ impl ArchiveActor {
                     .warc
                     .write_digested(&exchange, sha256)
                     .map_err(|e| fail(&e))?;
-                (stored, Some(url), None)
+                (stored, Some(url), true, false)
             }
             Verdict::New => {
                 let stored = self
                     .warc
                     .write_digested(&exchange, sha256)
                     .map_err(|e| fail(&e))?;
-                let original = Self::is_dedup_candidate(&msg).then(|| Original {
-                    uri: msg.url.to_string(),
-                    date: crate::warc::warc_date(date),
-                    record_id: stored.record_id.clone(),
-                });
-                (stored, None, original)
+                (stored, None, true, true)
             }
         };
+        // A response stored in full is the original of later identical
+        // payloads, flagged near-duplicates included.
+        let original = (in_full && Self::is_dedup_candidate(&msg)).then(|| Original {
+            uri: msg.url.to_string(),
+            date: crate::warc::warc_date(date),
+            record_id: stored.record_id.clone(),
+        });
         let Stored { at, .. } = stored;
         self.metrics.warc_records.inc_by(2);
         self.metrics
@@ -210,7 +216,7 @@ impl ArchiveActor {
         if let Some(original) = &original {
             let near = msg
                 .simhash
-                .filter(|_| self.settings.near_duplicates != NearAction::Off);
+                .filter(|_| index_simhash && self.settings.near_duplicates != NearAction::Off);
             self.dedup
                 .remember(&sha256, Some(original), near, &original.uri)
                 .map_err(|e| fail(&e))?;

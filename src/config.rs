@@ -345,7 +345,7 @@ pub struct ScopeConfig {
     pub deny_extensions: Vec<String>,
 }
 
-/// `[traps]`: endless URL spaces (see `src/url/traps.rs`).
+/// `[traps]`: endless URL spaces (see `src/url/scope.rs`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TrapsConfig {

@@ -17,7 +17,13 @@ use std::collections::HashMap;
 
 use xxhash_rust::xxh3::xxh3_64;
 
-/// The simhash of `text`, or `None` when it has no words.
+/// Fewer words than this give no simhash: two pages that say only
+/// "Loading…" or "Next Previous" are not near-duplicates of each other in
+/// any useful sense, and a short text moves many bits per changed word.
+pub const MIN_WORDS: usize = 10;
+
+/// The simhash of `text`, or `None` when it has fewer than [`MIN_WORDS`]
+/// words.
 ///
 /// Allocation-free: each word is hashed once (ASCII-lower-cased through a
 /// small buffer), a shingle's hash mixes its three word hashes, and the
@@ -37,12 +43,7 @@ pub fn simhash(text: &str) -> Option<u64> {
             votes.add(shingle(window));
         }
     }
-    match words {
-        0 => None,
-        // Too short to shingle: the words together are the one feature.
-        1 | 2 => Some(shingle(window)),
-        _ => Some(votes.majority()),
-    }
+    (words >= MIN_WORDS).then(|| votes.majority())
 }
 
 /// The hash of a word, case-folded (ASCII fast path, Unicode otherwise).
@@ -203,11 +204,14 @@ mod tests {
 
     #[test]
     fn words_are_case_folded_in_any_script_and_punctuation_ignored() {
-        assert_eq!(simhash("ÇA VA BIEN"), simhash("ça va bien"));
+        let shout = "ÇA VA BIEN MERCI ET TOI MON AMI DU VILLAGE DE GRÜSSE";
+        assert!(simhash(shout).is_some());
+        assert_eq!(simhash(shout), simhash(&shout.to_lowercase()));
         assert_eq!(
-            simhash("Grüße—naïve 東京, x1y2"),
-            simhash("grüße naïve 東京 x1y2")
+            simhash("Grüße—naïve 東京, x1y2; one two three four five six"),
+            simhash("grüße naïve 東京 x1y2 one two three four five six")
         );
+        assert_eq!(simhash("Loading… please wait"), None, "too short to judge");
     }
 
     #[test]

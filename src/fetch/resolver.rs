@@ -127,8 +127,14 @@ impl OverrideResolver {
         self.inflight
             .borrow_mut()
             .insert(host.to_owned(), shared.clone());
+        // Leaves `inflight` however this future ends: a caller that gives
+        // up (a connect timeout drops its future) must not leave the name
+        // joined to a stale shared result for the rest of the run.
+        let _leave = LeaveInflight {
+            inflight: self.inflight.clone(),
+            host: host.to_owned(),
+        };
         let Lookup { answer, ttl } = shared.await;
-        self.inflight.borrow_mut().remove(host);
         if answer.is_err() {
             count("error");
         }
@@ -174,6 +180,18 @@ impl OverrideResolver {
     }
 }
 
+/// Removes a name's in-flight lookup when dropped.
+struct LeaveInflight {
+    inflight: Rc<RefCell<HashMap<String, Shared<LocalBoxFuture<'static, Lookup>>>>>,
+    host: String,
+}
+
+impl Drop for LeaveInflight {
+    fn drop(&mut self) {
+        self.inflight.borrow_mut().remove(&self.host);
+    }
+}
+
 impl actix_tls::connect::Resolve for OverrideResolver {
     fn lookup<'a>(
         &'a self,
@@ -210,7 +228,12 @@ mod tests {
         let counter = calls.clone();
         let backend: Backend = Rc::new(move |host: String| {
             counter.set(counter.get() + 1);
+            // The first lookup of slow.example never answers.
+            let hang = host == "slow.example" && counter.get() == 3;
             async move {
+                if hang {
+                    futures_util::future::pending::<()>().await;
+                }
                 actix_rt::time::sleep(Duration::from_millis(20)).await;
                 let answer = if host == "nx.example" {
                     Err("no such name".to_owned())
@@ -247,11 +270,21 @@ mod tests {
             assert!(resolver.addresses("nx.example").await.is_err());
             assert!(resolver.addresses("nx.example").await.is_err());
             assert_eq!(calls.get(), 2, "failures are cached too");
+            // A lookup whose caller gives up does not stay in flight.
+            let abandoned = resolver.addresses("slow.example");
+            let _ = actix_rt::time::timeout(Duration::from_millis(1), abandoned).await;
+            assert!(resolver.inflight.borrow().is_empty());
+            resolver.addresses("slow.example").await.unwrap();
+            assert_eq!(
+                calls.get(),
+                4,
+                "asked again, not joined to the abandoned one"
+            );
         });
         let by = |r: &str| metrics.dns_lookups.with_label_values(&[r]).get();
         assert_eq!(
             (by("miss"), by("coalesced"), by("hit"), by("error")),
-            (2, 4, 2, 1)
+            (4, 4, 2, 1)
         );
     }
 

@@ -246,10 +246,12 @@ mod tests {
         let text = visible_text(&doc);
         let words: Vec<&str> = text.split_whitespace().collect();
         assert_eq!(words, ["one", "two", "three"]);
+        let words = "one two three four five six seven eight nine ten eleven";
         assert_eq!(
-            page("<p>one two three</p>").simhash,
-            crate::dedup::simhash("one two three")
+            page(&format!("<p>{words}</p><script>var x;</script>")).simhash,
+            crate::dedup::simhash(words)
         );
+        assert!(crate::dedup::simhash(words).is_some());
         assert_eq!(page("<script>x</script>").simhash, None);
     }
 

@@ -312,6 +312,16 @@ impl PartitionStore {
     /// `filter.rs`); in Bloom mode none are.
     pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
+        let mut batch = WriteBatch::default();
+        let mut book = self.book.lock().expect("budget book lock");
+        let budgets = !self.budget.is_unlimited();
+        if budgets {
+            // Every link counts toward its target's budget, before the
+            // batch's duplicates (other referrers of one URL) are dropped.
+            for entry in &entries {
+                self.note_link(&mut book, entry, &mut batch)?;
+            }
+        }
         entries.sort_unstable_by_key(|e| e.fp);
         entries.dedup_by_key(|e| e.fp);
         let maybe: Vec<bool> = entries.iter().map(|e| self.seen.maybe_seen(e.fp)).collect();
@@ -326,17 +336,11 @@ impl PartitionStore {
         };
         let urls = self.cf(CF_URLS);
         let mut found = self.db.batched_multi_get_cf(urls, &probe, true).into_iter();
-        let mut batch = WriteBatch::default();
         let mut seq = self.next_seq.load(Ordering::Relaxed);
         let mut admitted = Vec::new();
         let mut over_budget = Vec::new();
         let mut fresh = Vec::new();
-        let mut book = self.book.lock().expect("budget book lock");
-        let budgets = !self.budget.is_unlimited();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
-            if budgets {
-                self.note_link(&mut book, &entry, &mut batch)?;
-            }
             let key = entry.fp.to_bytes();
             let seen = match (maybe, self.seen.mode()) {
                 (false, _) => false,

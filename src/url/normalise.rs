@@ -104,14 +104,16 @@ impl UrlRules {
     /// The normal form of a parsed URL without fragment.
     fn identity(&self, url: &Url) -> String {
         let origin = &url[..Position::BeforePath];
-        let path = strip_path_params(url.path(), &self.session_params);
-        let path = normalise_percent(&path);
+        // Escapes first: `%73id` is `sid`, and the normal form must be a
+        // fixed point.
+        let path = normalise_percent(url.path());
+        let path = strip_path_params(&path, &self.session_params);
         let mut out = String::with_capacity(url.as_str().len());
         out.push_str(origin);
         out.push_str(&path);
         if let Some(query) = url.query() {
-            let query = self.strip_query(query);
-            let query = normalise_percent(&query);
+            let query = normalise_percent(query);
+            let query = self.strip_query(&query);
             if !query.is_empty() {
                 out.push('?');
                 out.push_str(&query);
@@ -267,6 +269,9 @@ mod tests {
         ("http://e.com/?id=2&sid=77", "http://e.com/?id=2"),
         ("http://e.com/p?sid=1", "http://e.com/p"),
         ("http://e.com/p?jsessionid=1&Sid=2", "http://e.com/p"),
+        // An escaped name is the name.
+        ("http://e.com/p?%73id=1&x=2", "http://e.com/p?x=2"),
+        ("http://e.com/a;%6Asessionid=1", "http://e.com/a"),
         // Not session IDs.
         (
             "http://e.com/p?said=1&sidebar=2",

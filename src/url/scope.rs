@@ -8,8 +8,9 @@
 //!
 //! Choices where the issue is silent:
 //! - host rules match the host name only (any port, any scheme);
-//! - a calendar is a year followed by a month (`/2031/05/`, `2031-05-01`,
-//!   `?y=2031&m=5` is not recognised) further than the configured window
+//! - a calendar is a year (1900-2999) then `/` or `-` then a month
+//!   (`/2031/05/`, `2031-05-01`; `?y=2031&m=5` is not recognised) further
+//!   than the configured window
 //!   from the current year; a site's real archive (`/2019/04/`) is inside
 //!   the window and is crawled;
 //! - an excluded extension is decided on the last path segment, before
@@ -133,6 +134,8 @@ impl Scope {
 
     fn extension(&self, url: &Url) -> Option<Excluded> {
         let last = url.path().rsplit('/').next().unwrap_or("");
+        // `/a.jpg;jsessionid=X` is a jpg.
+        let last = last.split(';').next().unwrap_or("");
         let (_, ext) = last.rsplit_once('.')?;
         self.extensions
             .iter()
@@ -161,30 +164,55 @@ impl Scope {
             y > self.year + self.traps.calendar_years_ahead
                 || y < self.year - self.traps.calendar_years_back
         };
-        let dated = url.path().chars().chain(url.query().unwrap_or("").chars());
-        years_with_month(dated)
+        let dated = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_owned(),
+        };
+        date_years(&dated)
             .into_iter()
             .any(outside)
             .then_some(Excluded::Calendar)
     }
 }
 
-/// Years (four digits, 1000-2999) directly followed by a month token
-/// (one or two digits, 1-12) in a URL's text.
-fn years_with_month(text: impl Iterator<Item = char>) -> Vec<i32> {
-    let text: String = text.collect();
-    let tokens: Vec<&str> = text
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|t| !t.is_empty())
-        .collect();
-    tokens
-        .windows(2)
-        .filter_map(|w| {
-            let year: i32 = (w[0].len() == 4).then(|| w[0].parse().ok()).flatten()?;
-            let month: u32 = (w[1].len() <= 2).then(|| w[1].parse().ok()).flatten()?;
-            ((1000..3000).contains(&year) && (1..=12).contains(&month)).then_some(year)
-        })
-        .collect()
+/// Years of the dates in `text`: a year 1900-2999 standing alone (not part
+/// of a longer word or number), then `/` or `-`, then a month 1-12 of one
+/// or two digits standing alone (`2031/05/`, `2031-5`, `2031-05-30`).
+fn date_years(text: &str) -> Vec<i32> {
+    let b = text.as_bytes();
+    let alnum = |i: usize| b.get(i).is_some_and(u8::is_ascii_alphanumeric);
+    let digits_at = |i: usize| {
+        b.get(i..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    };
+    let value = |from: usize, len: usize| {
+        b[from..from + len]
+            .iter()
+            .fold(0i32, |v, d| v * 10 + i32::from(d - b'0'))
+    };
+    let mut years = Vec::new();
+    for i in 0..b.len() {
+        // The year starts a token, is four digits, and a separator follows.
+        if (i > 0 && alnum(i - 1))
+            || digits_at(i) != 4
+            || !matches!(b.get(i + 4), Some(b'/' | b'-'))
+        {
+            continue;
+        }
+        let year = value(i, 4);
+        let month_at = i + 5;
+        let len = digits_at(month_at);
+        if !(1900..3000).contains(&year) || !(1..=2).contains(&len) || alnum(month_at + len) {
+            continue;
+        }
+        if (1..=12).contains(&value(month_at, len)) {
+            years.push(year);
+        }
+    }
+    years
 }
 
 /// `example.com` (that host) or `*.example.com` (it and its subdomains).
@@ -278,6 +306,10 @@ mod tests {
             Some(Excluded::Extension)
         );
         assert_eq!(check(&s, "http://a.test/zip/page.html"), None);
+        assert_eq!(
+            check(&s, "http://a.test/a.jpg;jsessionid=X"),
+            Some(Excluded::Extension)
+        );
         assert_eq!(check(&s, "http://a.test/a.mp4/"), None);
         assert_eq!(check(&s, "http://a.test/?file=a.zip"), None);
     }
@@ -325,6 +357,17 @@ mod tests {
         // A four-digit number without a month is not a date.
         assert_eq!(check(&s, "http://a.test/item/4096/x"), None);
         assert_eq!(check(&s, "http://a.test/p/2999.html"), None);
+        // Numbers that only look like dates.
+        assert_eq!(check(&s, "http://a.test/forum/1234/5"), None);
+        assert_eq!(check(&s, "http://a.test/blog/1000-12-tips"), None);
+        assert_eq!(check(&s, "http://a.test/x?ids=2100,3"), None);
+        assert_eq!(check(&s, "http://a.test/x/2031?05=1"), None);
+        assert_eq!(check(&s, "http://a.test/v/12031/05/"), None);
+        assert_eq!(check(&s, "http://a.test/v/2031/055/"), None);
+        assert_eq!(
+            check(&s, "http://a.test/cal/2031/5"),
+            Some(Excluded::Calendar)
+        );
     }
 
     #[test]
