@@ -11,6 +11,10 @@
 //! cores; CPU figures cover both.
 
 use std::sync::Arc;
+
+// The allocator the `trawl` binary uses, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::Instant;
 
 use trawl::actors::{Node, Seed, Shutdown, WhenIdle};

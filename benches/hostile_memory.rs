@@ -15,6 +15,10 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 
+// The allocator the `trawl` binary uses, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use trawl::actors::{Node, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::metrics::Metrics;
