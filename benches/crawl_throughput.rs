@@ -8,7 +8,8 @@
 //! Defaults: 1000 hosts × 20 pages, 1 ms delay (delay_factor 0, so loopback
 //! response times do not stretch the delay). The synthetic web's server runs
 //! in the same process, as on a machine where crawler and server share the
-//! cores; CPU figures cover both.
+//! cores; CPU figures cover both. Opening and closing the stores are
+//! one-time costs, reported apart from the per-page figures.
 
 use std::sync::Arc;
 
@@ -56,7 +57,7 @@ fn main() {
     let expected = web.ground_truth(port).len();
     let (cpu_start, _) = cpu_seconds_and_max_rss_kb();
     let opened = Instant::now();
-    let (archive, cpu0, started) = actix_rt::System::new().block_on(async move {
+    let (archive, cpu0, started, idle) = actix_rt::System::new().block_on(async move {
         let node = Node::start(config, Arc::new(Metrics::new())).unwrap();
         // Opening (creating) the partition stores is a one-time cost of a
         // crawl: it is reported apart from the per-page figures.
@@ -69,11 +70,15 @@ fn main() {
         .unwrap()
         .unwrap();
         node.send(WhenIdle).await.unwrap();
+        // Closing (flushing every partition's memtables, closing the WARC
+        // file) is a one-time cost too, reported apart.
+        let idle = (Instant::now(), cpu_seconds_and_max_rss_kb().0);
         let archive = node.send(Shutdown).await.unwrap().unwrap();
-        (archive, cpu0, started)
+        (archive, cpu0, started, idle)
     });
-    let wall = started.elapsed().as_secs_f64();
-    let (cpu1, rss_kb) = cpu_seconds_and_max_rss_kb();
+    let (idle_at, cpu1) = idle;
+    let wall = (idle_at - started).as_secs_f64();
+    let (cpu_end, rss_kb) = cpu_seconds_and_max_rss_kb();
     let fetched = server.log().len();
     server.stop();
     let cpu = cpu1 - cpu0;
@@ -81,7 +86,7 @@ fn main() {
         "crawl_throughput hosts={hosts} pages_per_host={pages} min_delay_ms={delay_ms}: \
          {fetched} requests ({expected} pages expected) in {wall:.2} s = {:.0} pages/s; \
          cpu {cpu:.2} s = {:.3} cpu-s per 1000 pages ({:.0} µs/page); peak rss {:.0} MiB; \
-         warc {:.1} MB; store open {:.2} s wall, {:.2} s cpu",
+         warc {:.1} MB; store open {:.2} s wall, {:.2} s cpu; close {:.2} s cpu",
         expected as f64 / wall,
         cpu / expected as f64 * 1000.0,
         cpu / expected as f64 * 1e6,
@@ -89,5 +94,6 @@ fn main() {
         archive.bytes as f64 / 1e6,
         (started - opened).as_secs_f64(),
         cpu0 - cpu_start,
+        cpu_end - cpu1,
     );
 }
