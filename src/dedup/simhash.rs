@@ -3,8 +3,9 @@
 //! "is there a stored page within Hamming distance k?".
 //!
 //! Features are word 3-shingles: lower-cased alphanumeric tokens, three at a
-//! time (each word hashed with xxh3, the three hashes mixed). Every shingle weighs the same; a bit of the
-//! fingerprint is set when more shingles have it set than not. Two pages
+//! time (each word hashed once, the three hashes mixed). Every shingle
+//! weighs the same; a bit of the fingerprint is set when more shingles have
+//! it set than not. Two pages
 //! that share most shingles (one template, a changed date or counter) end
 //! up a few bits apart; unrelated pages about 32.
 //!
@@ -15,8 +16,6 @@
 
 use std::collections::HashMap;
 
-use xxhash_rust::xxh3::xxh3_64;
-
 /// Fewer words than this give no simhash: two pages that say only
 /// "Loading…" or "Next Previous" are not near-duplicates of each other in
 /// any useful sense, and a short text moves many bits per changed word.
@@ -25,37 +24,71 @@ pub const MIN_WORDS: usize = 10;
 /// The simhash of `text`, or `None` when it has fewer than [`MIN_WORDS`]
 /// words.
 ///
-/// Allocation-free: each word is hashed once (ASCII-lower-cased through a
-/// small buffer), a shingle's hash mixes its three word hashes, and the
-/// 64 per-bit votes are counted through a per-byte table ([`Votes`]).
+/// One pass over the bytes, no allocation: a word's hash is built as its
+/// bytes go by (FNV-1a over the lower-cased UTF-8, then mixed); ASCII
+/// bytes are classified by table, other characters decoded and asked
+/// `char::is_alphanumeric`. A shingle's hash mixes its three word hashes,
+/// and the 64 per-bit votes are counted through a per-byte table
+/// ([`Votes`]).
 pub fn simhash(text: &str) -> Option<u64> {
     let mut votes = Votes::default();
     let mut window = [0u64; 3];
     let mut words = 0usize;
-    let mut buf = [0u8; 64];
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        if word.is_empty() {
-            continue;
-        }
-        window = [window[1], window[2], word_hash(word, &mut buf)];
+    let mut emit = |h: u64| {
+        window = [window[1], window[2], mix(h)];
         words += 1;
         if words >= 3 {
             votes.add(shingle(window));
         }
+    };
+    let bytes = text.as_bytes();
+    let mut h = FNV_OFFSET;
+    let mut in_word = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b.is_ascii() {
+            if b.is_ascii_alphanumeric() {
+                h = (h ^ u64::from(b.to_ascii_lowercase())).wrapping_mul(FNV_PRIME);
+                in_word = true;
+            } else if in_word {
+                emit(h);
+                h = FNV_OFFSET;
+                in_word = false;
+            }
+            i += 1;
+            continue;
+        }
+        let c = text[i..].chars().next().expect("a char starts here");
+        if c.is_alphanumeric() {
+            for lower in c.to_lowercase() {
+                let mut utf8 = [0u8; 4];
+                for &x in lower.encode_utf8(&mut utf8).as_bytes() {
+                    h = (h ^ u64::from(x)).wrapping_mul(FNV_PRIME);
+                }
+            }
+            in_word = true;
+        } else if in_word {
+            emit(h);
+            h = FNV_OFFSET;
+            in_word = false;
+        }
+        i += c.len_utf8();
+    }
+    if in_word {
+        emit(h);
     }
     (words >= MIN_WORDS).then(|| votes.majority())
 }
 
-/// The hash of a word, case-folded (ASCII fast path, Unicode otherwise).
-fn word_hash(word: &str, buf: &mut [u8; 64]) -> u64 {
-    if word.is_ascii() && word.len() <= buf.len() {
-        let bytes = &mut buf[..word.len()];
-        bytes.copy_from_slice(word.as_bytes());
-        bytes.make_ascii_lowercase();
-        xxh3_64(bytes)
-    } else {
-        xxh3_64(word.to_lowercase().as_bytes())
-    }
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// splitmix64's finaliser: FNV's low bits are weak on their own.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// A shingle's hash from its words' hashes (order matters).
