@@ -25,8 +25,9 @@
 //! cap).
 //!
 //! These are pure functions over the counts; the partition store owns the
-//! counts (a domain and all its hosts live in one partition) and persists
-//! them with the admissions they allow.
+//! counts (a domain and all its hosts live in one partition), persists them
+//! with the admissions they allow, and caches at most 100,000 domains and
+//! hosts in memory (`store/budgets.rs`).
 
 use std::collections::BTreeSet;
 

@@ -15,11 +15,33 @@ use super::{AdmitEntry, PartitionStore, StoreError, CF_BUDGETS};
 use crate::frontier::budget::{DomainBudget, OverBudget};
 use crate::url::registrable_domain;
 
-/// Counts of the domains and hosts touched since the store opened.
+/// Domains and hosts whose counts are kept in memory at most (each); past
+/// that the cache is dropped and counts are read again as they are needed.
+const CACHED: usize = 100_000;
+
+/// A cache of the counts of recently touched domains and hosts. The store
+/// is the truth: the cache can be dropped at any time.
 #[derive(Debug, Default)]
 pub(super) struct Book {
     domains: HashMap<String, DomainBudget>,
     hosts: HashMap<String, u64>,
+}
+
+impl Book {
+    /// Forgets everything (after a failed write, the cache may be ahead of
+    /// the store).
+    pub(super) fn clear(&mut self) {
+        self.domains.clear();
+        self.hosts.clear();
+    }
+
+    /// Keeps the cache bounded; called before a batch, never during one
+    /// (a batch's pending counts live only here until it is written).
+    pub(super) fn trim(&mut self) {
+        if self.domains.len() > CACHED || self.hosts.len() > CACHED {
+            self.clear();
+        }
+    }
 }
 
 fn key(tag: u8, parts: &[&str]) -> Vec<u8> {

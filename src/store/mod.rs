@@ -314,6 +314,7 @@ impl PartitionStore {
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
         let mut batch = WriteBatch::default();
         let mut book = self.book.lock().expect("budget book lock");
+        book.trim();
         let budgets = !self.budget.is_unlimited();
         if budgets {
             // Every link counts toward its target's budget, before the
@@ -395,7 +396,10 @@ impl PartitionStore {
             });
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
-        self.write(batch)?;
+        if let Err(e) = self.write(batch) {
+            book.clear();
+            return Err(e);
+        }
         self.next_seq.store(seq, Ordering::Relaxed);
         // After the write: the filter never claims what the store lacks.
         for fp in fresh {
