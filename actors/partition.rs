@@ -8,6 +8,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 use actix::prelude::*;
 
@@ -18,7 +21,8 @@ use super::messages::{
     SaveHostState, Wake,
 };
 use crate::metrics::Metrics;
-use crate::store::PartitionStore;
+use crate::politeness::Schedule;
+use crate::store::{Completion, PartitionStore};
 use crate::url::Fingerprint;
 
 /// The downstream recipients every host of the node shares.
@@ -55,8 +59,28 @@ pub struct PartitionActor {
     completed: u64,
     /// Draining: no new hosts are activated; work stays queued.
     draining: bool,
+    /// Completions waiting for the next write.
+    pending: PendingCompletions,
     metrics: Arc<Metrics>,
 }
+
+/// Completions are written together: those arriving within
+/// [`COMPLETE_AFTER`] (or [`COMPLETE_AT`] of them) share one write batch,
+/// and each is acknowledged once that batch is written. A crash before the
+/// write leaves them queued, to be fetched again, like any request in
+/// flight.
+#[derive(Default)]
+struct PendingCompletions {
+    completions: Vec<Completion>,
+    schedules: Vec<(String, Schedule)>,
+    waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
+    armed: bool,
+}
+
+/// Completions written at once at most...
+const COMPLETE_AT: usize = 256;
+/// ...or after this wait since the first one.
+const COMPLETE_AFTER: Duration = Duration::from_millis(1);
 
 impl PartitionActor {
     /// A partition over an opened store.
@@ -76,6 +100,7 @@ impl PartitionActor {
             queued: 0,
             completed: 0,
             draining: false,
+            pending: PendingCompletions::default(),
             metrics,
         }
     }
@@ -164,6 +189,12 @@ impl Actor for PartitionActor {
             }
         }
     }
+
+    fn stopping(&mut self, _: &mut Self::Context) -> Running {
+        // Completions waiting for their timer are written, not dropped.
+        self.flush_completions();
+        Running::Stop
+    }
 }
 
 impl Handler<AdmitBatch> for PartitionActor {
@@ -195,19 +226,56 @@ impl Handler<AdmitBatch> for PartitionActor {
     }
 }
 
-impl Handler<Complete> for PartitionActor {
-    type Result = Result<(), Failure>;
+impl PartitionActor {
+    /// Writes the pending completions in one batch and answers their
+    /// senders.
+    fn flush_completions(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.completions.is_empty() {
+            return;
+        }
+        let schedules: Vec<(&str, &Schedule)> = pending
+            .schedules
+            .iter()
+            .map(|(host, schedule)| (host.as_str(), schedule))
+            .collect();
+        let result = self
+            .store
+            .complete(&pending.completions, &schedules)
+            .map_err(|err| {
+                tracing::error!(partition = self.id, error = %err, "complete failed");
+                Failure::Store(err.to_string())
+            });
+        if result.is_ok() {
+            let n = pending.completions.len() as u64;
+            self.queued = self.queued.saturating_sub(n);
+            self.completed += n;
+            self.metrics.frontier_size.sub(n as i64);
+        }
+        for waiter in pending.waiters {
+            let _ = waiter.send(result.clone());
+        }
+    }
+}
 
-    fn handle(&mut self, msg: Complete, _: &mut Self::Context) -> Self::Result {
-        let schedule = Some((msg.host.as_str(), &msg.schedule));
-        self.store.complete(&[msg.completion], schedule).map_err(|err| {
-            tracing::error!(partition = self.id, host = %msg.host, error = %err, "complete failed");
-            Failure::Store(err.to_string())
-        })?;
-        self.queued = self.queued.saturating_sub(1);
-        self.completed += 1;
-        self.metrics.frontier_size.dec();
-        Ok(())
+impl Handler<Complete> for PartitionActor {
+    type Result = ResponseFuture<Result<(), Failure>>;
+
+    fn handle(&mut self, msg: Complete, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.pending.completions.push(msg.completion);
+        self.pending.schedules.push((msg.host, msg.schedule));
+        self.pending.waiters.push(tx);
+        if self.pending.completions.len() >= COMPLETE_AT {
+            self.flush_completions();
+        } else if !self.pending.armed {
+            self.pending.armed = true;
+            ctx.run_later(COMPLETE_AFTER, |act, _| act.flush_completions());
+        }
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(Failure::Mailbox("a completion was dropped".into())))
+        })
     }
 }
 

@@ -412,14 +412,15 @@ impl PartitionStore {
     }
 
     /// Records finished entries and removes them from their queues, with
-    /// the host's politeness schedule when given, in one atomic write.
+    /// their hosts' politeness schedules (a later schedule of one host
+    /// wins), in one atomic write.
     pub fn complete(
         &self,
         completions: &[Completion],
-        schedule: Option<(&str, &Schedule)>,
+        schedules: &[(&str, &Schedule)],
     ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        if let Some((host, schedule)) = schedule {
+        for (host, schedule) in schedules {
             let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
@@ -860,9 +861,7 @@ mod tests {
             next_allowed_ms: 7,
             ..Schedule::default()
         };
-        store
-            .complete(&[done], Some(("a.test", &schedule)))
-            .unwrap();
+        store.complete(&[done], &[("a.test", &schedule)]).unwrap();
         assert_eq!(store.queue_page("a.test", n, None, 10).unwrap().len(), 4);
         assert_eq!(store.host_state("a.test").unwrap().schedule, Some(schedule));
         let rec = store.url_record(first[0].value.fp).unwrap().unwrap();
