@@ -78,7 +78,7 @@ pub struct Config {
     pub budget: crate::frontier::budget::BudgetSettings,
 }
 
-/// `[seen]`: the URL-seen set's Bloom filter (see `src/store/filter.rs`).
+/// `[seen]`: the URL-seen set's Bloom filter (see `src/dedup/bloom.rs`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeenConfig {

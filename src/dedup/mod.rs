@@ -1,4 +1,5 @@
-//! Content dedup: each payload stored once, near-duplicates flagged.
+//! Dedup: the URL-seen set's Bloom pre-filter ([`bloom`]), each payload
+//! stored once, near-duplicates flagged.
 //!
 //! - Exact: the SHA-256 of every archived payload is kept with the
 //!   response record that holds it. A later response with the same payload
@@ -18,6 +19,7 @@
 //! Simhashes are loaded into memory at start (16 bytes and a URL per page;
 //! a crawl of tens of millions of pages wants a disk-backed table here).
 
+pub mod bloom;
 pub mod simhash;
 
 use std::path::{Path, PathBuf};

@@ -12,7 +12,6 @@
 
 mod budgets;
 pub mod codec;
-pub mod filter;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,8 +23,8 @@ use rocksdb::{
 };
 use serde::{Deserialize, Serialize};
 
+pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 pub use codec::{QueueValue, UrlRecord, UrlState};
-pub use filter::{SeenFilter, SeenMode, SeenSettings};
 
 use crate::config::StorageConfig;
 use crate::frontier::budget::{BudgetSettings, OverBudget};
@@ -309,7 +308,7 @@ impl PartitionStore {
     /// (duplicates within `entries` count once).
     ///
     /// Only entries the seen filter may have seen are looked up (see
-    /// `filter.rs`); in Bloom mode none are.
+    /// `dedup/bloom.rs`); in Bloom mode none are.
     pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
         let mut batch = WriteBatch::default();

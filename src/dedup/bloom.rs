@@ -11,6 +11,10 @@
 //!   is skipped with the filter's false-positive rate. For operators who
 //!   trade completeness for speed.
 //!
+//! The filter lives with each partition, beside the store it fronts, not
+//! in the SeenSet: a SeenSet routes links to partitions on other nodes too,
+//! and only a partition's owner knows what that partition has seen.
+//!
 //! The filter is sized from `[seen] expected_urls` (split evenly over the
 //! partitions) and `false_positive_rate`, and rebuilt at start from the
 //! fingerprints in the store, so it never disagrees with it. Fingerprints
