@@ -98,7 +98,12 @@ fn demo_json_reports_a_complete_polite_crawl() {
         .arg(&data)
         .output()
         .unwrap();
-    assert!(again.status.success());
+    assert!(
+        again.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&again.stdout),
+        String::from_utf8_lossy(&again.stderr)
+    );
     // ...but will not touch a directory it did not make.
     let foreign = dir.path().join("foreign");
     std::fs::create_dir_all(&foreign).unwrap();

@@ -131,6 +131,25 @@ fn duplicates_are_stored_once_and_traps_end() {
         .map(|r| r.path.as_str())
         .collect();
     assert_eq!(loop_paths, BTreeSet::from(["/", "/a/", "/a/a/", "/a/a/a/"]));
+    // Robots directives and canonical links, end to end.
+    let hub = |path: &str| url(dupes::HUB, path);
+    let hits = |path: &str| {
+        log.iter()
+            .filter(|r| r.host == dupes::HUB && r.path == path)
+            .count()
+    };
+    assert_eq!(hits("/x-never"), 0, "X-Robots-Tag: trawl: nofollow");
+    assert_eq!(hits("/after-otherbot"), 1, "another crawler's nofollow");
+    assert_eq!(hits("/after-noindex"), 1, "noindex is not nofollow");
+    let meta = |path: &str| by_url[hub(path).as_str()].robots_meta.clone();
+    assert_eq!(meta("/xrobots").as_deref(), Some("nofollow"));
+    assert_eq!(meta("/otherbot"), None);
+    assert_eq!(meta("/noindex").as_deref(), Some("noindex"));
+    assert_eq!(
+        by_url[hub("/canonical").as_str()].canonical_url.as_deref(),
+        Some(hub("/canonical-target").as_str())
+    );
+
     let dropped = |reason: &str| metrics.urls_dropped.with_label_values(&[reason]).get();
     assert!(dropped("trap_calendar") >= 1);
     assert!(dropped("trap_repeated_segment") >= 1);

@@ -10,7 +10,12 @@
 //! - `calendar.test`: `/cal/YYYY/MM/` links to the next month, forever;
 //! - `loop.test`: every page `/a/…/` links to `a/` below itself, forever;
 //! - `sN.farm.test` for N < [`FARM_HOSTS`]: a link farm, each host linking
-//!   to five others of the farm and nothing outside it.
+//!   to five others of the farm and nothing outside it;
+//! - on the hub itself, pages with robots directives and a canonical link:
+//!   `/xrobots` (`X-Robots-Tag: trawl: nofollow`, links to `/x-never`),
+//!   `/otherbot` (`X-Robots-Tag: otherbot: nofollow`, links to
+//!   `/after-otherbot`), `/noindex` (meta robots noindex, links to
+//!   `/after-noindex`), `/canonical` (names `/canonical-target`).
 
 use actix_web::HttpResponse;
 
@@ -71,7 +76,11 @@ pub fn respond(host: &str, path_and_query: &str, port: u16) -> HttpResponse {
         let (y, m) = CALENDAR_START;
         roots.push(format!("http://{CALENDAR}:{port}/cal/{y}/{m:02}/"));
         roots.push(format!("http://s0.{FARM_DOMAIN}:{port}/"));
+        roots.extend(["/xrobots", "/otherbot", "/noindex", "/canonical"].map(String::from));
         return page("hub", &links(&roots));
+    }
+    if host == HUB {
+        return directives(path);
     }
     if MIRRORS.contains(&host) {
         return mirror(path);
@@ -85,6 +94,45 @@ pub fn respond(host: &str, path_and_query: &str, port: u16) -> HttpResponse {
         CALENDAR => calendar(path),
         LOOP if path.starts_with("/a/") || path == "/" => {
             page(&format!("loop at {path}"), "<a href=\"a/\">deeper</a>")
+        }
+        _ => not_found(),
+    }
+}
+
+/// The hub's pages with robots directives and a canonical link.
+fn directives(path: &str) -> HttpResponse {
+    let text = prose(31, 40);
+    let with_link = |to: &str| format!("<p>{text}</p><a href=\"{to}\">next</a>");
+    match path {
+        "/xrobots" => {
+            let mut response = page("x-robots", &with_link("/x-never"));
+            response.headers_mut().insert(
+                actix_web::http::header::HeaderName::from_static("x-robots-tag"),
+                actix_web::http::header::HeaderValue::from_static("trawl: nofollow"),
+            );
+            response
+        }
+        "/otherbot" => {
+            let mut response = page("otherbot", &with_link("/after-otherbot"));
+            response.headers_mut().insert(
+                actix_web::http::header::HeaderName::from_static("x-robots-tag"),
+                actix_web::http::header::HeaderValue::from_static("otherbot: nofollow"),
+            );
+            response
+        }
+        "/noindex" => page(
+            "noindex",
+            &format!(
+                "<meta name=\"robots\" content=\"noindex\">{}",
+                with_link("/after-noindex")
+            ),
+        ),
+        "/canonical" => page(
+            "canonical",
+            &format!("<link rel=\"canonical\" href=\"/canonical-target\"><p>{text}</p>"),
+        ),
+        "/x-never" | "/after-otherbot" | "/after-noindex" | "/canonical-target" => {
+            page(path, &format!("<p>{}</p>", prose(77, 20)))
         }
         _ => not_found(),
     }

@@ -241,7 +241,7 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         secure: req.app_config().secure(),
         port: req.app_config().local_addr().port(),
     };
-    let (response, wait) = match host {
+    let (response, not_before) = match host {
         Some(host) => respond(&state, host, path, origin),
         None if host_name == super::hostile::HOST => {
             (super::hostile::respond(path, state.hostile), None)
@@ -263,7 +263,7 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         version: format!("{:?}", req.version()),
         start,
         end,
-        not_before: wait.map(|w| end + w),
+        not_before,
     });
     response
 }
@@ -295,13 +295,14 @@ impl Origin {
     }
 }
 
-/// The response, and the wait a Retry-After in it asks for.
+/// The response, and the earliest next request a Retry-After in it asks
+/// for.
 fn respond(
     state: &ServerState,
     host: u32,
     path: &str,
     origin: Origin,
-) -> (HttpResponse, Option<Duration>) {
+) -> (HttpResponse, Option<Instant>) {
     let web = &state.web;
     let profile = web.profile(host);
     let port = origin.port;
@@ -354,14 +355,19 @@ fn respond(
     (response, None)
 }
 
-/// A 429 or 503 with Retry-After, and the wait it asks for.
-fn throttle(kind: Throttle) -> (HttpResponse, Option<Duration>) {
+/// A 429 or 503 with Retry-After, and the earliest next request it asks
+/// for. Both are measured from the moment the response is made, not from
+/// when the server finishes sending it: a crawler counts the wait from its
+/// receipt (seconds form) or against the wall clock (date form), and a busy
+/// server may log the end of a response late.
+fn throttle(kind: Throttle) -> (HttpResponse, Option<Instant>) {
+    let made = Instant::now();
     if kind == Throttle::TooManyRequests {
         let wait = Duration::from_secs(RETRY_AFTER_SECS);
         let response = HttpResponse::TooManyRequests()
             .insert_header(("Retry-After", RETRY_AFTER_SECS.to_string()))
             .finish();
-        return (response, Some(wait));
+        return (response, Some(made + wait));
     }
     // HTTP-dates have whole seconds: the date is 1-2 s away. The wait is
     // measured against the date as sent, less 2 ms for the two clocks the
@@ -376,5 +382,5 @@ fn throttle(kind: Throttle) -> (HttpResponse, Option<Duration>) {
     let response = HttpResponse::ServiceUnavailable()
         .insert_header(("Retry-After", date))
         .finish();
-    (response, Some(wait))
+    (response, Some(made + wait))
 }
