@@ -25,7 +25,9 @@ use crate::warc::{Exchange, Stored, WarcRef, WarcSettings, WarcWriter};
 pub struct ArchiveActor {
     warc: WarcWriter,
     events: EventWriter,
-    dedup: DedupIndex,
+    /// `None` once closed: its RocksDB must be gone before the process
+    /// exits, or exit races the C++ teardown of its background threads.
+    dedup: Option<DedupIndex>,
     settings: DedupConfig,
     metrics: Arc<Metrics>,
 }
@@ -95,21 +97,29 @@ impl ArchiveActor {
             ArchiveActor {
                 warc,
                 events,
-                dedup,
+                dedup: Some(dedup),
                 settings: settings.clone(),
                 metrics: metrics.clone(),
             }
         }))
     }
 
+    /// The dedup index, unless the archive is closed.
+    fn index(&mut self) -> Result<&mut DedupIndex, Failure> {
+        self.dedup
+            .as_mut()
+            .ok_or_else(|| Failure::Archive("the archive is closed".into()))
+    }
+
     /// Exact first (a revisit is cheaper than any flag), then near.
-    fn verdict(&self, msg: &Archive, sha256: &[u8; 32]) -> Result<Verdict, Failure> {
+    fn verdict(&mut self, msg: &Archive, sha256: &[u8; 32]) -> Result<Verdict, Failure> {
         if !Self::is_dedup_candidate(msg) {
             return Ok(Verdict::New);
         }
-        if self.settings.exact {
-            let found = self
-                .dedup
+        let settings = self.settings.clone();
+        let index = self.index()?;
+        if settings.exact {
+            let found = index
                 .exact(sha256)
                 .map_err(|e| Failure::Archive(e.to_string()))?;
             if let Some(original) = found {
@@ -118,10 +128,10 @@ impl ArchiveActor {
         }
         let near = msg
             .simhash
-            .filter(|_| self.settings.near_duplicates != NearAction::Off)
-            .and_then(|h| self.dedup.near(h, self.settings.near_distance))
+            .filter(|_| settings.near_duplicates != NearAction::Off)
+            .and_then(|h| index.near(h, settings.near_distance))
             .map(|(url, _)| url.to_owned());
-        Ok(match (near, self.settings.near_duplicates) {
+        Ok(match (near, settings.near_duplicates) {
             (Some(_), NearAction::SkipArchive) => Verdict::Skip,
             (Some(url), _) => Verdict::Near(url),
             (None, _) => Verdict::New,
@@ -217,7 +227,7 @@ impl ArchiveActor {
             let near = msg
                 .simhash
                 .filter(|_| index_simhash && self.settings.near_duplicates != NearAction::Off);
-            self.dedup
+            self.index()?
                 .remember(&sha256, Some(original), near, &original.uri)
                 .map_err(|e| fail(&e))?;
         }
@@ -268,6 +278,8 @@ impl Handler<CloseArchive> for ArchiveActor {
         self.events
             .sync()
             .map_err(|e| Failure::Archive(e.to_string()))?;
+        // Closed here, on this thread, before the node reports shut down.
+        drop(self.dedup.take());
         Ok(self.snapshot())
     }
 }

@@ -62,6 +62,12 @@ pub enum NearAction {
 
 const EXACT: u8 = b'd';
 const NEAR: u8 = b's';
+/// The key holding the version of the simhash stored under [`NEAR`].
+const NEAR_VERSION_KEY: &[u8] = b"v:simhash";
+/// Bumped whenever [`simhash`] changes: fingerprints of another version
+/// are not comparable, so they are dropped at open (pages archived before
+/// then are no longer found as near-duplicates; exact dedup is unaffected).
+const NEAR_VERSION: u32 = 2;
 
 /// The persistent exact index and the in-memory near index.
 pub struct DedupIndex {
@@ -80,6 +86,16 @@ impl DedupIndex {
             source,
         };
         let db = DB::open(&opts, dir).map_err(fail)?;
+        let stored = db.get(NEAR_VERSION_KEY).map_err(fail)?;
+        if stored.as_deref() != Some(&NEAR_VERSION.to_be_bytes()[..]) {
+            if stored.is_some() {
+                tracing::warn!(dir = %dir.display(), "simhashes of another version dropped");
+            }
+            let mut batch = WriteBatch::default();
+            batch.delete_range([NEAR], [NEAR + 1]);
+            batch.put(NEAR_VERSION_KEY, NEAR_VERSION.to_be_bytes());
+            db.write(batch).map_err(fail)?;
+        }
         let mut near = NearIndex::default();
         for item in db.iterator(IteratorMode::From(&[NEAR], Direction::Forward)) {
             let (key, _) = item.map_err(fail)?;
@@ -180,5 +196,30 @@ mod tests {
         assert_eq!(index.exact(&sha).unwrap(), Some(original));
         assert_eq!(index.near(0xabcd ^ 0b101, 3), Some(("http://a.test/", 2)));
         assert_eq!(index.exact(&[8u8; 32]).unwrap(), None);
+    }
+
+    #[test]
+    fn simhashes_of_another_version_are_dropped_and_digests_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let sha = [9u8; 32];
+        let original = Original {
+            uri: "http://a.test/".into(),
+            date: "2026-11-30T00:00:00.000000Z".into(),
+            record_id: "<urn:uuid:2>".into(),
+        };
+        {
+            let mut index = DedupIndex::open(dir.path()).unwrap();
+            index
+                .remember(&sha, Some(&original), Some(0xabcd), "http://a.test/")
+                .unwrap();
+        }
+        {
+            // As if written by a build with an older simhash.
+            let db = DB::open_default(dir.path()).unwrap();
+            db.put(NEAR_VERSION_KEY, 1u32.to_be_bytes()).unwrap();
+        }
+        let index = DedupIndex::open(dir.path()).unwrap();
+        assert_eq!(index.near(0xabcd, 3), None);
+        assert_eq!(index.exact(&sha).unwrap(), Some(original));
     }
 }

@@ -24,6 +24,9 @@ pub const MIN_WORDS: usize = 10;
 /// The simhash of `text`, or `None` when it has fewer than [`MIN_WORDS`]
 /// words.
 ///
+/// Characters are lower-cased one at a time (a word-final Greek `Σ`
+/// becomes `σ`, not `ς`).
+///
 /// One pass over the bytes, no allocation: a word's hash is built as its
 /// bytes go by (FNV-1a over the lower-cased UTF-8, then mixed); ASCII
 /// bytes are classified by table, other characters decoded and asked

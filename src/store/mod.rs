@@ -309,19 +309,38 @@ impl PartitionStore {
     ///
     /// Only entries the seen filter may have seen are looked up (see
     /// `dedup/bloom.rs`); in Bloom mode none are.
-    pub fn admit(&self, mut entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
-        // Sorted keys let RocksDB's batched multi-get walk each SST once.
-        let mut batch = WriteBatch::default();
-        let mut book = self.book.lock().expect("budget book lock");
+    pub fn admit(&self, entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
+        // A poisoned lock only means a panic mid-batch: the cache may be
+        // ahead of the store, so it is dropped, like after any failure.
+        let mut book = self.book.lock().unwrap_or_else(|poisoned| {
+            let mut book = poisoned.into_inner();
+            book.clear();
+            book
+        });
         book.trim();
+        let result = self.admit_with(&mut book, entries);
+        if result.is_err() {
+            // Counts of a batch that was not written must not be kept.
+            book.clear();
+        }
+        result
+    }
+
+    fn admit_with(
+        &self,
+        book: &mut budgets::Book,
+        mut entries: Vec<AdmitEntry>,
+    ) -> Result<Admitted, StoreError> {
+        let mut batch = WriteBatch::default();
         let budgets = !self.budget.is_unlimited();
         if budgets {
             // Every link counts toward its target's budget, before the
             // batch's duplicates (other referrers of one URL) are dropped.
             for entry in &entries {
-                self.note_link(&mut book, entry, &mut batch)?;
+                self.note_link(book, entry, &mut batch)?;
             }
         }
+        // Sorted keys let RocksDB's batched multi-get walk each SST once.
         entries.sort_unstable_by_key(|e| e.fp);
         entries.dedup_by_key(|e| e.fp);
         let maybe: Vec<bool> = entries.iter().map(|e| self.seen.maybe_seen(e.fp)).collect();
@@ -355,7 +374,7 @@ impl PartitionStore {
             }
             // Pages are budgeted; sitemaps (a few per host) are not.
             if budgets && entry.queue && entry.kind.is_page() {
-                if let Err(over) = self.charge(&mut book, &entry, &mut batch)? {
+                if let Err(over) = self.charge(book, &entry, &mut batch)? {
                     over_budget.push(over);
                     continue;
                 }
@@ -395,10 +414,7 @@ impl PartitionStore {
             });
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
-        if let Err(e) = self.write(batch) {
-            book.clear();
-            return Err(e);
-        }
+        self.write(batch)?;
         self.next_seq.store(seq, Ordering::Relaxed);
         // After the write: the filter never claims what the store lacks.
         for fp in fresh {
