@@ -307,7 +307,7 @@ impl Handler<SaveHostState> for PartitionActor {
 }
 
 impl Handler<Drain> for PartitionActor {
-    type Result = ResponseFuture<()>;
+    type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, _: Drain, _: &mut Self::Context) -> Self::Result {
         self.draining = true;
@@ -322,7 +322,7 @@ impl Handler<Drain> for PartitionActor {
             .collect();
         let store = self.store.clone();
         let id = self.id;
-        Box::pin(async move {
+        let drained = async move {
             // A host that passivated meanwhile answers with a closed mailbox:
             // it had nothing in flight and saved its state when it went.
             for (host, drained) in futures_util::future::join_all(drains).await {
@@ -332,10 +332,15 @@ impl Handler<Drain> for PartitionActor {
                     }
                 }
             }
-            if let Err(err) = store.sync() {
-                tracing::error!(partition = id, error = %err, "cannot sync the store");
+        };
+        Box::pin(drained.into_actor(self).map(|(), act, _| {
+            // Hosts drain only once their completions are acknowledged, so
+            // none should be pending; write any that are before the sync.
+            act.flush_completions();
+            if let Err(err) = act.store.sync() {
+                tracing::error!(partition = act.id, error = %err, "cannot sync the store");
             }
-        })
+        }))
     }
 }
 
