@@ -14,8 +14,9 @@
 //!
 //! The index lives in its own RocksDB under `data_dir/dedup`, written by
 //! the Archive actor alone (one writer, like each partition store), after
-//! the records it points at are written. A crash between the two costs at
-//! most one payload stored twice, never a revisit without its original.
+//! the records it points at are written, and without a write-ahead log: a
+//! crash can lose recent entries (those payloads are then stored in full
+//! once more), never produce a revisit without its original.
 //! Simhashes are loaded into memory at start (16 bytes and a URL per page;
 //! a crawl of tens of millions of pages wants a disk-backed table here).
 
@@ -149,7 +150,12 @@ impl DedupIndex {
         if batch.is_empty() {
             return Ok(());
         }
-        self.db.write(batch).map_err(|e| self.fail(e))?;
+        // No WAL: the index is an optimisation. A crash loses at most the
+        // entries since the last memtable flush (their payloads are then
+        // stored in full once more); a clean close flushes them.
+        let mut opts = rocksdb::WriteOptions::default();
+        opts.disable_wal(true);
+        self.db.write_opt(batch, &opts).map_err(|e| self.fail(e))?;
         if let Some(hash) = hash {
             self.near.insert(hash, url.to_owned());
         }
