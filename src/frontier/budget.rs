@@ -26,8 +26,8 @@
 //!
 //! These are pure functions over the counts; the partition store owns the
 //! counts (a domain and all its hosts live in one partition), persists them
-//! with the admissions they allow, and caches at most 100,000 domains and
-//! hosts in memory (`store/budgets.rs`).
+//! with the admissions they allow, and keeps a bounded two-generation cache
+//! of them in memory (`store/budgets.rs`).
 
 use std::collections::BTreeSet;
 

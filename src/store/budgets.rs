@@ -15,16 +15,67 @@ use super::{AdmitEntry, PartitionStore, StoreError, CF_BUDGETS};
 use crate::frontier::budget::{DomainBudget, OverBudget};
 use crate::url::registrable_domain;
 
-/// Domains and hosts whose counts are kept in memory at most (each); past
-/// that the cache is dropped and counts are read again as they are needed.
-const CACHED: usize = 100_000;
+/// What the cache may hold before its older generation is dropped: a
+/// weight of one per host, and one per domain plus one per linking domain
+/// remembered (about 40 bytes each).
+const CACHE_WEIGHT: usize = 500_000;
+
+/// A cache in two generations: entries are read and written in the hot
+/// one; when it is full it becomes the cold one (the old cold one is
+/// dropped), and a cold entry used again moves back to the hot one. So
+/// memory stays within about twice [`CACHE_WEIGHT`], and what is in use
+/// survives a rotation.
+#[derive(Debug)]
+struct Generations<V> {
+    hot: HashMap<String, V>,
+    cold: HashMap<String, V>,
+}
+
+impl<V> Default for Generations<V> {
+    fn default() -> Self {
+        Generations {
+            hot: HashMap::new(),
+            cold: HashMap::new(),
+        }
+    }
+}
+
+impl<V> Generations<V> {
+    /// The entry for `key`, moved to the hot generation if it was cold;
+    /// `moved` tells the caller to count its weight again.
+    fn get_mut(&mut self, key: &str) -> Option<(&mut V, bool)> {
+        let moved = match self.cold.remove(key) {
+            Some(v) => {
+                self.hot.insert(key.to_owned(), v);
+                true
+            }
+            None => false,
+        };
+        self.hot.get_mut(key).map(|v| (v, moved))
+    }
+
+    fn insert(&mut self, key: &str, value: V) -> &mut V {
+        self.hot.entry(key.to_owned()).or_insert(value)
+    }
+
+    fn rotate(&mut self) {
+        self.cold = std::mem::take(&mut self.hot);
+    }
+
+    fn clear(&mut self) {
+        self.hot.clear();
+        self.cold.clear();
+    }
+}
 
 /// A cache of the counts of recently touched domains and hosts. The store
 /// is the truth: the cache can be dropped at any time.
 #[derive(Debug, Default)]
 pub(super) struct Book {
-    domains: HashMap<String, DomainBudget>,
-    hosts: HashMap<String, u64>,
+    domains: Generations<DomainBudget>,
+    hosts: Generations<u64>,
+    /// Weight of the hot generations.
+    weight: usize,
 }
 
 impl Book {
@@ -33,15 +84,22 @@ impl Book {
     pub(super) fn clear(&mut self) {
         self.domains.clear();
         self.hosts.clear();
+        self.weight = 0;
     }
 
     /// Keeps the cache bounded; called before a batch, never during one
     /// (a batch's pending counts live only here until it is written).
     pub(super) fn trim(&mut self) {
-        if self.domains.len() > CACHED || self.hosts.len() > CACHED {
-            self.clear();
+        if self.weight > CACHE_WEIGHT {
+            self.domains.rotate();
+            self.hosts.rotate();
+            self.weight = 0;
         }
     }
+}
+
+fn domain_weight(d: &DomainBudget) -> usize {
+    1 + d.linkers.len()
 }
 
 fn key(tag: u8, parts: &[&str]) -> Vec<u8> {
@@ -69,6 +127,7 @@ impl PartitionStore {
             return Ok(());
         }
         if self.domain(book, own)?.note_linker(own, linker) {
+            book.weight += 1;
             batch.put_cf(self.cf(CF_BUDGETS), key(b'l', &[own, linker]), []);
         }
         Ok(())
@@ -91,18 +150,24 @@ impl PartitionStore {
         let pages = domain.pages;
         let cf = self.cf(CF_BUDGETS);
         batch.put_cf(cf, key(b'd', &[own]), pages.to_be_bytes());
-        let host = book.hosts.entry(entry.host.clone()).or_default();
+        let host = match book.hosts.get_mut(&entry.host) {
+            Some((n, _)) => n,
+            None => book.hosts.insert(&entry.host, 0),
+        };
         *host += 1;
         batch.put_cf(cf, key(b'h', &[&entry.host]), host.to_be_bytes());
         Ok(Ok(()))
     }
 
     fn host_count(&self, book: &mut Book, host: &str) -> Result<u64, StoreError> {
-        if let Some(n) = book.hosts.get(host) {
-            return Ok(*n);
+        if let Some((n, moved)) = book.hosts.get_mut(host) {
+            let n = *n;
+            book.weight += usize::from(moved);
+            return Ok(n);
         }
         let n = self.read_u64(&key(b'h', &[host]))?;
-        book.hosts.insert(host.to_owned(), n);
+        book.hosts.insert(host, n);
+        book.weight += 1;
         Ok(n)
     }
 
@@ -111,28 +176,33 @@ impl PartitionStore {
         book: &'b mut Book,
         domain: &str,
     ) -> Result<&'b mut DomainBudget, StoreError> {
-        if !book.domains.contains_key(domain) {
-            let mut loaded = DomainBudget {
-                pages: self.read_u64(&key(b'd', &[domain]))?,
-                ..Default::default()
-            };
-            let prefix = key(b'l', &[domain, ""]);
-            let cf = self.cf(CF_BUDGETS);
-            for item in self
-                .db
-                .iterator_cf(cf, IteratorMode::From(&prefix, Direction::Forward))
-            {
-                let (k, _) = item.map_err(|e| self.rocks(e))?;
-                let Some(linker) = k.strip_prefix(prefix.as_slice()) else {
-                    break;
-                };
-                loaded
-                    .linkers
-                    .insert(String::from_utf8_lossy(linker).into_owned());
+        if let Some((_, moved)) = book.domains.get_mut(domain) {
+            if moved {
+                let d = book.domains.get_mut(domain).expect("just found").0;
+                book.weight += domain_weight(d);
             }
-            book.domains.insert(domain.to_owned(), loaded);
+            return Ok(book.domains.get_mut(domain).expect("just found").0);
         }
-        Ok(book.domains.get_mut(domain).expect("inserted above"))
+        let mut loaded = DomainBudget {
+            pages: self.read_u64(&key(b'd', &[domain]))?,
+            ..Default::default()
+        };
+        let prefix = key(b'l', &[domain, ""]);
+        let cf = self.cf(CF_BUDGETS);
+        for item in self
+            .db
+            .iterator_cf(cf, IteratorMode::From(&prefix, Direction::Forward))
+        {
+            let (k, _) = item.map_err(|e| self.rocks(e))?;
+            let Some(linker) = k.strip_prefix(prefix.as_slice()) else {
+                break;
+            };
+            loaded
+                .linkers
+                .insert(String::from_utf8_lossy(linker).into_owned());
+        }
+        book.weight += domain_weight(&loaded);
+        Ok(book.domains.insert(domain, loaded))
     }
 
     fn read_u64(&self, k: &[u8]) -> Result<u64, StoreError> {
@@ -143,5 +213,29 @@ impl PartitionStore {
         Ok(value
             .and_then(|v| v.as_slice().try_into().ok())
             .map_or(0, u64::from_be_bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Generations;
+
+    #[test]
+    fn entries_in_use_survive_a_rotation_and_the_rest_go_after_two() {
+        let mut g: Generations<u32> = Generations::default();
+        g.insert("used", 1);
+        g.insert("idle", 2);
+        g.rotate();
+        // Used after the rotation: back in the hot generation.
+        assert_eq!(
+            g.get_mut("used").map(|(v, moved)| (*v, moved)),
+            Some((1, true))
+        );
+        g.rotate();
+        assert!(g.get_mut("used").is_some(), "survives: it was hot again");
+        assert!(
+            g.get_mut("idle").is_none(),
+            "dropped: unused for two rotations"
+        );
     }
 }
