@@ -211,6 +211,17 @@ impl Handler<AdmitBatch> for PartitionActor {
                 .with_label_values(&[over.label()])
                 .inc();
         }
+        let filter = outcome.filter;
+        for (result, n) in [
+            ("absent", filter.absent),
+            ("maybe_seen", filter.maybe_seen),
+            ("false_positive", filter.false_positive),
+        ] {
+            self.metrics
+                .seen_filter
+                .with_label_values(&[result])
+                .inc_by(n);
+        }
         let admitted = outcome.entries;
         self.queued += admitted.len() as u64;
         self.metrics.frontier_size.add(admitted.len() as i64);

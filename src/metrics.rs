@@ -36,6 +36,9 @@ pub struct Metrics {
     /// Duplicate responses by kind (`exact`, `near_flagged`,
     /// `near_skipped`).
     pub duplicates: IntCounterVec,
+    /// The seen filter's answers (`absent`, `maybe_seen`,
+    /// `false_positive`).
+    pub seen_filter: IntCounterVec,
     /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
     /// `unreachable_wait`, `unreachable_dropped`).
     pub robots_decisions: IntCounterVec,
@@ -126,6 +129,11 @@ impl Metrics {
                 "trawl_duplicates_total",
                 "Responses found to duplicate an archived one, by kind.",
                 "kind",
+            ),
+            seen_filter: counter_vec(
+                "trawl_seen_filter_total",
+                "Answers of the URL-seen Bloom filter; false_positive / (false_positive + absent) is its observed false-positive rate.",
+                "result",
             ),
             robots_decisions: counter_vec(
                 "trawl_robots_decisions_total",

@@ -168,6 +168,21 @@ pub struct Admitted {
     /// Entries refused by a budget (not recorded: rediscovery may admit
     /// them once the budget has grown).
     pub over_budget: Vec<OverBudget>,
+    /// What the seen filter answered for the batch's distinct URLs.
+    pub filter: FilterCounts,
+}
+
+/// The seen filter's answers for one batch.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FilterCounts {
+    /// "Certainly new": no read.
+    pub absent: u64,
+    /// "Maybe seen", and the store had it (or, in Bloom mode, unchecked).
+    pub maybe_seen: u64,
+    /// "Maybe seen", but the store did not have it: a false positive that
+    /// cost a read (exact mode; their rate tells whether the filter is
+    /// sized right).
+    pub false_positive: u64,
 }
 
 /// One entry of a host's durable queue.
@@ -358,6 +373,7 @@ impl PartitionStore {
         let mut seq = self.next_seq.load(Ordering::Relaxed);
         let mut admitted = Vec::new();
         let mut over_budget = Vec::new();
+        let mut filter = FilterCounts::default();
         let mut fresh = Vec::new();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
             let key = entry.fp.to_bytes();
@@ -369,6 +385,11 @@ impl PartitionStore {
                     hit.map_err(|e| self.rocks(e))?.is_some()
                 }
             };
+            match (maybe, seen) {
+                (false, _) => filter.absent += 1,
+                (true, true) => filter.maybe_seen += 1,
+                (true, false) => filter.false_positive += 1,
+            }
             if seen {
                 continue;
             }
@@ -411,6 +432,7 @@ impl PartitionStore {
             return Ok(Admitted {
                 entries: admitted,
                 over_budget,
+                filter,
             });
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
@@ -423,6 +445,7 @@ impl PartitionStore {
         Ok(Admitted {
             entries: admitted,
             over_budget,
+            filter,
         })
     }
 
@@ -723,12 +746,19 @@ mod tests {
                 2000,
                 "{mode:?}: an empty filter"
             );
-            let admitted = store.admit(pages(2000..3000)).unwrap().entries.len();
+            let outcome = store.admit(pages(2000..3000)).unwrap();
+            let admitted = outcome.entries.len();
             assert_eq!(
                 admitted == 1000,
                 all_new_admitted,
                 "{mode:?}: {admitted} of 1000"
             );
+            if mode == SeenMode::Exact {
+                // Every "maybe" was a false positive, and each is counted.
+                let f = outcome.filter;
+                assert!(f.false_positive > 0, "{f:?}");
+                assert_eq!((f.absent + f.false_positive, f.maybe_seen), (1000, 0));
+            }
             assert!(
                 store.admit(pages(0..3000)).unwrap().entries.is_empty(),
                 "{mode:?}"
