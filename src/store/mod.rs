@@ -13,7 +13,7 @@
 mod budgets;
 pub mod codec;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,14 +39,34 @@ const CF_HOSTS: &str = "hosts";
 const CF_SCHEDULES: &str = "schedules";
 const CF_META: &str = "meta";
 const CF_BUDGETS: &str = "budgets";
-const ALL_CFS: [&str; 6] = [
+/// host → URLs queued (i64 BE), kept by merge operands in the same batches
+/// as the queue itself, so a partition starts without scanning its queue.
+const CF_QUEUED: &str = "queued";
+/// Present once `queued` holds the counts (stores made before it existed
+/// are counted once, at their first start).
+const META_COUNTS: &[u8] = b"queued-counts";
+const ALL_CFS: [&str; 7] = [
     CF_URLS,
     CF_QUEUE,
     CF_HOSTS,
     CF_SCHEDULES,
     CF_META,
     CF_BUDGETS,
+    CF_QUEUED,
 ];
+
+/// The `queued` family's merge: the sum of the stored count and the deltas.
+fn add_counts(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &rocksdb::MergeOperands,
+) -> Option<Vec<u8>> {
+    let read = |b: &[u8]| b.try_into().map_or(0, i64::from_be_bytes);
+    let sum = operands
+        .iter()
+        .fold(existing.map_or(0, read), |sum, op| sum + read(op));
+    Some(sum.to_be_bytes().to_vec())
+}
 const META_SEQ: &[u8] = b"seq";
 
 /// Errors of the partition store.
@@ -249,8 +269,13 @@ impl PartitionStore {
     /// Opens (or creates) partition `id` for writing.
     pub fn open(env: &StoreEnv, data_dir: &Path, id: u16) -> Result<Self, StoreError> {
         let path = Self::dir(data_dir, id);
-        let cfs =
-            ALL_CFS.map(|name| ColumnFamilyDescriptor::new(name, env.cf_options(name != CF_QUEUE)));
+        let cfs = ALL_CFS.map(|name| {
+            let mut opts = env.cf_options(name != CF_QUEUE);
+            if name == CF_QUEUED {
+                opts.set_merge_operator_associative("add_counts", add_counts);
+            }
+            ColumnFamilyDescriptor::new(name, opts)
+        });
         let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
             StoreError::Rocks {
                 path: path.clone(),
@@ -436,6 +461,13 @@ impl PartitionStore {
             });
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
+        let mut queued: HashMap<&str, i64> = HashMap::new();
+        for entry in &admitted {
+            *queued.entry(entry.host.as_str()).or_default() += 1;
+        }
+        for (host, delta) in queued {
+            batch.merge_cf(self.cf(CF_QUEUED), host, delta.to_be_bytes());
+        }
         self.write(batch)?;
         self.next_seq.store(seq, Ordering::Relaxed);
         // After the write: the filter never claims what the store lacks.
@@ -462,6 +494,7 @@ impl PartitionStore {
             let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
+        let mut done: HashMap<&str, i64> = HashMap::new();
         for c in completions {
             let record = UrlRecord {
                 state: c.state,
@@ -469,6 +502,12 @@ impl PartitionStore {
             };
             batch.put_cf(self.cf(CF_URLS), c.fp.to_bytes(), record.encode());
             batch.delete_cf(self.cf(CF_QUEUE), &c.queue_key);
+            let host =
+                codec::queue_key_host(&c.queue_key).ok_or_else(|| self.corrupt("queue key"))?;
+            *done.entry(host).or_default() -= 1;
+        }
+        for (host, delta) in done {
+            batch.merge_cf(self.cf(CF_QUEUED), host, delta.to_be_bytes());
         }
         self.write(batch)
     }
@@ -509,12 +548,42 @@ impl PartitionStore {
     /// Every host with queued entries and how many it has. Used once at
     /// start to reactivate the hosts a previous run left with work.
     pub fn queued_by_host(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        if self.get(CF_META, META_COUNTS)?.is_none() {
+            return self.count_queue();
+        }
+        let mut hosts = BTreeMap::new();
+        for item in self.db.iterator_cf(self.cf(CF_QUEUED), IteratorMode::Start) {
+            let (key, value) = item.map_err(|e| self.rocks(e))?;
+            let n = <[u8; 8]>::try_from(value.as_ref())
+                .map(i64::from_be_bytes)
+                .map_err(|_| self.corrupt("queued count"))?;
+            if n > 0 {
+                let host = std::str::from_utf8(&key).map_err(|_| self.corrupt("queued host"))?;
+                hosts.insert(host.to_owned(), n as u64);
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// Counts the queue by scanning it, and stores the counts (a store made
+    /// before counts were kept; once).
+    fn count_queue(&self) -> Result<BTreeMap<String, u64>, StoreError> {
         let mut hosts = BTreeMap::new();
         for item in self.db.iterator_cf(self.cf(CF_QUEUE), IteratorMode::Start) {
             let (key, _) = item.map_err(|e| self.rocks(e))?;
             let host = codec::queue_key_host(&key).ok_or_else(|| self.corrupt("queue key"))?;
-            *hosts.entry(host.to_owned()).or_insert(0) += 1;
+            *hosts.entry(host.to_owned()).or_insert(0u64) += 1;
         }
+        let mut batch = WriteBatch::default();
+        for (host, n) in &hosts {
+            batch.put_cf(
+                self.cf(CF_QUEUED),
+                host.as_bytes(),
+                (*n as i64).to_be_bytes(),
+            );
+        }
+        batch.put_cf(self.cf(CF_META), META_COUNTS, []);
+        self.write(batch)?;
         Ok(hosts)
     }
 
@@ -868,6 +937,62 @@ mod tests {
             urls,
             ["http://a.test/1", "http://a.test/2"],
             "admission order kept"
+        );
+    }
+
+    #[test]
+    fn queue_counts_are_kept_with_the_queue_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let expected = |a: u64, b: u64| {
+            let mut m = BTreeMap::new();
+            if a > 0 {
+                m.insert("a.test".to_owned(), a);
+            }
+            if b > 0 {
+                m.insert("b.test".to_owned(), b);
+            }
+            m
+        };
+        {
+            let store = open(dir.path());
+            // Admitted before counting started: counted once by a scan.
+            store.admit(pages(0..3)).unwrap();
+            assert_eq!(store.queued_by_host().unwrap(), expected(3, 0));
+            // From then on, counts come from the counts family.
+            store
+                .admit(vec![entry("http://b.test/1", "b.test")])
+                .unwrap();
+            let head = store
+                .queue_page("a.test", Priority::NORMAL, None, 2)
+                .unwrap();
+            let done: Vec<Completion> = head
+                .iter()
+                .map(|e| Completion {
+                    fp: e.value.fp,
+                    queue_key: e.key.clone(),
+                    depth: 1,
+                    state: UrlState::Fetched(200),
+                })
+                .collect();
+            store.complete(&done, &[]).unwrap();
+            assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));
+        }
+        let store = open(dir.path());
+        assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));
+        let last = store
+            .queue_page("a.test", Priority::NORMAL, None, 1)
+            .unwrap();
+        let done = Completion {
+            fp: last[0].value.fp,
+            queue_key: last[0].key.clone(),
+            depth: 1,
+            state: UrlState::Failed,
+        };
+        store.complete(&[done], &[]).unwrap();
+        assert_eq!(
+            store.queued_by_host().unwrap(),
+            expected(0, 1),
+            "empty hosts are left out"
         );
     }
 
