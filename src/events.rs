@@ -31,12 +31,14 @@ pub struct Event {
     pub warc_ref: WarcRef,
     /// Hex SHA-256 of the payload.
     pub content_sha256: String,
-    /// 64-bit simhash (hex) of the visible text; null until near-duplicate
-    /// detection is enabled.
+    /// 64-bit simhash (hex) of the visible text of an HTML page; null for
+    /// other responses and pages of fewer than ten words.
     pub simhash: Option<String>,
-    /// URL of the earlier response this one duplicates, if any.
+    /// URL of the earlier response this one repeats (identical payload: its
+    /// record is a revisit) or resembles (near-duplicate), if any.
     pub duplicate_of: Option<String>,
-    /// Robots directives from meta tags (`noindex`, `nofollow`, ...).
+    /// Robots directives from the meta tag and the `X-Robots-Tag` header
+    /// (`noindex`, `nofollow`, ...), comma-joined.
     pub robots_meta: Option<String>,
     /// Links found on the page.
     pub links_out: usize,
