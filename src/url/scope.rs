@@ -164,11 +164,9 @@ impl Scope {
             y > self.year + self.traps.calendar_years_ahead
                 || y < self.year - self.traps.calendar_years_back
         };
-        let dated = match url.query() {
-            Some(q) => format!("{}?{q}", url.path()),
-            None => url.path().to_owned(),
-        };
-        date_years(&dated)
+        // Path and query as serialised, `?` between them.
+        let dated = &url[url::Position::BeforePath..url::Position::AfterQuery];
+        date_years(dated)
             .into_iter()
             .any(outside)
             .then_some(Excluded::Calendar)
