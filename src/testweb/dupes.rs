@@ -103,23 +103,19 @@ pub fn respond(host: &str, path_and_query: &str, port: u16) -> HttpResponse {
 fn directives(path: &str) -> HttpResponse {
     let text = prose(31, 40);
     let with_link = |to: &str| format!("<p>{text}</p><a href=\"{to}\">next</a>");
+    let x_robots = |mut response: HttpResponse, value: &'static str| {
+        response.headers_mut().insert(
+            actix_web::http::header::HeaderName::from_static("x-robots-tag"),
+            actix_web::http::header::HeaderValue::from_static(value),
+        );
+        response
+    };
     match path {
-        "/xrobots" => {
-            let mut response = page("x-robots", &with_link("/x-never"));
-            response.headers_mut().insert(
-                actix_web::http::header::HeaderName::from_static("x-robots-tag"),
-                actix_web::http::header::HeaderValue::from_static("trawl: nofollow"),
-            );
-            response
-        }
-        "/otherbot" => {
-            let mut response = page("otherbot", &with_link("/after-otherbot"));
-            response.headers_mut().insert(
-                actix_web::http::header::HeaderName::from_static("x-robots-tag"),
-                actix_web::http::header::HeaderValue::from_static("otherbot: nofollow"),
-            );
-            response
-        }
+        "/xrobots" => x_robots(page("x-robots", &with_link("/x-never")), "trawl: nofollow"),
+        "/otherbot" => x_robots(
+            page("otherbot", &with_link("/after-otherbot")),
+            "otherbot: nofollow",
+        ),
         "/noindex" => page(
             "noindex",
             &format!(

@@ -130,13 +130,7 @@ impl WarcWriter {
         payload_sha256: [u8; 32],
     ) -> Result<Stored, WarcError> {
         let (response, request) = record::exchange_records(exchange, &payload_sha256);
-        let record_id = response.header("WARC-Record-ID").unwrap_or("").to_owned();
-        let at = self.write_pair(&response, &request)?;
-        Ok(Stored {
-            at,
-            payload_sha256,
-            record_id,
-        })
+        self.write_pair(&response, &request, payload_sha256)
     }
 
     /// Writes a revisit record (and the request record) for an exchange
@@ -148,18 +142,17 @@ impl WarcWriter {
         original: &crate::dedup::Original,
     ) -> Result<Stored, WarcError> {
         let (revisit, request) = record::revisit_records(exchange, &payload_sha256, original);
-        let record_id = revisit.header("WARC-Record-ID").unwrap_or("").to_owned();
-        let at = self.write_pair(&revisit, &request)?;
-        Ok(Stored {
-            at,
-            payload_sha256,
-            record_id,
-        })
+        self.write_pair(&revisit, &request, payload_sha256)
     }
 
-    /// Writes a record and its request record to one file; returns the
-    /// first one's location.
-    fn write_pair(&mut self, first: &Record, request: &Record) -> Result<WarcRef, WarcError> {
+    /// Writes a record and its request record to one file.
+    fn write_pair(
+        &mut self,
+        first: &Record,
+        request: &Record,
+        payload_sha256: [u8; 32],
+    ) -> Result<Stored, WarcError> {
+        let record_id = first.header("WARC-Record-ID").unwrap_or("").to_owned();
         let level = self.settings.compression_level;
         let first = first.to_gzip_member(level);
         let request = request.to_gzip_member(level);
@@ -167,7 +160,11 @@ impl WarcWriter {
         self.file_for((first.len() + request.len()) as u64)?;
         let at = self.write_member(&first)?;
         self.write_member(&request)?;
-        Ok(at)
+        Ok(Stored {
+            at,
+            payload_sha256,
+            record_id,
+        })
     }
 
     /// Writes one record as its own gzip member.
