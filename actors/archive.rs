@@ -16,7 +16,7 @@ use actix::prelude::*;
 
 use super::messages::{Archive, ArchiveSnapshot, CloseArchive, Failure, GetArchiveSnapshot};
 use crate::config::{Config, DedupConfig};
-use crate::dedup::{DedupIndex, NearAction, Original};
+use crate::dedup::{DedupIndex, NearAction, Original, Verdict};
 use crate::events::{Event, EventKind, EventWriter};
 use crate::metrics::Metrics;
 use crate::warc::{Exchange, Stored, WarcRef, WarcSettings, WarcWriter};
@@ -30,18 +30,6 @@ pub struct ArchiveActor {
     dedup: Option<DedupIndex>,
     settings: DedupConfig,
     metrics: Arc<Metrics>,
-}
-
-/// What dedup decided for one response.
-enum Verdict {
-    /// Store it in full.
-    New,
-    /// Store a revisit of this original.
-    Exact(Original),
-    /// Store it, flagged as resembling this URL.
-    Near(String),
-    /// Do not store it (near-duplicate of this URL, skip-archive mode).
-    Skip,
 }
 
 /// Errors opening the archive.
@@ -111,31 +99,15 @@ impl ArchiveActor {
             .ok_or_else(|| Failure::Archive("the archive is closed".into()))
     }
 
-    /// Exact first (a revisit is cheaper than any flag), then near.
+    /// Dedup's decision for a response (only candidates are judged).
     fn verdict(&mut self, msg: &Archive, sha256: &[u8; 32]) -> Result<Verdict, Failure> {
         if !Self::is_dedup_candidate(msg) {
             return Ok(Verdict::New);
         }
         let settings = self.settings.clone();
-        let index = self.index()?;
-        if settings.exact {
-            let found = index
-                .exact(sha256)
-                .map_err(|e| Failure::Archive(e.to_string()))?;
-            if let Some(original) = found {
-                return Ok(Verdict::Exact(original));
-            }
-        }
-        let near = msg
-            .simhash
-            .filter(|_| settings.near_duplicates != NearAction::Off)
-            .and_then(|h| index.near(h, settings.near_distance))
-            .map(|(url, _)| url.to_owned());
-        Ok(match (near, settings.near_duplicates) {
-            (Some(_), NearAction::SkipArchive) => Verdict::Skip,
-            (Some(url), _) => Verdict::Near(url),
-            (None, _) => Verdict::New,
-        })
+        self.index()?
+            .judge(sha256, msg.simhash, &settings)
+            .map_err(|e| Failure::Archive(e.to_string()))
     }
 
     fn count(&self, kind: &str) {

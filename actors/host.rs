@@ -832,11 +832,7 @@ impl Job {
                 let mut canonical = None;
                 // X-Robots-Tag applies to any response; meta robots adds to it.
                 let header = crate::parse::x_robots_tag(
-                    response
-                        .headers
-                        .iter()
-                        .filter(|(n, _)| n == "x-robots-tag")
-                        .map(|(_, v)| v.as_str()),
+                    response.header_values("x-robots-tag"),
                     &self.settings.robots.product_token,
                 );
                 let mut robots_meta = header.clone();
@@ -856,10 +852,10 @@ impl Job {
                         .await?;
                     canonical = parsed.canonical.clone();
                     simhash = parsed.simhash;
-                    robots_meta = match (header, parsed.robots_meta.clone()) {
-                        (Some(h), Some(m)) => Some(format!("{m}, {h}")),
-                        (h, m) => m.or(h),
-                    };
+                    robots_meta = crate::parse::robots_directives(
+                        parsed.robots_meta.as_deref(),
+                        header.as_deref(),
+                    );
                     if !crate::parse::forbids_following(robots_meta.as_deref()) {
                         let depth = self.entry.value.depth + 1;
                         found = parsed

@@ -10,7 +10,7 @@ use actix::prelude::*;
 use super::messages::{Parse, ParseSitemap};
 use crate::fetch::decode::decode_body;
 use crate::parse::charset::decode_html;
-use crate::parse::{parse_html, ParsedPage};
+use crate::parse::{parse_html, prefix_at_char_boundary, ParsedPage};
 use crate::sitemap::parse_sitemap;
 
 /// One parser thread.
@@ -65,37 +65,10 @@ impl Handler<Parse> for ParserPool {
     }
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a char
-/// boundary.
-fn prefix_at_char_boundary(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
 impl Handler<ParseSitemap> for ParserPool {
     type Result = MessageResult<ParseSitemap>;
 
     fn handle(&mut self, msg: ParseSitemap, _: &mut Self::Context) -> Self::Result {
         MessageResult(parse_sitemap(&msg.body, msg.limits))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_at_char_boundary;
-
-    #[test]
-    fn huge_pages_are_cut_on_a_char_boundary() {
-        assert_eq!(prefix_at_char_boundary("abc", 10), "abc");
-        assert_eq!(prefix_at_char_boundary("abcdef", 3), "abc");
-        // "é" is two bytes: a cut inside it backs off to before it.
-        assert_eq!(prefix_at_char_boundary("aé", 2), "a");
-        assert_eq!(prefix_at_char_boundary("aé", 3), "aé");
     }
 }

@@ -88,13 +88,7 @@ fn duplicates_are_stored_once_and_traps_end() {
         assert_eq!(e.duplicate_of, None, "{} flagged", e.url);
         assert!(e.simhash.is_some() || e.status != 200, "{}", e.url);
     }
-    let rest: Vec<_> = log
-        .iter()
-        .filter(|r| r.host.starts_with("site"))
-        .cloned()
-        .collect();
-    let fetched: BTreeSet<String> = page_requests(&rest, port).into_keys().collect();
-    assert_same_urls(&fetched, &web.ground_truth(port));
+    assert_sites_complete(&log, &web, port);
 
     // Session-ID variants of one item: one fetch.
     let items = log
@@ -236,11 +230,5 @@ fn a_link_farm_gets_its_base_budget_and_real_sites_are_complete() {
             > 0
     );
     // Real sites fit their budgets and are crawled completely.
-    let rest: Vec<_> = log
-        .iter()
-        .filter(|r| r.host.starts_with("site"))
-        .cloned()
-        .collect();
-    let fetched: BTreeSet<String> = page_requests(&rest, port).into_keys().collect();
-    assert_same_urls(&fetched, &web.ground_truth(port));
+    assert_sites_complete(&log, &web, port);
 }

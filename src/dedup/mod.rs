@@ -41,6 +41,19 @@ pub struct Original {
     pub record_id: String,
 }
 
+/// What dedup decided for one response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Store it in full.
+    New,
+    /// Store a revisit of this original.
+    Exact(Original),
+    /// Store it, flagged as resembling this URL.
+    Near(String),
+    /// Do not store it (near-duplicate of this URL, skip-archive mode).
+    Skip,
+}
+
 /// The dedup index could not be read or written.
 #[derive(Debug, thiserror::Error)]
 #[error("dedup index {path}: {source}")]
@@ -119,6 +132,31 @@ impl DedupIndex {
         // An unreadable entry is treated as absent: the payload is stored
         // again rather than pointed at something we cannot name.
         Ok(value.and_then(|v| serde_json::from_slice(&v).ok()))
+    }
+
+    /// What to do with a payload of SHA-256 `sha256` whose page has the
+    /// simhash `hash`: exact first (a revisit is cheaper than any flag),
+    /// then near, as `settings` ask.
+    pub fn judge(
+        &self,
+        sha256: &[u8; 32],
+        hash: Option<u64>,
+        settings: &crate::config::DedupConfig,
+    ) -> Result<Verdict, DedupError> {
+        if settings.exact {
+            if let Some(original) = self.exact(sha256)? {
+                return Ok(Verdict::Exact(original));
+            }
+        }
+        let near = hash
+            .filter(|_| settings.near_duplicates != NearAction::Off)
+            .and_then(|h| self.near(h, settings.near_distance))
+            .map(|(url, _)| url.to_owned());
+        Ok(match (near, settings.near_duplicates) {
+            (Some(_), NearAction::SkipArchive) => Verdict::Skip,
+            (Some(url), _) => Verdict::Near(url),
+            (None, _) => Verdict::New,
+        })
     }
 
     /// The closest stored page within `max_distance` of `hash`.

@@ -127,6 +127,14 @@ impl FetchResponse {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every value of header `name` (lower-case), in received order.
+    pub fn header_values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.headers
+            .iter()
+            .filter(move |(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Whether the body is HTML by its Content-Type (missing counts as HTML,
     /// as browsers sniff it so).
     pub fn is_html(&self) -> bool {

@@ -97,6 +97,28 @@ pub fn page_simhash(html: &str) -> Option<u64> {
     crate::dedup::simhash(&visible_text(&Html::parse_document(html)))
 }
 
+/// A page's robots directives: its meta tag's, then its `X-Robots-Tag`
+/// header's, comma-joined.
+pub fn robots_directives(meta: Option<&str>, header: Option<&str>) -> Option<String> {
+    match (meta, header) {
+        (Some(m), Some(h)) => Some(format!("{m}, {h}")),
+        (m, h) => m.or(h).map(str::to_owned),
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char
+/// boundary: how much of a huge page is parsed.
+pub fn prefix_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 /// Elements whose text is not shown (or not the page's content).
 const INVISIBLE: &[&str] = &["head", "script", "style", "noscript", "template"];
 
@@ -253,6 +275,15 @@ mod tests {
         );
         assert!(crate::dedup::simhash(words).is_some());
         assert_eq!(page("<script>x</script>").simhash, None);
+    }
+
+    #[test]
+    fn huge_pages_are_cut_on_a_char_boundary() {
+        assert_eq!(prefix_at_char_boundary("abc", 10), "abc");
+        assert_eq!(prefix_at_char_boundary("abcdef", 3), "abc");
+        // "é" is two bytes: a cut inside it backs off to before it.
+        assert_eq!(prefix_at_char_boundary("aé", 2), "a");
+        assert_eq!(prefix_at_char_boundary("aé", 3), "aé");
     }
 
     #[test]

@@ -102,6 +102,18 @@ pub fn audit_log(web: &SyntheticWeb, log: &[RequestRecord], min_delay_ms: u64) -
     })
 }
 
+/// Asserts the synthetic sites' (`siteNNNN.test`) page requests in `log`
+/// are exactly the web's ground truth, whatever else the log holds.
+pub fn assert_sites_complete(log: &[RequestRecord], web: &SyntheticWeb, port: u16) {
+    let sites: Vec<RequestRecord> = log
+        .iter()
+        .filter(|r| r.host.starts_with("site"))
+        .cloned()
+        .collect();
+    let fetched: BTreeSet<String> = page_requests(&sites, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+}
+
 /// Asserts two URL sets are equal, showing a readable difference.
 pub fn assert_same_urls(fetched: &BTreeSet<String>, truth: &BTreeSet<String>) {
     let missed: Vec<_> = truth.difference(fetched).take(10).collect();
