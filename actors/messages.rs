@@ -18,31 +18,15 @@ use bytes::Bytes;
 use serde::Serialize;
 use url::Url;
 
-use crate::events::EventKind;
 use crate::fetch::{FetchError, FetchResponse};
-use crate::frontier::{EntryKind, Priority, LEVELS};
 use crate::parse::ParsedPage;
 use crate::politeness::Schedule;
-use crate::robots::RobotsSummary;
 use crate::sitemap::{ParsedSitemap, SitemapLimits};
 use crate::store::{AdmitEntry, Completion, HostState};
 use crate::url::Fingerprint;
 use crate::warc::WarcRef;
 
-/// Why an actor could not do what a message asked. Carried as text across
-/// actors: the typed source error is logged where it happened.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Failure {
-    /// The partition store failed.
-    #[error("store: {0}")]
-    Store(String),
-    /// The archive (WARC or events) failed.
-    #[error("archive: {0}")]
-    Archive(String),
-    /// The receiving actor is gone.
-    #[error("mailbox: {0}")]
-    Mailbox(String),
-}
+pub use crate::error::Failure;
 
 impl From<MailboxError> for Failure {
     fn from(e: MailboxError) -> Self {
@@ -50,37 +34,40 @@ impl From<MailboxError> for Failure {
     }
 }
 
+// ----------------------------------------------------------------- Wiring
+
+/// The downstream recipients every host of the node shares: the pipeline
+/// after the host. `node.rs` builds it; partitions hand it to their hosts.
+#[derive(Clone)]
+pub struct PipelineLinks {
+    /// FetcherPool.
+    pub fetch: Recipient<Fetch>,
+    /// ParserPool: HTML.
+    pub parse: Recipient<Parse>,
+    /// ParserPool: sitemaps.
+    pub parse_sitemap: Recipient<ParseSitemap>,
+    /// Archive.
+    pub archive: Recipient<Archive>,
+    /// SeenSet.
+    pub discover: Recipient<Discover>,
+}
+
+/// Where a host sends its work: the pipeline, and its own partition.
+#[derive(Clone)]
+pub struct HostLinks {
+    /// The node's pipeline.
+    pub pipeline: PipelineLinks,
+    /// Its partition: completions.
+    pub complete: Recipient<Complete>,
+    /// Its partition: idle and passivation reports.
+    pub idle: Recipient<HostIdle>,
+    /// Its partition: host state saves.
+    pub save: Recipient<SaveHostState>,
+}
+
 // ---------------------------------------------------------------- SeenSet
 
-/// A URL found somewhere (seed, link, redirect, sitemap) and offered to
-/// the crawl.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Candidate {
-    /// The URL as found (absolute).
-    pub url: Url,
-    /// Hops from the seed (pages) or index depth (sitemaps).
-    pub depth: u32,
-    /// Which of its host's queues it joins.
-    pub priority: Priority,
-    /// Page or sitemap.
-    pub kind: EntryKind,
-    /// Registrable domain of the page it was found on (links and
-    /// redirects), for domain budgets.
-    pub referrer: Option<String>,
-}
-
-impl Candidate {
-    /// A page found as a link on `from`.
-    pub fn link(url: Url, depth: u32, from: &Url) -> Self {
-        Candidate {
-            url,
-            depth,
-            priority: Priority::NORMAL,
-            kind: EntryKind::Page,
-            referrer: Some(crate::url::registrable_domain(crate::url::host_key(from)).to_owned()),
-        }
-    }
-}
+pub use crate::frontier::Candidate;
 
 /// Offers candidates to the crawl. Replies once every admissible candidate
 /// is durably enqueued (or known as seen), so a page is completed only after
@@ -129,8 +116,10 @@ pub struct Complete {
     pub schedule: Schedule,
 }
 
-/// A host has nothing to do. The partition passivates it (saving `state`)
-/// unless work arrived after `generation`; the reply says which.
+/// A host has nothing to do (`due_ms` is `None`) or nothing it may do
+/// before `due_ms`. The partition passivates it (saving `state`, and
+/// entering it in the due index until `due_ms`) unless work arrived after
+/// `generation`; the reply says which.
 #[derive(Debug, Message)]
 #[rtype(result = "bool")]
 pub struct HostIdle {
@@ -140,6 +129,8 @@ pub struct HostIdle {
     pub generation: u64,
     /// State to persist.
     pub state: HostState,
+    /// When it has something to do again (Unix ms), if it has work.
+    pub due_ms: Option<u64>,
 }
 
 /// Persists a host's state now (after a robots.txt fetch).
@@ -152,11 +143,15 @@ pub struct SaveHostState {
     pub state: HostState,
 }
 
-/// Stop dispatching and wait until nothing is in flight or in processing;
-/// the partition then syncs its store.
+/// Stop dispatching and wait until nothing is in flight or in processing,
+/// at most `timeout`; the partition then syncs its store. Answers whether
+/// every host drained (`false`: requests were abandoned; they stay queued).
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
-pub struct Drain;
+#[rtype(result = "bool")]
+pub struct Drain {
+    /// How long to wait for requests in flight.
+    pub timeout: std::time::Duration,
+}
 
 /// Tells a host to stop dispatching; answers with the host's state once
 /// nothing is in flight or in processing, for the partition to persist (so
@@ -181,6 +176,11 @@ pub struct PartitionSnapshot {
     pub completed: u64,
     /// Active host actors.
     pub active_hosts: usize,
+    /// Dormant hosts with work, waiting in the due index.
+    pub due_hosts: usize,
+    /// Store writes that failed since start (the work stays queued and is
+    /// retried; see `trawl_pipeline_failures_total`).
+    pub store_errors: u64,
     /// Draining for shutdown.
     pub draining: bool,
 }
@@ -203,41 +203,7 @@ pub struct Wake {
 #[rtype(result = "HostSnapshot")]
 pub struct GetHostSnapshot;
 
-/// Observable state of a host actor.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct HostSnapshot {
-    /// The host.
-    pub host: String,
-    /// Whether an actor is active for it (else the state is the stored one).
-    pub active: bool,
-    /// robots.txt per origin.
-    pub robots: Vec<RobotsSummary>,
-    /// Origins whose robots.txt is currently unreachable.
-    pub robots_failing: Vec<String>,
-    /// Politeness state.
-    pub politeness: PolitenessSnapshot,
-    /// Durable queue sizes by priority level (0 = seeds … 3 = low).
-    pub queued_by_priority: [u64; LEVELS],
-    /// Entries loaded in memory and not yet dispatched.
-    pub head: usize,
-    /// Fetched entries being parsed, archived and admitted.
-    pub processing: usize,
-}
-
-/// The politeness part of a [`HostSnapshot`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct PolitenessSnapshot {
-    /// Requests in flight.
-    pub in_flight: u32,
-    /// Milliseconds until the next request may start (0 if due).
-    pub next_allowed_in_ms: u64,
-    /// Consecutive failures (backoff grows with them).
-    pub failures: u32,
-    /// Parked after repeated failures.
-    pub parked: bool,
-    /// Crawl-delay in force, in milliseconds.
-    pub crawl_delay_ms: Option<u64>,
-}
+pub use crate::frontier::host::{HostSnapshot, PolitenessSnapshot};
 
 /// Asks a partition about one host, active or not.
 #[derive(Debug, Clone, Message)]
@@ -287,25 +253,10 @@ pub struct Parse {
 
 /// Archives one response (WARC records and its output event). Replies
 /// with where it was stored, or `None` when dedup chose not to store it.
-#[derive(Debug, Message)]
-#[rtype(result = "Result<Option<WarcRef>, Failure>")]
-pub struct Archive {
-    /// The URL fetched.
-    pub url: Url,
-    /// The response.
-    pub response: FetchResponse,
-    /// Page, robots.txt or sitemap.
-    pub kind: EventKind,
-    /// Hops from the seed.
-    pub depth: u32,
-    /// `rel=canonical`, if the page has one.
-    pub canonical: Option<Url>,
-    /// Meta robots directives.
-    pub robots_meta: Option<String>,
-    /// Links found.
-    pub links_out: usize,
-    /// Simhash of the page's visible text, if it is an HTML page.
-    pub simhash: Option<u64>,
+pub type Archive = crate::archive::ArchiveRequest;
+
+impl Message for crate::archive::ArchiveRequest {
+    type Result = Result<Option<WarcRef>, Failure>;
 }
 
 /// Flushes and closes the current WARC file and syncs the events file.
@@ -319,14 +270,4 @@ pub struct CloseArchive;
 pub struct GetArchiveSnapshot;
 
 /// Observable state of the archive.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ArchiveSnapshot {
-    /// Records written this run.
-    pub records: u64,
-    /// Compressed bytes written this run.
-    pub bytes: u64,
-    /// Events written this run.
-    pub events: u64,
-    /// WARC files closed this run.
-    pub files_closed: usize,
-}
+pub type ArchiveSnapshot = crate::archive::ArchiveCounts;

@@ -11,7 +11,7 @@
 //! admitted), stores sync, the archive closes its WARC file.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use actix::prelude::*;
 use serde::Serialize;
@@ -20,16 +20,20 @@ use url::Url;
 
 use super::archive::{ArchiveActor, ArchiveOpenError};
 use super::fetcher::FetcherPool;
-use super::host::{HostSettings, SitemapSettings};
 use super::messages::{
     Admission, ArchiveSnapshot, Candidate, CloseArchive, Discover, Drain, Failure,
     GetArchiveSnapshot, GetHost, GetPartitionSnapshot, HostSnapshot, PartitionSnapshot,
+    PipelineLinks,
 };
 use super::parser::ParserPool;
-use super::partition::{PartitionActor, PipelineLinks};
+use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
+use crate::clock::{Now, SharedClock, SystemClock};
 use crate::config::Config;
 use crate::fetch::DnsOverrides;
+use crate::frontier::due::ActiveSlots;
+use crate::frontier::host::HostSettings;
+use crate::frontier::response::{RetryLimits, SitemapSettings};
 use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
 use crate::politeness::ip::IpSlots;
@@ -68,7 +72,12 @@ pub struct Node {
     seen: Addr<SeenSet>,
     archive: Addr<ArchiveActor>,
     metrics: Arc<Metrics>,
-    started: Instant,
+    clock: SharedClock,
+    started: Now,
+    /// The cap on active hosts the partitions share.
+    slots: Arc<ActiveSlots>,
+    /// How long a stop waits for requests in flight.
+    shutdown_timeout: Duration,
     /// Threads of the partitions; stopped after shutdown.
     store_arbiters: Vec<Arbiter>,
     idle_waiters: Vec<oneshot::Sender<()>>,
@@ -88,8 +97,19 @@ impl Node {
     /// Opens the crawl in `config.storage.data_dir` and starts every actor.
     /// Must run inside an actix system.
     pub fn start(config: Config, metrics: Arc<Metrics>) -> Result<Addr<Node>, NodeError> {
+        Self::start_with_clock(config, metrics, Arc::new(SystemClock))
+    }
+
+    /// [`Node::start`] on an injected clock: every time decision of the
+    /// node's actors reads it.
+    pub fn start_with_clock(
+        config: Config,
+        metrics: Arc<Metrics>,
+        clock: SharedClock,
+    ) -> Result<Addr<Node>, NodeError> {
         let tls = crate::fetch::tls::client_config(&config.fetch.extra_root_certificates)?;
-        let year = chrono::Datelike::year(&chrono::Utc::now());
+        let started = clock.now();
+        let year = chrono::Datelike::year(&chrono::DateTime::<chrono::Utc>::from(started.wall));
         let scope = crate::url::Scope::new(&config.scope, &config.traps, year)?;
         let data_dir = config.storage.data_dir.clone();
         Manifest::ensure(&data_dir, config.storage.partitions)?;
@@ -128,15 +148,22 @@ impl Node {
             archive: archive.clone().recipient(),
             discover: seen_addr.clone().recipient(),
         };
+        let slots = ActiveSlots::new(config.frontier.active_hosts_cap(config.fetch.concurrency));
+        let setup = PartitionSetup {
+            settings,
+            pipeline,
+            slots: slots.clone(),
+            clock: clock.clone(),
+            metrics: metrics.clone(),
+        };
         let partitions: Vec<Addr<PartitionActor>> = stores
             .into_iter()
             .enumerate()
             .map(|(id, store)| {
                 let arbiter = &store_arbiters[id % store_arbiters.len()];
-                let (settings, pipeline, metrics) =
-                    (settings.clone(), pipeline.clone(), metrics.clone());
+                let setup = setup.clone();
                 PartitionActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                    PartitionActor::new(id as u16, store, settings, pipeline, metrics)
+                    PartitionActor::new(id as u16, store, setup)
                 })
             })
             .collect();
@@ -148,7 +175,10 @@ impl Node {
             seen: seen_addr,
             archive,
             metrics,
-            started: Instant::now(),
+            clock,
+            started,
+            slots,
+            shutdown_timeout: config.crawl.shutdown_timeout,
             store_arbiters,
             idle_waiters: Vec::new(),
             last: Totals::default(),
@@ -192,7 +222,10 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
             retry_max: config.robots.retry_max,
             give_up_after: config.robots.give_up_after,
         },
-        max_attempts: config.fetch.max_attempts,
+        retries: RetryLimits {
+            max_attempts: config.fetch.max_attempts,
+            max_throttled_attempts: config.fetch.max_throttled_attempts,
+        },
         max_redirects: config.fetch.max_redirects,
         archive_non_html: config.fetch.archive_non_html,
         sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
@@ -207,6 +240,7 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
         ip_slots: (config.politeness.max_in_flight_per_ip > 0)
             .then(|| IpSlots::new(config.politeness.max_in_flight_per_ip)),
         dns: DnsOverrides::new(&config.dns.overrides),
+        passivate_after: config.frontier.passivate_after,
     }
 }
 
@@ -286,6 +320,12 @@ pub struct NodeStatus {
     pub completed: u64,
     /// Active host actors.
     pub active_hosts: usize,
+    /// The most host actors active at once since start.
+    pub active_hosts_peak: usize,
+    /// The cap on active host actors (`[frontier] max_active_hosts`).
+    pub active_hosts_cap: usize,
+    /// Dormant hosts with work, waiting in the due indexes.
+    pub due_hosts: usize,
     /// Shutting down.
     pub shutting_down: bool,
     /// The archive's counters.
@@ -309,8 +349,9 @@ impl Handler<GetStatus> for Node {
             .map(|p| p.send(GetPartitionSnapshot))
             .collect();
         let archive = self.archive.send(GetArchiveSnapshot);
-        let uptime = self.started.elapsed().as_secs_f64();
+        let uptime = (self.clock.now().at - self.started.at).as_secs_f64();
         let shutting_down = self.shutting_down;
+        let (peak, cap) = (self.slots.peak(), self.slots.cap());
         Box::pin(async move {
             let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
                 .await
@@ -322,6 +363,9 @@ impl Handler<GetStatus> for Node {
                 queued: partitions.iter().map(|p| p.queued).sum(),
                 completed: partitions.iter().map(|p| p.completed).sum(),
                 active_hosts: partitions.iter().map(|p| p.active_hosts).sum(),
+                active_hosts_peak: peak,
+                active_hosts_cap: cap,
+                due_hosts: partitions.iter().map(|p| p.due_hosts).sum(),
                 shutting_down,
                 archive: archive.await.unwrap_or_default(),
                 partitions,
@@ -340,12 +384,22 @@ impl Handler<Shutdown> for Node {
 
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
-        tracing::info!("draining: no new requests; waiting for requests in flight");
-        let drains: Vec<_> = self.partitions.iter().map(|p| p.send(Drain)).collect();
+        tracing::info!(
+            timeout_s = self.shutdown_timeout.as_secs_f64(),
+            "draining: no new requests; waiting for requests in flight"
+        );
+        let drain = Drain {
+            timeout: self.shutdown_timeout,
+        };
+        let drains: Vec<_> = self.partitions.iter().map(|p| p.send(drain)).collect();
         let archive = self.archive.clone();
         let done = async move {
-            futures_util::future::join_all(drains).await;
-            archive.send(CloseArchive).await?
+            let drained = futures_util::future::join_all(drains).await;
+            let complete = drained.into_iter().all(|d| d.unwrap_or(false));
+            archive
+                .send(CloseArchive)
+                .await?
+                .map(|snap| (snap, complete))
         };
         Box::pin(done.into_actor(self).map(|result, act, _| {
             // Partitions close their RocksDB instances as their threads end;
@@ -357,12 +411,15 @@ impl Handler<Shutdown> for Node {
                 }
             }
             act.metrics.active_hosts.set(0);
-            if result.is_ok() {
+            // Requests abandoned at the timeout may still be served: the
+            // marker stays, so the next run treats this stop as a crash and
+            // every host waits its last delay again before its first request.
+            if let Ok((_, true)) = &result {
                 if let Err(err) = RunMarker::end(&act.data_dir) {
                     tracing::error!(error = %err, "cannot clear the run marker");
                 }
             }
-            result
+            result.map(|(snap, _)| snap)
         }))
     }
 }

@@ -1,10 +1,18 @@
 //! PartitionActor: owns one partition's store and supervises its hosts.
 //!
 //! The only writer of its RocksDB instance: admissions, completions and
-//! host state all go through its mailbox, so every write is ordered. It
-//! activates a HostActor when a host has queued work and passivates it when
-//! the host reports idle (its state goes back to the store), so dormant
-//! hosts cost no memory. Host actors run on the partition's arbiter.
+//! host state all go through its mailbox, so every write is ordered.
+//!
+//! Hosts with queued work are active (a HostActor) or dormant in the due
+//! index ([`DueIndex`]), by the time they next have something to do. The
+//! partition activates due hosts earliest first while the node-wide cap
+//! ([`ActiveSlots`], `[frontier] max_active_hosts`) has room; a host that
+//! is idle, or waiting longer than `passivate_after`, hands its state back
+//! (and its due time, persisted with it) and leaves. Opening a partition
+//! only fills the index: no host is activated before it is due and has a
+//! slot. A host actor that dies is noticed by a periodic check and comes
+//! back from the store (its queue is durable; its in-flight request, if
+//! any, is fetched again). Host actors run on the partition's arbiter.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,36 +22,47 @@ use tokio::sync::oneshot;
 
 use actix::prelude::*;
 
-use super::host::{HostActor, HostLinks, HostSettings};
+use super::host::HostActor;
 use super::messages::{
     AdmitBatch, Complete, Drain, DrainHost, Failure, GetHost, GetHostSnapshot,
-    GetPartitionSnapshot, HostIdle, HostSnapshot, PartitionSnapshot, PolitenessSnapshot,
-    SaveHostState, Wake,
+    GetPartitionSnapshot, HostIdle, HostLinks, HostSnapshot, PartitionSnapshot, PipelineLinks,
+    PolitenessSnapshot, SaveHostState, Wake,
 };
+use crate::clock::SharedClock;
+use crate::frontier::due::{ActiveSlots, DueIndex};
+use crate::frontier::host::HostSettings;
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
 use crate::store::{Completion, PartitionStore};
 use crate::url::Fingerprint;
 
-/// The downstream recipients every host of the node shares.
-#[derive(Clone)]
-pub struct PipelineLinks {
-    /// FetcherPool.
-    pub fetch: Recipient<super::messages::Fetch>,
-    /// ParserPool: HTML.
-    pub parse: Recipient<super::messages::Parse>,
-    /// ParserPool: sitemaps.
-    pub parse_sitemap: Recipient<super::messages::ParseSitemap>,
-    /// Archive.
-    pub archive: Recipient<super::messages::Archive>,
-    /// SeenSet.
-    pub discover: Recipient<super::messages::Discover>,
-}
+/// A dormant host is activated this long before it comes due, so its
+/// actor is up (and has read its queue) when the moment arrives.
+const ACTIVATE_AHEAD_MS: u64 = 200;
+/// How often a partition with due hosts but no free slot looks again.
+const SLOT_POLL: Duration = Duration::from_millis(20);
+/// How often active host actors are checked for having died.
+const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
 
 struct ActiveHost {
     addr: Addr<HostActor>,
     /// Bumped by every wake; a host idle at an older generation has work.
     generation: u64,
+}
+
+/// What a partition is given to run its hosts.
+#[derive(Clone)]
+pub struct PartitionSetup {
+    /// Settings every host shares.
+    pub settings: Arc<HostSettings>,
+    /// The pipeline after the hosts.
+    pub pipeline: PipelineLinks,
+    /// The node's cap on active hosts.
+    pub slots: Arc<ActiveSlots>,
+    /// The injected clock.
+    pub clock: SharedClock,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
 }
 
 /// One partition.
@@ -52,7 +71,15 @@ pub struct PartitionActor {
     store: Arc<PartitionStore>,
     settings: Arc<HostSettings>,
     pipeline: PipelineLinks,
+    slots: Arc<ActiveSlots>,
+    clock: SharedClock,
     hosts: HashMap<String, ActiveHost>,
+    /// Dormant hosts with work.
+    due: DueIndex,
+    /// The armed activation timer and its Unix ms.
+    due_timer: Option<(u64, SpawnHandle)>,
+    /// Store writes that failed since start (shown in status).
+    store_errors: u64,
     /// Queued, not completed (mirrors the store's queue size).
     queued: u64,
     /// Completed since start.
@@ -84,19 +111,25 @@ const COMPLETE_AFTER: Duration = Duration::from_millis(1);
 
 impl PartitionActor {
     /// A partition over an opened store.
-    pub fn new(
-        id: u16,
-        store: Arc<PartitionStore>,
-        settings: Arc<HostSettings>,
-        pipeline: PipelineLinks,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    pub fn new(id: u16, store: Arc<PartitionStore>, setup: PartitionSetup) -> Self {
+        let PartitionSetup {
+            settings,
+            pipeline,
+            slots,
+            clock,
+            metrics,
+        } = setup;
         PartitionActor {
             id,
             store,
             settings,
             pipeline,
+            slots,
+            clock,
             hosts: HashMap::new(),
+            due: DueIndex::new(),
+            due_timer: None,
+            store_errors: 0,
             queued: 0,
             completed: 0,
             draining: false,
@@ -106,7 +139,9 @@ impl PartitionActor {
     }
 
     /// Tells `host` it has new work at the priority `levels` (a bit per
-    /// level), activating its actor if needed.
+    /// level). An active host reads its queue again; a dormant one waiting
+    /// in the due index keeps its place (it may not be contacted earlier);
+    /// any other becomes due now.
     fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
         if let Some(active) = self.hosts.get_mut(host) {
             active.generation += 1;
@@ -116,10 +151,59 @@ impl PartitionActor {
             });
             return;
         }
+        if !self.due.contains(host) {
+            self.due.insert(host, 0);
+            self.metrics.due_hosts.inc();
+        }
+        self.activate_due(ctx);
+    }
+
+    /// Activates due hosts, earliest first, while the node has free slots;
+    /// arms a timer for the next one.
+    fn activate_due(&mut self, ctx: &mut Context<Self>) {
         if self.draining {
             return;
         }
-        let state = match self.store.host_state(host) {
+        let now_ms = self.clock.now().unix_ms();
+        loop {
+            let Some(next) = self.due.next_due_ms() else {
+                return;
+            };
+            if next > now_ms + ACTIVATE_AHEAD_MS {
+                self.arm_due_timer(next - ACTIVATE_AHEAD_MS, now_ms, ctx);
+                return;
+            }
+            if !self.slots.try_take() {
+                self.arm_due_timer(now_ms + SLOT_POLL.as_millis() as u64, now_ms, ctx);
+                return;
+            }
+            let Some(host) = self.due.pop_due(now_ms + ACTIVATE_AHEAD_MS) else {
+                self.slots.give_back();
+                return;
+            };
+            self.metrics.due_hosts.dec();
+            self.start_host(host, ctx);
+        }
+    }
+
+    fn arm_due_timer(&mut self, at_ms: u64, now_ms: u64, ctx: &mut Context<Self>) {
+        if let Some((armed, handle)) = self.due_timer {
+            if armed <= at_ms {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let wait = Duration::from_millis(at_ms.saturating_sub(now_ms));
+        let handle = ctx.run_later(wait, |act, ctx| {
+            act.due_timer = None;
+            act.activate_due(ctx);
+        });
+        self.due_timer = Some((at_ms, handle));
+    }
+
+    /// Starts the actor of `host` (a slot is taken) from its stored state.
+    fn start_host(&mut self, host: String, ctx: &mut Context<Self>) {
+        let state = match self.store.host_state(&host) {
             Ok(state) => state,
             Err(err) => {
                 tracing::error!(partition = self.id, host, error = %err, "cannot load host state");
@@ -134,22 +218,47 @@ impl PartitionActor {
             save: me.recipient(),
         };
         let addr = HostActor::new(
-            host.to_owned(),
+            host.clone(),
             self.store.clone(),
             self.settings.clone(),
             links,
             state,
             self.metrics.clone(),
+            self.clock.clone(),
         )
         .start();
         self.metrics.active_hosts.inc();
         self.hosts.insert(
-            host.to_owned(),
+            host,
             ActiveHost {
                 addr,
                 generation: 0,
             },
         );
+    }
+
+    /// Brings back hosts whose actor died (a panic stops only that actor):
+    /// their queue is in the store, so they become due again at once.
+    fn supervise(&mut self, ctx: &mut Context<Self>) {
+        let dead: Vec<String> = self
+            .hosts
+            .iter()
+            .filter(|(_, h)| !h.addr.connected())
+            .map(|(host, _)| host.clone())
+            .collect();
+        for host in dead {
+            tracing::warn!(
+                partition = self.id,
+                host,
+                "a host actor died; restarting it from the store"
+            );
+            self.hosts.remove(&host);
+            self.metrics.active_hosts.dec();
+            self.slots.give_back();
+            self.due.insert(&host, 0);
+            self.metrics.due_hosts.inc();
+        }
+        self.activate_due(ctx);
     }
 
     fn snapshot(&self) -> PartitionSnapshot {
@@ -158,6 +267,8 @@ impl PartitionActor {
             queued: self.queued,
             completed: self.completed,
             active_hosts: self.hosts.len(),
+            due_hosts: self.due.len(),
+            store_errors: self.store_errors,
             draining: self.draining,
         }
     }
@@ -168,26 +279,11 @@ impl Actor for PartitionActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(usize::MAX);
-        match self.store.queued_by_host() {
-            Ok(hosts) => {
-                self.queued = hosts.values().sum();
-                self.metrics.frontier_size.add(self.queued as i64);
-                for host in hosts.keys() {
-                    self.wake(host, u8::MAX, ctx);
-                }
-                if !hosts.is_empty() {
-                    tracing::info!(
-                        partition = self.id,
-                        hosts = hosts.len(),
-                        queued = self.queued,
-                        "resuming queued work"
-                    );
-                }
-            }
-            Err(err) => {
-                tracing::error!(partition = self.id, error = %err, "cannot scan the queue");
-            }
+        if let Err(err) = self.open_due_index() {
+            tracing::error!(partition = self.id, error = %err, "cannot read the queue");
         }
+        ctx.run_interval(SUPERVISE_EVERY, |act, ctx| act.supervise(ctx));
+        self.activate_due(ctx);
     }
 
     fn stopping(&mut self, _: &mut Self::Context) -> Running {
@@ -197,12 +293,37 @@ impl Actor for PartitionActor {
     }
 }
 
+impl PartitionActor {
+    /// Fills the due index from the store: every host with queued work,
+    /// due when it passivated (or at once). Activates nobody.
+    fn open_due_index(&mut self) -> Result<(), crate::store::StoreError> {
+        let hosts = self.store.queued_by_host()?;
+        let due = self.store.due_times()?;
+        self.queued = hosts.values().sum();
+        self.metrics.frontier_size.add(self.queued as i64);
+        for host in hosts.keys() {
+            self.due.insert(host, due.get(host).copied().unwrap_or(0));
+        }
+        self.metrics.due_hosts.add(self.due.len() as i64);
+        if !hosts.is_empty() {
+            tracing::info!(
+                partition = self.id,
+                hosts = hosts.len(),
+                queued = self.queued,
+                "resuming queued work"
+            );
+        }
+        Ok(())
+    }
+}
+
 impl Handler<AdmitBatch> for PartitionActor {
     type Result = Result<Vec<Fingerprint>, Failure>;
 
     fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
         let outcome = self.store.admit(msg.entries).map_err(|err| {
             tracing::error!(partition = self.id, error = %err, "admit failed");
+            self.store_errors += 1;
             Failure::Store(err.to_string())
         })?;
         for over in &outcome.over_budget {
@@ -257,6 +378,9 @@ impl PartitionActor {
                 tracing::error!(partition = self.id, error = %err, "complete failed");
                 Failure::Store(err.to_string())
             });
+        if result.is_err() {
+            self.store_errors += 1;
+        }
         if result.is_ok() {
             let n = pending.completions.len() as u64;
             self.queued = self.queued.saturating_sub(n);
@@ -293,16 +417,25 @@ impl Handler<Complete> for PartitionActor {
 impl Handler<HostIdle> for PartitionActor {
     type Result = bool;
 
-    fn handle(&mut self, msg: HostIdle, _: &mut Self::Context) -> bool {
+    fn handle(&mut self, msg: HostIdle, ctx: &mut Self::Context) -> bool {
         let current = self.hosts.get(&msg.host).map(|h| h.generation);
         if current != Some(msg.generation) {
             return false;
         }
-        if let Err(err) = self.store.save_host_state(&msg.host, &msg.state) {
+        if let Err(err) = self.store.passivate(&msg.host, &msg.state, msg.due_ms) {
+            // The host leaves anyway: its queue is durable, and without a
+            // due time it is simply due at once when it comes back.
+            self.store_errors += 1;
             tracing::error!(partition = self.id, host = %msg.host, error = %err, "cannot save host state");
         }
         self.hosts.remove(&msg.host);
         self.metrics.active_hosts.dec();
+        self.slots.give_back();
+        if let Some(due_ms) = msg.due_ms {
+            self.due.insert(&msg.host, due_ms);
+            self.metrics.due_hosts.inc();
+        }
+        self.activate_due(ctx);
         true
     }
 }
@@ -318,9 +451,9 @@ impl Handler<SaveHostState> for PartitionActor {
 }
 
 impl Handler<Drain> for PartitionActor {
-    type Result = ResponseActFuture<Self, ()>;
+    type Result = ResponseActFuture<Self, bool>;
 
-    fn handle(&mut self, _: Drain, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Drain, _: &mut Self::Context) -> Self::Result {
         self.draining = true;
         let drains: Vec<_> = self
             .hosts
@@ -336,21 +469,31 @@ impl Handler<Drain> for PartitionActor {
         let drained = async move {
             // A host that passivated meanwhile answers with a closed mailbox:
             // it had nothing in flight and saved its state when it went.
-            for (host, drained) in futures_util::future::join_all(drains).await {
+            let all = futures_util::future::join_all(drains);
+            let Ok(results) = tokio::time::timeout(msg.timeout, all).await else {
+                tracing::warn!(
+                    partition = id,
+                    "requests still in flight after the shutdown timeout; they stay queued"
+                );
+                return false;
+            };
+            for (host, drained) in results {
                 if let Ok(state) = drained {
                     if let Err(err) = store.save_host_state(&host, &state) {
                         tracing::error!(partition = id, host, error = %err, "cannot save host state");
                     }
                 }
             }
+            true
         };
-        Box::pin(drained.into_actor(self).map(|(), act, _| {
+        Box::pin(drained.into_actor(self).map(|complete, act, _| {
             // Hosts drain only once their completions are acknowledged, so
             // none should be pending; write any that are before the sync.
             act.flush_completions();
             if let Err(err) = act.store.sync() {
                 tracing::error!(partition = act.id, error = %err, "cannot sync the store");
             }
+            complete
         }))
     }
 }
@@ -372,7 +515,7 @@ impl Handler<GetHost> for PartitionActor {
             return Box::pin(async move { Ok(ask.await?) });
         }
         // Dormant: what the store knows.
-        let result = stored_snapshot(&self.store, &msg.host, &self.settings);
+        let result = stored_snapshot(&self.store, &msg.host, &self.settings, self.clock.now());
         Box::pin(async move { result })
     }
 }
@@ -382,12 +525,12 @@ fn stored_snapshot(
     store: &PartitionStore,
     host: &str,
     settings: &HostSettings,
+    now: crate::clock::Now,
 ) -> Result<HostSnapshot, Failure> {
     let fail = |e: crate::store::StoreError| Failure::Store(e.to_string());
     let state = store.host_state(host).map_err(fail)?;
     let queued = store.queued_by_priority(host).map_err(fail)?;
-    let now = std::time::SystemTime::now();
-    let now_ms = crate::politeness::unix_ms(now);
+    let now_ms = now.unix_ms();
     let token = &settings.robots.product_token;
     let robots: Vec<_> = state
         .robots
@@ -410,5 +553,6 @@ fn stored_snapshot(
         queued_by_priority: queued,
         head: 0,
         processing: 0,
+        failing_tasks: 0,
     })
 }

@@ -76,6 +76,32 @@ pub struct Config {
     pub seen: SeenConfig,
     /// Host and domain budgets.
     pub budget: crate::frontier::budget::BudgetSettings,
+    /// Which hosts are active at once.
+    pub frontier: FrontierConfig,
+}
+
+/// `[frontier]`: which hosts have a live actor.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrontierConfig {
+    /// Host actors alive at once per node (0 = 4 × `fetch.concurrency`).
+    pub max_active_hosts: usize,
+    /// A host whose next possible request is further away than this is
+    /// passivated (its state goes to the store) and revived by the due
+    /// index when it comes due.
+    #[serde(with = "humantime_serde")]
+    pub passivate_after: Duration,
+}
+
+impl FrontierConfig {
+    /// `max_active_hosts` with 0 resolved against `concurrency`.
+    pub fn active_hosts_cap(&self, concurrency: usize) -> usize {
+        if self.max_active_hosts == 0 {
+            concurrency.saturating_mul(4).max(1)
+        } else {
+            self.max_active_hosts
+        }
+    }
 }
 
 /// `[seen]`: the URL-seen set's Bloom filter (see `src/dedup/bloom.rs`).
@@ -125,6 +151,10 @@ pub struct CrawlConfig {
     pub max_depth: u32,
     /// Longest accepted URL, in bytes.
     pub max_url_length: usize,
+    /// How long a graceful stop waits for requests in flight before it
+    /// abandons them (they stay queued and are fetched again next run).
+    #[serde(with = "humantime_serde")]
+    pub shutdown_timeout: Duration,
 }
 
 impl CrawlConfig {
@@ -147,6 +177,9 @@ pub struct PolitenessConfig {
     pub min_delay: Duration,
     /// Delay is at least this factor times the last response time.
     pub delay_factor: f64,
+    /// Cap on the adaptive part (`delay_factor × response time`).
+    #[serde(with = "humantime_serde")]
+    pub max_delay: Duration,
     /// Requests in flight to one host at once.
     pub max_in_flight_per_host: u32,
     /// Cap on a robots.txt Crawl-delay.
@@ -256,6 +289,8 @@ pub struct FetchConfig {
     pub max_body_bytes: usize,
     /// Attempts per URL on retryable failures.
     pub max_attempts: u32,
+    /// Attempts per URL answered 429/503 ("later", not a failure).
+    pub max_throttled_attempts: u32,
     /// Longest silence between body chunks.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
@@ -441,6 +476,9 @@ impl Config {
         }
         if self.fetch.max_attempts == 0 {
             return invalid("fetch.max_attempts must be at least 1");
+        }
+        if self.fetch.max_throttled_attempts == 0 {
+            return invalid("fetch.max_throttled_attempts must be at least 1");
         }
         if self.fetch.concurrency == 0 {
             return invalid("fetch.concurrency must be at least 1");

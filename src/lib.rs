@@ -7,11 +7,17 @@
 //! [`actors`]. The domain never imports the actors; only the edges do
 //! (`main.rs` and [`admin`]).
 //!
+//! - [`archive`]: the archive transaction (dedup verdict, records, event,
+//!   index update)
+//! - [`clock`]: time as a parameter (the injected clock)
+//! - [`error`]: failures that cross pipeline stages
 //! - [`config`]: typed configuration, defaults embedded from `config/trawl.toml`
 //! - [`url`]: normalisation, fingerprints, partition routing
 //! - [`robots`]: robots.txt policy (RFC 9309)
 //! - [`politeness`]: the per-host delay arithmetic
-//! - [`frontier`]: priorities, entry kinds, the choice between queues
+//! - [`frontier`]: priorities, entry kinds, the choice between queues, the
+//!   host state machine ([`frontier::host`]) and what a response means
+//!   ([`frontier::response`])
 //! - [`sitemap`]: sitemap parsing
 //! - [`store`]: the RocksDB partition store and its atomic admit
 //! - [`fetch`]: the HTTP client, resolver and limits
@@ -23,8 +29,11 @@
 //! - [`testweb`]: the synthetic web for tests, demo and benchmarks
 
 pub mod admin;
+pub mod archive;
+pub mod clock;
 pub mod config;
 pub mod dedup;
+pub mod error;
 pub mod events;
 pub mod fetch;
 pub mod frontier;

@@ -28,7 +28,8 @@ pub struct Metrics {
     /// WARC records written.
     pub warc_records: IntCounter,
     /// URLs by outcome: at admission (`admitted`, `seen`, `filtered`) and
-    /// after fetching (`not_archived_type`: not HTML, not archived).
+    /// after fetching (`not_archived_type`: not HTML, not archived;
+    /// `retried`: to be tried again).
     pub urls: IntCounterVec,
     /// Candidates not admitted, by reason (`invalid`, `depth`, scope and
     /// trap reasons, budgets).
@@ -40,7 +41,7 @@ pub struct Metrics {
     /// `false_positive`).
     pub seen_filter: IntCounterVec,
     /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
-    /// `unreachable_wait`, `unreachable_dropped`).
+    /// `unreachable_wait`, `unreachable_dropped`, `denied`).
     pub robots_decisions: IntCounterVec,
     /// Waits imposed on hosts after a request, by what set them (`delay`,
     /// `crawl_delay`, `retry_after`, `backoff`, `parked`).
@@ -55,6 +56,12 @@ pub struct Metrics {
     /// DNS lookups by result (`hit`, `miss`, `coalesced`, `error`,
     /// `override`).
     pub dns_lookups: IntCounterVec,
+    /// Host tasks that failed and will run again, by task (`process`,
+    /// `complete`, `archive_robots`, `discover`) and the stage that failed
+    /// (`store`, `archive`, `mailbox`).
+    pub pipeline_failures: IntCounterVec,
+    /// Hosts waiting in the partitions' due indexes (dormant, with work).
+    pub due_hosts: IntGauge,
 }
 
 impl Metrics {
@@ -163,6 +170,24 @@ impl Metrics {
                 "trawl_dns_lookups_total",
                 "DNS lookups by result.",
                 "result",
+            ),
+            pipeline_failures: {
+                let m = IntCounterVec::new(
+                    Opts::new(
+                        "trawl_pipeline_failures_total",
+                        "Host tasks that failed and will run again, by task and failing stage.",
+                    ),
+                    &["task", "stage"],
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("unique metric");
+                m
+            },
+            due_hosts: gauge(
+                "trawl_due_hosts",
+                "Dormant hosts with queued work, waiting in the due index.",
             ),
             registry,
         }

@@ -11,11 +11,17 @@
 //!   completion, failure or timeout alike;
 //! - a request starts no earlier than `completion + delay` of every request
 //!   that completed before it, with
-//!   `delay = max(min_delay, delay_factor × response time,
-//!   min(Crawl-delay, max_crawl_delay), Retry-After)`;
+//!   `delay = max(min_delay, min(delay_factor × response time, max_delay),
+//!   min(Crawl-delay, max_crawl_delay), Retry-After)`; the response time is
+//!   measured on the wire (from when the request was sent, not from when
+//!   the host took its permit: a wait for a global fetch slot is not the
+//!   host's slowness), and `max_delay` caps the adaptive part so one
+//!   request that ran into a 30 s timeout does not hold its host for five
+//!   minutes (Crawl-delay and Retry-After keep their own caps);
 //! - 429 and 503 honour Retry-After (seconds or HTTP-date, capped by
-//!   `max_retry_after`); without it, and after timeouts, connection errors
-//!   and other 5xx, the delay grows exponentially (`backoff_base × 2^(n-1)`,
+//!   `max_retry_after`): the server said when, so that is not counted as a
+//!   failure; without it, and after timeouts, connection errors and other
+//!   5xx, the delay grows exponentially (`backoff_base × 2^(n-1)`,
 //!   capped by `backoff_max`, lengthened by up to 25 % jitter so hosts that
 //!   failed together do not retry together);
 //! - after `park_after_failures` consecutive failures the host is parked
@@ -29,6 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::clock::unix_ms;
 use crate::config::PolitenessConfig;
 
 /// The per-host pacing rules.
@@ -38,6 +45,8 @@ pub struct Policy {
     pub min_delay: Duration,
     /// Multiplier of the last response time.
     pub delay_factor: f64,
+    /// Cap on `delay_factor × response time`.
+    pub max_delay: Duration,
     /// Concurrent requests allowed per host.
     pub max_in_flight: u32,
     /// Cap on a robots.txt Crawl-delay.
@@ -59,6 +68,7 @@ impl From<&PolitenessConfig> for Policy {
         Policy {
             min_delay: c.min_delay,
             delay_factor: c.delay_factor,
+            max_delay: c.max_delay,
             max_in_flight: c.max_in_flight_per_host,
             max_crawl_delay: c.max_crawl_delay,
             max_retry_after: c.max_retry_after,
@@ -77,6 +87,7 @@ impl Policy {
         Policy {
             min_delay,
             delay_factor,
+            max_delay: Duration::from_secs(60),
             max_in_flight,
             max_crawl_delay: Duration::from_secs(60),
             max_retry_after: Duration::from_secs(3600),
@@ -95,14 +106,15 @@ impl Policy {
     /// use trawl::politeness::Policy;
     ///
     /// let policy = Policy::simple(Duration::from_secs(1), 10.0, 1);
-    /// // A fast host gets the floor, a slow one ten times its response time,
-    /// // and a Crawl-delay counts up to its cap.
+    /// // A fast host gets the floor, a slow one ten times its response time
+    /// // (up to `max_delay`), and a Crawl-delay counts up to its cap.
     /// assert_eq!(policy.delay_after(Duration::from_millis(30), None), Duration::from_secs(1));
     /// assert_eq!(policy.delay_after(Duration::from_millis(400), None), Duration::from_secs(4));
+    /// assert_eq!(policy.delay_after(Duration::from_secs(30), None), policy.max_delay);
     /// assert_eq!(policy.delay_after(Duration::ZERO, Some(Duration::from_secs(600))), Duration::from_secs(60));
     /// ```
     pub fn delay_after(&self, response_time: Duration, crawl_delay: Option<Duration>) -> Duration {
-        let scaled = response_time.mul_f64(self.delay_factor);
+        let scaled = response_time.mul_f64(self.delay_factor).min(self.max_delay);
         let crawl = crawl_delay.unwrap_or_default().min(self.max_crawl_delay);
         self.min_delay.max(scaled).max(crawl)
     }
@@ -166,8 +178,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "a permit must be released when the request completes"]
 pub struct Permit {
-    /// When the request started, to measure its response time.
-    pub started: Instant,
+    _private: (),
 }
 
 /// Why a request may not start now.
@@ -332,7 +343,7 @@ impl HostPoliteness {
             return Err(Wait::Until(self.next_allowed));
         }
         self.in_flight += 1;
-        Ok(Permit { started: now })
+        Ok(Permit { _private: () })
     }
 
     /// Hands back a permit whose request never started (another limit, such
@@ -343,19 +354,20 @@ impl HostPoliteness {
     }
 
     /// Frees the slot of a request that ended at `completed` with `outcome`
-    /// and pushes the next start past the delay it owes. `jitter` in
-    /// `[0, 1)` spreads backoffs.
+    /// after `response_time` on the wire, and pushes the next start past
+    /// the delay it owes. `jitter` in `[0, 1)` spreads backoffs.
     pub fn release(
         &mut self,
         policy: &Policy,
         permit: Permit,
         completed: Instant,
+        response_time: Duration,
         outcome: Outcome,
         jitter: f64,
     ) -> Released {
+        let Permit { .. } = permit;
         debug_assert!(self.in_flight > 0, "release without acquire");
         self.in_flight = self.in_flight.saturating_sub(1);
-        let response_time = completed.saturating_duration_since(permit.started);
         let mut delay = policy.delay_after(response_time, self.crawl_delay);
         let mut reason = if delay > policy.delay_after(response_time, None) {
             WaitReason::CrawlDelay
@@ -370,12 +382,11 @@ impl HostPoliteness {
         };
         match outcome {
             Outcome::Success => self.failures = 0,
+            // The server said when: honoured exactly, and not a failure (it
+            // neither grows the backoff nor parks the host).
             Outcome::Throttled {
                 retry_after: Some(wait),
-            } => {
-                self.failures += 1;
-                raise(wait.min(policy.max_retry_after), WaitReason::RetryAfter);
-            }
+            } => raise(wait.min(policy.max_retry_after), WaitReason::RetryAfter),
             Outcome::Throttled { retry_after: None } | Outcome::Failure => {
                 self.failures += 1;
                 raise(policy.backoff(self.failures, jitter), WaitReason::Backoff);
@@ -400,12 +411,6 @@ impl HostPoliteness {
     pub fn defer_until(&mut self, until: Instant) {
         self.next_allowed = self.next_allowed.max(until);
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 #[cfg(test)]

@@ -23,11 +23,15 @@ pub struct CrawlOutcome {
     pub completed: u64,
 }
 
+/// Seeds offered to the node per message: a seeds file of millions of
+/// URLs is read and admitted in batches, never held whole in memory.
+const SEED_BATCH: usize = 10_000;
+
 /// Starts a node on `config`, seeds it, and runs until it is idle (when
 /// `until_idle`) or a SIGINT/SIGTERM arrives; then shuts down gracefully.
 pub async fn crawl(
     config: Config,
-    seeds: Vec<String>,
+    seeds: impl IntoIterator<Item = anyhow::Result<String>>,
     until_idle: bool,
 ) -> anyhow::Result<CrawlOutcome> {
     let started = Instant::now();
@@ -41,11 +45,7 @@ pub async fn crawl(
     } else {
         None
     };
-    let seeds = node
-        .send(Seed { urls: seeds })
-        .await
-        .context("node mailbox")?
-        .context("admitting seeds")?;
+    let seeds = offer_seeds(&node, seeds).await?;
     tracing::info!(
         admitted = seeds.admitted,
         seen = seeds.seen,
@@ -89,6 +89,33 @@ pub async fn crawl(
         interrupted,
         completed: status.completed,
     })
+}
+
+/// Offers `seeds` in batches of [`SEED_BATCH`]; the counts of them all.
+async fn offer_seeds(
+    node: &actix::Addr<Node>,
+    seeds: impl IntoIterator<Item = anyhow::Result<String>>,
+) -> anyhow::Result<trawl::actors::messages::Admission> {
+    let mut total = trawl::actors::messages::Admission::default();
+    let mut batch = Vec::with_capacity(SEED_BATCH);
+    let mut seeds = seeds.into_iter().peekable();
+    while seeds.peek().is_some() {
+        batch.clear();
+        for seed in seeds.by_ref().take(SEED_BATCH) {
+            batch.push(seed?);
+        }
+        let admission = node
+            .send(Seed {
+                urls: std::mem::take(&mut batch),
+            })
+            .await
+            .context("node mailbox")?
+            .context("admitting seeds")?;
+        total.admitted += admission.admitted;
+        total.seen += admission.seen;
+        total.filtered += admission.filtered;
+    }
+    Ok(total)
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -99,7 +99,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
 
     let outcome = actix_rt::System::new().block_on(super::crawl::crawl(
         config.clone(),
-        web.seeds(port),
+        web.seeds(port).into_iter().map(Ok),
         true,
     ))?;
     let log = server.log().records();

@@ -1,6 +1,6 @@
 //! `trawl run`: the pipeline for any web.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -26,23 +26,35 @@ pub struct RunArgs {
     until_idle: bool,
 }
 
+/// The seed URLs of a file, one per line (`#` starts a comment), read as
+/// they are offered.
+fn seed_lines(path: &Path) -> anyhow::Result<impl Iterator<Item = anyhow::Result<String>>> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("reading seeds from {}", path.display()))?;
+    let path = path.to_owned();
+    Ok(std::io::BufReader::new(file)
+        .lines()
+        .map(move |line| line.with_context(|| format!("reading seeds from {}", path.display())))
+        .filter_map(|line| match line {
+            Ok(l) if l.trim().is_empty() || l.trim_start().starts_with('#') => None,
+            Ok(l) => Some(Ok(l.trim().to_owned())),
+            Err(e) => Some(Err(e)),
+        }))
+}
+
 /// Runs `trawl run`.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut config = Config::load(args.config.as_deref())?;
     if let Some(data) = args.data {
         config.storage.data_dir = data;
     }
-    let mut seeds = args.seed;
-    if let Some(path) = &args.seeds {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading seeds from {}", path.display()))?;
-        seeds.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_owned),
-        );
-    }
+    let given = args.seed.into_iter().map(Ok);
+    let from_file = match &args.seeds {
+        Some(path) => Some(seed_lines(path)?),
+        None => None,
+    };
+    let seeds = given.chain(from_file.into_iter().flatten());
     let outcome =
         actix_rt::System::new().block_on(super::crawl::crawl(config, seeds, args.until_idle))?;
     tracing::info!(

@@ -8,8 +8,12 @@
 //! gets one turn in fifteen while the others are busy.
 
 pub mod budget;
+pub mod due;
+pub mod host;
+pub mod response;
 
 use serde::{Deserialize, Serialize};
+use url::Url;
 
 /// Number of priority levels.
 pub const LEVELS: usize = 4;
@@ -71,6 +75,36 @@ impl EntryKind {
         match self {
             EntryKind::Redirected { hops } => *hops,
             _ => 0,
+        }
+    }
+}
+
+/// A URL found somewhere (seed, link, redirect, sitemap) and offered to
+/// the crawl.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// The URL as found (absolute).
+    pub url: Url,
+    /// Hops from the seed (pages) or index depth (sitemaps).
+    pub depth: u32,
+    /// Which of its host's queues it joins.
+    pub priority: Priority,
+    /// Page or sitemap.
+    pub kind: EntryKind,
+    /// Registrable domain of the page it was found on (links and
+    /// redirects), for domain budgets.
+    pub referrer: Option<String>,
+}
+
+impl Candidate {
+    /// A page found as a link on `from`.
+    pub fn link(url: Url, depth: u32, from: &Url) -> Self {
+        Candidate {
+            url,
+            depth,
+            priority: Priority::NORMAL,
+            kind: EntryKind::Page,
+            referrer: Some(crate::url::registrable_domain(crate::url::host_key(from)).to_owned()),
         }
     }
 }

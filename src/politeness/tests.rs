@@ -19,7 +19,7 @@ fn one_in_flight_then_delay_from_completion() {
     let permit = host.try_acquire(&p, t0).unwrap();
     assert_eq!(host.try_acquire(&p, t0), Err(Wait::Busy));
     let done = t0 + ms(200);
-    let r = host.release(&p, permit, done, Outcome::Success, 0.0);
+    let r = host.release(&p, permit, done, ms(200), Outcome::Success, 0.0);
     // 200 ms response × 10 = 2 s after completion.
     assert_eq!(r.delay, Duration::from_secs(2));
     let due = done + Duration::from_secs(2);
@@ -35,14 +35,14 @@ fn two_slots_and_every_completion_pushes_the_schedule() {
     let a = host.try_acquire(&p, t0).unwrap();
     let b = host.try_acquire(&p, t0).unwrap();
     assert_eq!(host.try_acquire(&p, t0), Err(Wait::Busy));
-    host.release(&p, a, t0 + ms(10), Outcome::Success, 0.0);
+    host.release(&p, a, t0 + ms(10), ms(10), Outcome::Success, 0.0);
     assert_eq!(host.in_flight(), 1);
     assert_eq!(
         host.try_acquire(&p, t0 + ms(500)),
         Err(Wait::Until(t0 + ms(1010)))
     );
     // A later, slower completion moves the schedule further out, never back.
-    host.release(&p, b, t0 + ms(150), Outcome::Success, 0.0);
+    host.release(&p, b, t0 + ms(150), ms(150), Outcome::Success, 0.0);
     assert_eq!(host.next_allowed(), t0 + ms(150) + ms(1500));
 }
 
@@ -53,12 +53,12 @@ fn crawl_delay_counts_up_to_its_cap() {
     let mut host = HostPoliteness::new(t0);
     host.set_crawl_delay(Some(Duration::from_secs(5)));
     let permit = host.try_acquire(&p, t0).unwrap();
-    host.release(&p, permit, t0 + ms(10), Outcome::Success, 0.0);
+    host.release(&p, permit, t0 + ms(10), ms(10), Outcome::Success, 0.0);
     assert_eq!(host.next_allowed(), t0 + ms(10) + Duration::from_secs(5));
     host.set_crawl_delay(Some(Duration::from_secs(3600)));
     let t1 = host.next_allowed();
     let permit = host.try_acquire(&p, t1).unwrap();
-    host.release(&p, permit, t1, Outcome::Success, 0.0);
+    host.release(&p, permit, t1, ms(0), Outcome::Success, 0.0);
     assert_eq!(host.next_allowed(), t1 + p.max_crawl_delay);
 }
 
@@ -71,14 +71,14 @@ fn retry_after_is_honoured_and_capped() {
     let throttled = Outcome::Throttled {
         retry_after: Some(Duration::from_secs(30)),
     };
-    host.release(&p, permit, t0, throttled, 0.0);
+    host.release(&p, permit, t0, ms(0), throttled, 0.0);
     assert_eq!(host.next_allowed(), t0 + Duration::from_secs(30));
     let t1 = host.next_allowed();
     let permit = host.try_acquire(&p, t1).unwrap();
     let huge = Outcome::Throttled {
         retry_after: Some(Duration::from_secs(86_400)),
     };
-    host.release(&p, permit, t1, huge, 0.0);
+    host.release(&p, permit, t1, ms(0), huge, 0.0);
     assert_eq!(host.next_allowed(), t1 + p.max_retry_after);
 }
 
@@ -133,7 +133,7 @@ fn failures_back_off_exponentially_with_bounded_jitter_then_park() {
     for _ in 0..5 {
         now = host.next_allowed().max(now);
         let permit = host.try_acquire(&p, now).unwrap();
-        let r = host.release(&p, permit, now, Outcome::Failure, 0.0);
+        let r = host.release(&p, permit, now, ms(0), Outcome::Failure, 0.0);
         delays.push((r.delay.as_secs(), r.parked));
     }
     assert_eq!(
@@ -151,9 +151,16 @@ fn failures_back_off_exponentially_with_bounded_jitter_then_park() {
     // A success clears the failure count.
     now = host.next_allowed();
     let permit = host.try_acquire(&p, now).unwrap();
-    host.release(&p, permit, now, Outcome::Failure, 0.0);
+    host.release(&p, permit, now, ms(0), Outcome::Failure, 0.0);
     let permit = host.try_acquire(&p, host.next_allowed()).unwrap();
-    host.release(&p, permit, host.next_allowed(), Outcome::Success, 0.0);
+    host.release(
+        &p,
+        permit,
+        host.next_allowed(),
+        ms(0),
+        Outcome::Success,
+        0.0,
+    );
     assert_eq!(host.failures(), 0);
 }
 
@@ -164,7 +171,7 @@ fn schedule_survives_a_restart_and_a_crash_owes_the_last_delay() {
     let wall0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let mut host = HostPoliteness::new(t0);
     let permit = host.try_acquire(&p, t0).unwrap();
-    host.release(&p, permit, t0 + ms(300), Outcome::Success, 0.0); // owes 3 s
+    host.release(&p, permit, t0 + ms(300), ms(300), Outcome::Success, 0.0); // owes 3 s
     let saved = host.schedule(t0 + ms(300), wall0 + ms(300));
     // Clean restart 1 s later (wall and monotonic clocks both moved 1 s).
     let (t1, wall1) = (t0 + ms(1300), wall0 + ms(1300));
@@ -200,4 +207,43 @@ fn a_cancelled_permit_changes_nothing_but_the_slot() {
     assert_eq!(host.in_flight(), 0);
     assert_eq!(host.next_allowed(), t0);
     assert!(host.try_acquire(&p, t0).is_ok());
+}
+
+#[test]
+fn the_adaptive_delay_has_a_ceiling_and_counts_only_the_wire_time() {
+    let mut p = policy(1);
+    p.max_delay = Duration::from_secs(20);
+    let t0 = Instant::now();
+    let mut host = HostPoliteness::new(t0);
+    // The permit was taken at t0, but the request only reached the wire
+    // 5 s later (a global fetch slot, DNS) and took 100 ms there.
+    let permit = host.try_acquire(&p, t0).unwrap();
+    let done = t0 + ms(5100);
+    let r = host.release(&p, permit, done, ms(100), Outcome::Success, 0.0);
+    assert_eq!(
+        r.delay,
+        Duration::from_secs(1),
+        "10 × 100 ms, not 10 × 5.1 s"
+    );
+    // A 30 s timeout would owe 300 s; the ceiling holds it to 20 s.
+    let t1 = host.next_allowed();
+    let permit = host.try_acquire(&p, t1).unwrap();
+    let r = host.release(
+        &p,
+        permit,
+        t1 + ms(30_000),
+        ms(30_000),
+        Outcome::Success,
+        0.0,
+    );
+    assert_eq!(r.delay, Duration::from_secs(20));
+    // Crawl-delay keeps its own cap, above max_delay.
+    host.set_crawl_delay(Some(Duration::from_secs(45)));
+    let t2 = host.next_allowed();
+    let permit = host.try_acquire(&p, t2).unwrap();
+    let r = host.release(&p, permit, t2, ms(10), Outcome::Success, 0.0);
+    assert_eq!(
+        (r.delay, r.reason),
+        (Duration::from_secs(45), WaitReason::CrawlDelay)
+    );
 }

@@ -52,6 +52,9 @@ pub enum Need<'a> {
     RetryAt(u64),
     /// Unreachable for longer than `give_up_after`: drop the URLs.
     GiveUp,
+    /// The origin's address is denied by the SSRF guard: record its URLs
+    /// denied (nothing of it is ever fetched, so nothing is retried).
+    Denied,
 }
 
 /// The answer to a robots.txt request.
@@ -104,6 +107,8 @@ pub struct OriginRobots {
     good: Option<(RobotsRecord, Rules)>,
     failing: Option<Failing>,
     fetching: Option<Hop>,
+    /// The address was denied: the same answer would come every time.
+    denied: bool,
 }
 
 impl OriginRobots {
@@ -117,6 +122,7 @@ impl OriginRobots {
             good: None,
             failing: None,
             fetching: None,
+            denied: false,
         };
         match saved {
             Some(r) if r.status_class() == RobotsStatus::Unreachable => {
@@ -161,6 +167,9 @@ impl OriginRobots {
 
     /// What the origin's URLs must do at `now_ms`.
     pub fn need(&self, now_ms: u64, settings: &RobotsSettings) -> Need<'_> {
+        if self.denied {
+            return Need::Denied;
+        }
         if let Some(hop) = &self.fetching {
             return if hop.in_flight {
                 Need::InFlight
@@ -212,6 +221,22 @@ impl OriginRobots {
             hops,
             in_flight: true,
         });
+    }
+
+    /// The fetch in flight was never sent (an internal failure, not the
+    /// origin's): the same URL is to be fetched again.
+    pub fn fetch_abandoned(&mut self) {
+        if let Some(hop) = &mut self.fetching {
+            hop.in_flight = false;
+        }
+    }
+
+    /// The SSRF guard refused the origin's address: its URLs are recorded
+    /// denied from now on. Not persisted: a later activation tries once
+    /// more, which the guard refuses before any traffic leaves.
+    pub fn deny(&mut self) {
+        self.fetching = None;
+        self.denied = true;
     }
 
     /// Takes the result of the fetch in flight.

@@ -27,6 +27,8 @@ pub enum UrlState {
     RobotsUnreachable,
     /// Recorded, never fetched: excluded by `[scope] deny_extensions`.
     Excluded,
+    /// Not fetched: the SSRF guard denies its address.
+    Denied,
 }
 
 /// The `urls` value.
@@ -48,6 +50,7 @@ impl UrlRecord {
             UrlState::Disallowed => (4, 0),
             UrlState::RobotsUnreachable => (5, 0),
             UrlState::Excluded => (6, 0),
+            UrlState::Denied => (7, 0),
         };
         let mut out = [0u8; 7];
         out[0] = tag;
@@ -70,6 +73,7 @@ impl UrlRecord {
             4 => UrlState::Disallowed,
             5 => UrlState::RobotsUnreachable,
             6 => UrlState::Excluded,
+            7 => UrlState::Denied,
             _ => return None,
         };
         Some(UrlRecord { state, depth })

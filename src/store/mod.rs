@@ -12,6 +12,7 @@
 
 mod budgets;
 pub mod codec;
+mod due;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -45,7 +46,9 @@ const CF_QUEUED: &str = "queued";
 /// Present once `queued` holds the counts (stores made before it existed
 /// are counted once, at their first start).
 const META_COUNTS: &[u8] = b"queued-counts";
-const ALL_CFS: [&str; 7] = [
+/// host → when a passivated host comes due (see `due.rs`).
+const CF_DUE: &str = "due";
+const ALL_CFS: [&str; 8] = [
     CF_URLS,
     CF_QUEUE,
     CF_HOSTS,
@@ -53,6 +56,7 @@ const ALL_CFS: [&str; 7] = [
     CF_META,
     CF_BUDGETS,
     CF_QUEUED,
+    CF_DUE,
 ];
 
 /// The `queued` family's merge: the sum of the stored count and the deltas.
@@ -647,13 +651,18 @@ impl PartitionStore {
     /// Saves the state of `host` in one write.
     pub fn save_host_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
+        self.put_host_state(&mut batch, host, state);
+        self.write(batch)
+    }
+
+    /// Adds the writes of `host`'s state to `batch`.
+    fn put_host_state(&self, batch: &mut WriteBatch, host: &str, state: &HostState) {
         let robots = serde_json::to_vec(&state.robots).expect("robots serialise");
         batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
         if let Some(schedule) = &state.schedule {
             let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
-        self.write(batch)
     }
 
     /// Makes everything written so far survive a power loss.

@@ -1,0 +1,261 @@
+//! The frontier past RAM: memory and resume time of a large queue.
+//!
+//! ```text
+//! cargo bench --bench frontier_scale                 # 1,000,000 URLs over 100,000 hosts
+//! TRAWL_SCALE=large cargo bench --bench frontier_scale  # 10,000,000 over 1,000,000
+//! TRAWL_SCALE_URLS=200000 TRAWL_SCALE_HOSTS=20000 cargo bench --bench frontier_scale
+//! ```
+//!
+//! What a new user would try: a seeds file of N URLs over H hosts, all of
+//! which resolve to a loopback listener that accepts and closes every
+//! connection, so every robots.txt is unreachable and nothing is fetched;
+//! the hosts wait out their robots.txt retries, passivated. The bench runs
+//! the `trawl` binary twice on one data directory:
+//! 1. `trawl run --seeds` until every URL is queued and then a few seconds
+//!    more; it samples the process's RSS and the `trawl_active_host_actors`
+//!    gauge from the admin API, then stops it with SIGTERM;
+//! 2. `trawl run` on the same directory (resume): the time from process
+//!    start to its first connection on the listener (its first fetch).
+//!
+//! Prints peak RSS, RSS per queued URL and per active host, the most
+//! active host actors seen against `max_active_hosts`, and the resume time.
+//! Targets (issue 8): 1 M URLs / 100 k hosts within 300 MB peak RSS and a
+//! first fetch within 5 s of a resume; 10 M / 1 M within 1 GB.
+
+use std::io::{BufWriter, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Accepts and closes connections; counts them and remembers when the
+/// first one after [`Listener::reset`] came.
+struct Listener {
+    addr: SocketAddr,
+    accepted: Arc<AtomicU64>,
+    first_ms: Arc<AtomicU64>,
+    epoch: Instant,
+}
+
+impl Listener {
+    fn start() -> Listener {
+        let socket = TcpListener::bind("127.0.0.1:0").expect("bind a loopback listener");
+        let addr = socket.local_addr().unwrap();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let first_ms = Arc::new(AtomicU64::new(u64::MAX));
+        let epoch = Instant::now();
+        let (a, f) = (accepted.clone(), first_ms.clone());
+        std::thread::spawn(move || {
+            for conn in socket.incoming() {
+                let Ok(conn) = conn else { continue };
+                let ms = epoch.elapsed().as_millis() as u64;
+                let _ = f.compare_exchange(u64::MAX, ms, Ordering::AcqRel, Ordering::Acquire);
+                a.fetch_add(1, Ordering::AcqRel);
+                drop(conn);
+            }
+        });
+        Listener {
+            addr,
+            accepted,
+            first_ms,
+            epoch,
+        }
+    }
+
+    fn reset(&self) {
+        self.first_ms.store(u64::MAX, Ordering::Release);
+    }
+
+    /// Milliseconds since the epoch of the first connection since reset.
+    fn first(&self) -> Option<u64> {
+        let ms = self.first_ms.load(Ordering::Acquire);
+        (ms != u64::MAX).then_some(ms)
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Resident and peak resident memory of `pid`, in KiB.
+fn rss_kb(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// A metric's value from the admin API's `/metrics`.
+fn metric(admin: SocketAddr, name: &str) -> Option<f64> {
+    let mut stream = TcpStream::connect_timeout(&admin, Duration::from_secs(1)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn free_port() -> SocketAddr {
+    let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+    socket.local_addr().unwrap()
+}
+
+fn write_seeds(path: &Path, urls: u64, hosts: u64, port: u16) {
+    let mut out = BufWriter::new(std::fs::File::create(path).unwrap());
+    for i in 0..urls {
+        let host = i % hosts;
+        let page = i / hosts;
+        writeln!(out, "http://h{host}.scale.test:{port}/p/{page}.html").unwrap();
+    }
+    out.flush().unwrap();
+}
+
+fn write_config(path: &Path, data: &Path, admin: SocketAddr, expected: u64) {
+    let toml = format!(
+        r#"
+[crawl]
+max_depth = 0
+[robots]
+# Every robots.txt is unreachable: hosts wait out their retries dormant.
+retry_base = "10m"
+[dns.overrides]
+"*.scale.test" = "127.0.0.1"
+[fetch]
+allow_addresses = ["127.0.0.0/8"]
+[seen]
+expected_urls = {expected}
+[admin]
+enabled = true
+listen = "{admin}"
+[storage]
+data_dir = {data:?}
+"#,
+        data = data.display().to_string()
+    );
+    std::fs::write(path, toml).unwrap();
+}
+
+fn spawn(config: &Path, seeds: Option<&Path>) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    cmd.args(["run", "--config"]).arg(config);
+    if let Some(seeds) = seeds {
+        cmd.arg("--seeds").arg(seeds);
+    }
+    cmd.env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn trawl")
+}
+
+fn stop(child: &mut Child) {
+    // SAFETY: kill(2) on the pid of a child we own.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().expect("wait for trawl");
+    assert!(status.success(), "trawl exited with {status}");
+}
+
+/// What one observation of a running crawl found.
+#[derive(Default)]
+struct Observed {
+    peak_rss_kb: u64,
+    max_active: f64,
+    queued: f64,
+}
+
+/// Samples `child` until `queued` URLs are in the frontier, then `linger`
+/// longer.
+fn observe(child: &mut Child, admin: SocketAddr, queued: u64, linger: Duration) -> Observed {
+    let mut seen = Observed::default();
+    let mut full_since: Option<Instant> = None;
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("trawl exited early: {status}");
+        }
+        let (_, hwm) = rss_kb(child.id());
+        seen.peak_rss_kb = seen.peak_rss_kb.max(hwm);
+        if let Some(active) = metric(admin, "trawl_active_host_actors") {
+            seen.max_active = seen.max_active.max(active);
+        }
+        if let Some(size) = metric(admin, "trawl_frontier_size") {
+            seen.queued = size;
+            if size as u64 >= queued && full_since.is_none() {
+                full_since = Some(Instant::now());
+            }
+        }
+        if full_since.is_some_and(|t| t.elapsed() >= linger) {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!(
+        "the frontier never reached {queued} URLs (at {})",
+        seen.queued
+    );
+}
+
+fn main() {
+    let large = std::env::var("TRAWL_SCALE").is_ok_and(|v| v == "large");
+    let (default_urls, default_hosts) = if large {
+        (10_000_000, 1_000_000)
+    } else {
+        (1_000_000, 100_000)
+    };
+    let urls = env_or("TRAWL_SCALE_URLS", default_urls);
+    let hosts = env_or("TRAWL_SCALE_HOSTS", default_hosts);
+    let listener = Listener::start();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let seeds = dir.path().join("seeds.txt");
+    let config = dir.path().join("scale.toml");
+    let admin = free_port();
+    write_seeds(&seeds, urls, hosts, listener.addr.port());
+    write_config(&config, &data, admin, urls);
+
+    let started = Instant::now();
+    let mut first = spawn(&config, Some(&seeds));
+    let run = observe(&mut first, admin, urls, Duration::from_secs(5));
+    let queued_in = started.elapsed();
+    stop(&mut first);
+
+    listener.reset();
+    let resumed_at = listener.epoch.elapsed().as_millis() as u64;
+    let mut second = spawn(&config, None);
+    let resume = observe(&mut second, admin, urls, Duration::from_secs(2));
+    let first_fetch_ms = listener.first().map(|ms| ms.saturating_sub(resumed_at));
+    stop(&mut second);
+
+    let cap = 4 * 256; // the default: 4 × fetch.concurrency
+    let peak_mb = run.peak_rss_kb as f64 / 1024.0;
+    println!(
+        "frontier_scale: {urls} URLs over {hosts} hosts queued in {:.1} s; \
+         peak RSS {peak_mb:.0} MB ({:.0} bytes per queued URL); \
+         active host actors at most {} (cap {cap}; {:.0} KB of RSS per active host if all RSS were theirs); \
+         resume: peak RSS {:.0} MB, first fetch {} after start; {} connections in all",
+        queued_in.as_secs_f64(),
+        run.peak_rss_kb as f64 * 1024.0 / urls as f64,
+        run.max_active,
+        run.peak_rss_kb as f64 / run.max_active.max(1.0),
+        resume.peak_rss_kb as f64 / 1024.0,
+        first_fetch_ms.map_or("never".to_owned(), |ms| format!("{:.2} s", ms as f64 / 1000.0)),
+        listener.accepted.load(Ordering::Acquire),
+    );
+}

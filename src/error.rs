@@ -1,0 +1,34 @@
+//! Failures that cross from one stage of the pipeline to another.
+//!
+//! A stage (the store, the archive, the parser) logs its typed source
+//! error where it happened and hands the stage before it a [`Failure`]
+//! whose variant says *whose* failure it was. That distinction drives
+//! policy: a host's own failures (timeouts, 5xx) slow the host down, while
+//! a failing store or archive, or an internal mailbox that closed, is never
+//! counted against the host; the work is kept and retried.
+
+/// Why a stage could not do what it was asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// The partition store failed (a write or read of RocksDB).
+    #[error("store: {0}")]
+    Store(String),
+    /// The archive (WARC, events or dedup index) failed.
+    #[error("archive: {0}")]
+    Archive(String),
+    /// The receiving actor is gone or its mailbox closed: an internal
+    /// condition (usually shutdown), not anything the host did.
+    #[error("mailbox: {0}")]
+    Mailbox(String),
+}
+
+impl Failure {
+    /// The stage that failed, as a bounded metric label.
+    pub fn stage(&self) -> &'static str {
+        match self {
+            Failure::Store(_) => "store",
+            Failure::Archive(_) => "archive",
+            Failure::Mailbox(_) => "mailbox",
+        }
+    }
+}

@@ -1,0 +1,1081 @@
+//! The host state machine: everything one host decides, as plain code on an
+//! injected clock.
+//!
+//! A [`HostMachine`] is given events (new work, a timer, a fetch result, a
+//! finished task, a drain) with the time they happen at ([`Now`]), and
+//! answers with the [`Effect`]s to carry out: send this request, run this
+//! task, persist this state, call me again at, passivate me. It performs no
+//! I/O of its own but reading its queue page by page through
+//! [`QueueSource`] (the partition store, or a map in tests). The HostActor
+//! (`actors/host.rs`) only carries the effects out; so every schedule here
+//! is tested exactly, with a fake clock, no sockets and no sleeps.
+//!
+//! What the host does next, in order:
+//! 1. robots.txt of an origin is fetched (redirects followed, failures
+//!    retried) before any other URL of it, under the same permit and delay
+//!    as every other request ([`OriginRobots`] holds that lifecycle); an
+//!    origin whose address the SSRF guard denies has its URLs recorded
+//!    denied at once, never retried;
+//! 2. a request starts only with a permit from [`HostPoliteness`], which
+//!    enforces `max_in_flight_per_host`, the completion-to-start delay
+//!    (adaptive, with a ceiling), Crawl-delay, Retry-After, backoff and
+//!    parking; with per-IP politeness also with a slot of its address;
+//! 3. the next URL comes from the priority queues by a biased choice
+//!    ([`LevelPicker`]); URLs to try again go first;
+//! 4. a final response becomes a [`Task::Process`] (parse or read, archive,
+//!    admit what it links to, then complete the entry in the store, see
+//!    [`super::response`]); a task that fails (store or archive down, an
+//!    internal mailbox closed) is kept and run again with backoff, and is
+//!    never counted against the host;
+//! 5. when nothing is queued, in flight or running the host reports idle;
+//!    when its next possible request is more than `passivate_after` away it
+//!    asks to be passivated until then: the partition's due index wakes it.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use url::Url;
+
+use super::response::{self, Attempts, RetryLimits, SitemapSettings};
+use super::{Candidate, LevelPicker, Priority, LEVELS};
+use crate::clock::Now;
+use crate::error::Failure;
+use crate::fetch::{DnsOverrides, FetchError, FetchResponse};
+use crate::metrics::Metrics;
+use crate::politeness::ip::{IpSlot, IpSlots, SlotFreed};
+use crate::politeness::{HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
+use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
+use crate::robots::{self, RobotsRecord, RobotsSummary};
+use crate::store::{Completion, HostState, QueueEntry, StoreError, UrlState};
+use crate::url::Fingerprint;
+
+/// Queue entries read from the store at a time, per priority level.
+const REFILL: usize = 32;
+/// First wait before a failed task runs again; doubles per failure.
+const TASK_RETRY_BASE: Duration = Duration::from_secs(1);
+/// Longest wait between two runs of a failing task.
+const TASK_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Settings shared by every host of a node.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// Politeness policy.
+    pub policy: Policy,
+    /// robots.txt policy.
+    pub robots: RobotsSettings,
+    /// Tries per URL.
+    pub retries: RetryLimits,
+    /// Redirect hops followed from a URL.
+    pub max_redirects: u32,
+    /// Archive 2xx responses that are not HTML (else only count them).
+    pub archive_non_html: bool,
+    /// Sitemap discovery, if enabled.
+    pub sitemaps: Option<SitemapSettings>,
+    /// The previous run did not stop cleanly: a request may have been in
+    /// flight, so every host owes its last delay again.
+    pub crashed: bool,
+    /// Per-IP limits, if enabled.
+    pub ip_slots: Option<IpSlots>,
+    /// `[dns] overrides`, to know a host's address before its first fetch.
+    pub dns: DnsOverrides,
+    /// A host with nothing to do for longer than this is passivated.
+    pub passivate_after: Duration,
+}
+
+/// Where a host's queue is read from.
+pub trait QueueSource {
+    /// Up to `n` entries of `host`'s queue of `priority` after key `after`.
+    fn queue_page(
+        &self,
+        host: &str,
+        priority: Priority,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError>;
+}
+
+impl QueueSource for crate::store::PartitionStore {
+    fn queue_page(
+        &self,
+        host: &str,
+        priority: Priority,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        crate::store::PartitionStore::queue_page(self, host, priority, after, n)
+    }
+}
+
+/// Names a request or task of one host, to match its answer.
+pub type TaskId = u64;
+
+/// A final response of a queue entry, to be processed.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The entry.
+    pub entry: QueueEntry,
+    /// Its URL.
+    pub url: Url,
+    /// The response.
+    pub response: FetchResponse,
+    /// Archived on an earlier run of the task (not to be archived twice).
+    pub archived: bool,
+    /// Its links admitted on an earlier run.
+    pub admitted: bool,
+}
+
+/// Work the host hands out to be run off its own thread of control.
+#[derive(Debug, Clone)]
+pub enum Task {
+    /// Parse or read, archive, admit what was found, then complete the
+    /// entry (see [`super::response`]).
+    Process(Box<Job>),
+    /// Record an entry finished without a response to process.
+    Complete(Completion),
+    /// Archive a response that completes no entry (robots.txt).
+    ArchiveRobots {
+        /// Where it came from.
+        url: Url,
+        /// The response.
+        response: FetchResponse,
+    },
+    /// Offer candidates (the sitemaps robots.txt names).
+    Discover(Vec<Candidate>),
+}
+
+impl Task {
+    /// A bounded label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Task::Process(_) => "process",
+            Task::Complete(_) => "complete",
+            Task::ArchiveRobots { .. } => "archive_robots",
+            Task::Discover(_) => "discover",
+        }
+    }
+}
+
+/// What the host asks its actor to do.
+pub enum Effect {
+    /// Send a GET for `url`; answer with [`HostMachine::fetched`] (or
+    /// [`HostMachine::fetch_lost`] if the request could not be handed over).
+    Fetch {
+        /// Names the answer.
+        id: TaskId,
+        /// The URL.
+        url: Url,
+    },
+    /// Run `task` with the host's schedule `schedule` (completions persist
+    /// it); answer with [`HostMachine::task_done`].
+    Run {
+        /// Names the answer.
+        id: TaskId,
+        /// The work.
+        task: Task,
+        /// The host's politeness schedule, persisted with completions.
+        schedule: Schedule,
+    },
+    /// Persist the host's state now.
+    Save(HostState),
+    /// Call [`HostMachine::timer`] at this instant; replaces an armed
+    /// timer (the machine only ever moves it earlier, or re-arms it after
+    /// it fired).
+    WakeAt(Instant),
+    /// Call [`HostMachine::poll`] once this completes (a slot of the host's
+    /// address may have freed).
+    WaitForIp(SlotFreed),
+    /// Nothing is in flight or running: ask the partition to passivate the
+    /// host, saving `state`, until `due_ms` (Unix ms) if it still has work,
+    /// for good if `due_ms` is `None`. Answer with
+    /// [`HostMachine::passivation_refused`] if new work arrived meanwhile.
+    Passivate {
+        /// The state to persist.
+        state: HostState,
+        /// When the host has something to do again, if it has work.
+        due_ms: Option<u64>,
+    },
+    /// The drain is complete: nothing in flight or running.
+    Drained(HostState),
+}
+
+impl std::fmt::Debug for Effect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Effect::Fetch { id, url } => write!(f, "Fetch({id}, {url})"),
+            Effect::Run { id, task, .. } => write!(f, "Run({id}, {task:?})"),
+            Effect::Save(_) => write!(f, "Save"),
+            Effect::WakeAt(at) => write!(f, "WakeAt({at:?})"),
+            Effect::WaitForIp(_) => write!(f, "WaitForIp"),
+            Effect::Passivate { due_ms, .. } => write!(f, "Passivate(due {due_ms:?})"),
+            Effect::Drained(_) => write!(f, "Drained"),
+        }
+    }
+}
+
+/// A request in flight.
+struct InFlight {
+    what: Requested,
+    permit: Permit,
+    /// Freed when dropped.
+    _ip_slot: Option<IpSlot>,
+}
+
+enum Requested {
+    Robots { origin: String, url: Url },
+    Entry { entry: QueueEntry, url: Url },
+}
+
+/// A failed task waiting to run again.
+struct Delayed {
+    at: Instant,
+    id: TaskId,
+    task: Task,
+}
+
+/// Where the next entry comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Retry,
+    Level(usize),
+}
+
+/// The in-memory head of a host's durable queues.
+#[derive(Default)]
+struct Head {
+    /// Entries read from the store, not yet dispatched, per priority.
+    queues: [VecDeque<QueueEntry>; LEVELS],
+    /// Key of the last entry read per level; refills start after it.
+    cursors: [Option<Vec<u8>>; LEVELS],
+    /// The store had nothing more at the last refill of each level.
+    exhausted: [bool; LEVELS],
+    picker: LevelPicker,
+    /// The level picked and not yet consumed (a wait keeps the choice).
+    chosen: Option<usize>,
+    /// Entries to try again, before anything else.
+    retry: VecDeque<QueueEntry>,
+}
+
+impl Head {
+    /// Retries first, then the level the picker chose (kept until its
+    /// entry is taken).
+    fn choose(&mut self, host: &str, queue: &dyn QueueSource) -> Option<Source> {
+        if !self.retry.is_empty() {
+            return Some(Source::Retry);
+        }
+        if let Some(level) = self.chosen {
+            if !self.queues[level].is_empty() {
+                return Some(Source::Level(level));
+            }
+        }
+        for level in 0..LEVELS {
+            if self.queues[level].is_empty() {
+                self.refill(host, level, queue);
+            }
+        }
+        let queues = &self.queues;
+        self.chosen = self.picker.pick(|l| !queues[l].is_empty());
+        self.chosen.map(Source::Level)
+    }
+
+    fn peek(&self, source: Source) -> Option<&QueueEntry> {
+        match source {
+            Source::Retry => self.retry.front(),
+            Source::Level(l) => self.queues[l].front(),
+        }
+    }
+
+    fn take(&mut self, source: Source) -> Option<QueueEntry> {
+        match source {
+            Source::Retry => self.retry.pop_front(),
+            Source::Level(l) => {
+                self.chosen = None;
+                self.queues[l].pop_front()
+            }
+        }
+    }
+
+    /// Loads the next page of one level's queue. A read error leaves the
+    /// level exhausted until the next wake: the entries stay in the store.
+    fn refill(&mut self, host: &str, level: usize, queue: &dyn QueueSource) {
+        if self.exhausted[level] {
+            return;
+        }
+        let priority = Priority::from_level(level as u8);
+        match queue.queue_page(host, priority, self.cursors[level].as_deref(), REFILL) {
+            Ok(page) if page.is_empty() => self.exhausted[level] = true,
+            Ok(page) => {
+                self.cursors[level] = page.last().map(|e| e.key.clone());
+                self.queues[level].extend(page);
+            }
+            Err(err) => {
+                tracing::error!(host, error = %err, "cannot read the queue");
+                self.exhausted[level] = true;
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.retry.is_empty()
+            && self.queues.iter().all(VecDeque::is_empty)
+            && self.exhausted.iter().all(|&e| e)
+    }
+
+    fn len(&self) -> usize {
+        self.retry.len() + self.queues.iter().map(VecDeque::len).sum::<usize>()
+    }
+}
+
+/// One host's decisions.
+pub struct HostMachine {
+    host: String,
+    settings: Arc<HostSettings>,
+    metrics: Arc<Metrics>,
+    head: Head,
+    attempts: HashMap<Fingerprint, Attempts>,
+    politeness: HostPoliteness,
+    /// robots.txt state per origin (`scheme://host:port`).
+    origins: HashMap<String, OriginRobots>,
+    /// Persisted robots.txt copies not yet turned into an origin state.
+    saved_robots: BTreeMap<String, RobotsRecord>,
+    in_flight: HashMap<TaskId, InFlight>,
+    /// Tasks handed out and not yet answered.
+    running: HashMap<TaskId, u32>,
+    /// Failed tasks waiting to run again, with their failure counts.
+    delayed: Vec<(Delayed, u32)>,
+    next_id: TaskId,
+    /// The deadline of the armed timer.
+    armed: Option<Instant>,
+    /// Dispatch stopped for shutdown.
+    draining: bool,
+    /// A drain awaits its answer.
+    drain_pending: bool,
+    /// A passivation request awaits its answer.
+    passivating: bool,
+    /// State of the jitter generator.
+    jitter: u64,
+    /// The host's address, when known (overrides, IP literal, responses).
+    ip: Option<IpAddr>,
+    /// Waiting for a slot of `ip` to free.
+    ip_waiting: bool,
+    /// Tasks that failed and are waiting, for the snapshot.
+    failing_tasks: u64,
+}
+
+impl HostMachine {
+    /// A host resuming from its saved `state` at `now`.
+    pub fn new(
+        host: String,
+        settings: Arc<HostSettings>,
+        metrics: Arc<Metrics>,
+        state: HostState,
+        now: Now,
+    ) -> Self {
+        let mut politeness = match &state.schedule {
+            Some(s) => HostPoliteness::restore(s, now.at, now.wall, settings.crashed),
+            None => HostPoliteness::new(now.at),
+        };
+        let crawl_delay = state.robots.values().find_map(|r| {
+            robots::Rules::from_record(r, &settings.robots.product_token).crawl_delay
+        });
+        politeness.set_crawl_delay(crawl_delay);
+        let jitter = xxhash_rust::xxh3::xxh3_64(host.as_bytes()) | 1;
+        let ip = host
+            .trim_matches(['[', ']'])
+            .parse()
+            .ok()
+            .or_else(|| settings.dns.lookup(&host));
+        HostMachine {
+            host,
+            settings,
+            metrics,
+            head: Head::default(),
+            attempts: HashMap::new(),
+            politeness,
+            origins: HashMap::new(),
+            saved_robots: state.robots,
+            in_flight: HashMap::new(),
+            running: HashMap::new(),
+            delayed: Vec::new(),
+            next_id: 0,
+            armed: None,
+            draining: false,
+            drain_pending: false,
+            passivating: false,
+            jitter,
+            ip,
+            ip_waiting: false,
+            failing_tasks: 0,
+        }
+    }
+
+    /// The host's name.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// When the machine wants to be called next ([`Effect::WakeAt`] armed
+    /// and not yet fired).
+    pub fn armed(&self) -> Option<Instant> {
+        self.armed
+    }
+
+    /// The settings it decides by.
+    pub fn settings(&self) -> Arc<HostSettings> {
+        self.settings.clone()
+    }
+
+    /// The metrics it counts in.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// New work was queued at the priority `levels` (a bit per level).
+    pub fn wake(&mut self, levels: u8, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        for (level, exhausted) in self.head.exhausted.iter_mut().enumerate() {
+            if levels & (1 << level) != 0 {
+                *exhausted = false;
+            }
+        }
+        self.poll(queue, now)
+    }
+
+    /// The armed timer fired.
+    pub fn timer(&mut self, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        self.armed = None;
+        self.poll(queue, now)
+    }
+
+    /// A slot of the host's address may have freed.
+    pub fn ip_freed(&mut self, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        self.ip_waiting = false;
+        self.poll(queue, now)
+    }
+
+    /// Starts every request and task the policy allows at `now`, then
+    /// arms the timer, or asks to be passivated.
+    pub fn poll(&mut self, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        self.run_due_tasks(now, &mut fx);
+        while !self.draining && !self.passivating {
+            let Some(source) = self.head.choose(&self.host, queue) else {
+                break;
+            };
+            if !self.dispatch_one(source, now, &mut fx) {
+                break;
+            }
+        }
+        self.settle(now, &mut fx);
+        fx
+    }
+
+    /// Tries to start the entry at `source`; `false` when the host must
+    /// wait (a timer, a robots.txt fetch or a slot will call again).
+    fn dispatch_one(&mut self, source: Source, now: Now, fx: &mut Vec<Effect>) -> bool {
+        let Some(raw) = self.head.peek(source).map(|e| e.value.url.clone()) else {
+            return false;
+        };
+        let Ok(url) = Url::parse(&raw) else {
+            self.finish_unfetched(source, UrlState::Failed, now, fx);
+            return true;
+        };
+        let origin = robots::origin_key(&url);
+        self.ensure_origin(&origin, &url);
+        let now_ms = now.unix_ms();
+        let robots = &self.origins[&origin];
+        let allowed = match robots.need(now_ms, &self.settings.robots) {
+            Need::InFlight => return false,
+            Need::RetryAt(at_ms) => {
+                self.count_robots("unreachable_wait");
+                self.arm(now.instant_at_ms(at_ms), fx);
+                return false;
+            }
+            Need::GiveUp => {
+                self.count_robots("unreachable_dropped");
+                self.finish_unfetched(source, UrlState::RobotsUnreachable, now, fx);
+                return true;
+            }
+            Need::Denied => {
+                self.count_robots("denied");
+                self.finish_unfetched(source, UrlState::Denied, now, fx);
+                return true;
+            }
+            Need::Fetch(robots_url) => {
+                // A parked or backed-off host still gives up on time.
+                let give_up = robots.give_up_at_ms(&self.settings.robots);
+                match self.acquire(now, fx) {
+                    Some((permit, slot)) => {
+                        self.start_robots(origin, robots_url, permit, slot, fx);
+                        return true;
+                    }
+                    None => {
+                        if let Some(at_ms) = give_up {
+                            self.arm(now.instant_at_ms(at_ms), fx);
+                        }
+                        return false;
+                    }
+                }
+            }
+            Need::Ready(rules) => rules.allows(&url),
+        };
+        if !allowed {
+            self.count_robots("disallowed");
+            self.finish_unfetched(source, UrlState::Disallowed, now, fx);
+            return true;
+        }
+        let Some((permit, slot)) = self.acquire(now, fx) else {
+            return false;
+        };
+        self.count_robots("allowed");
+        let Some(entry) = self.head.take(source) else {
+            self.politeness.cancel(permit);
+            return false;
+        };
+        let id = self.next_id();
+        fx.push(Effect::Fetch {
+            id,
+            url: url.clone(),
+        });
+        self.in_flight.insert(
+            id,
+            InFlight {
+                what: Requested::Entry { entry, url },
+                permit,
+                _ip_slot: slot,
+            },
+        );
+        true
+    }
+
+    fn count_robots(&self, decision: &str) {
+        self.metrics
+            .robots_decisions
+            .with_label_values(&[decision])
+            .inc();
+    }
+
+    fn next_id(&mut self) -> TaskId {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn ensure_origin(&mut self, origin: &str, url: &Url) {
+        if !self.origins.contains_key(origin) {
+            let saved = self.saved_robots.remove(origin);
+            let state = OriginRobots::new(url, saved, &self.settings.robots);
+            self.origins.insert(origin.to_owned(), state);
+        }
+    }
+
+    /// Takes a permit (and the address's slot, with per-IP politeness), or
+    /// arranges to be called again when one may be free.
+    fn acquire(&mut self, now: Now, fx: &mut Vec<Effect>) -> Option<(Permit, Option<IpSlot>)> {
+        let permit = match self.politeness.try_acquire(&self.settings.policy, now.at) {
+            Ok(permit) => permit,
+            Err(Wait::Busy) => return None,
+            Err(Wait::Until(at)) => {
+                self.arm(at, fx);
+                return None;
+            }
+        };
+        let (Some(slots), Some(ip)) = (&self.settings.ip_slots, self.ip) else {
+            return Some((permit, None));
+        };
+        match slots.try_take(ip) {
+            Ok(slot) => Some((permit, Some(slot))),
+            Err(freed) => {
+                self.politeness.cancel(permit);
+                if !self.ip_waiting {
+                    self.ip_waiting = true;
+                    fx.push(Effect::WaitForIp(freed));
+                }
+                None
+            }
+        }
+    }
+
+    /// Arms the timer for `at` unless it is already armed no later.
+    fn arm(&mut self, at: Instant, fx: &mut Vec<Effect>) {
+        if self.armed.is_some_and(|armed| armed <= at) {
+            return;
+        }
+        self.armed = Some(at);
+        fx.push(Effect::WakeAt(at));
+    }
+
+    fn start_robots(
+        &mut self,
+        origin: String,
+        url: Url,
+        permit: Permit,
+        slot: Option<IpSlot>,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Some(state) = self.origins.get_mut(&origin) {
+            state.fetch_started(url.clone());
+        }
+        let id = self.next_id();
+        fx.push(Effect::Fetch {
+            id,
+            url: url.clone(),
+        });
+        self.in_flight.insert(
+            id,
+            InFlight {
+                what: Requested::Robots { origin, url },
+                permit,
+                _ip_slot: slot,
+            },
+        );
+    }
+
+    /// Completes the entry at `source` without fetching it.
+    fn finish_unfetched(
+        &mut self,
+        source: Source,
+        state: UrlState,
+        now: Now,
+        fx: &mut Vec<Effect>,
+    ) {
+        if let Some(entry) = self.head.take(source) {
+            self.complete(entry, state, now, fx);
+        }
+    }
+
+    fn complete(&mut self, entry: QueueEntry, state: UrlState, now: Now, fx: &mut Vec<Effect>) {
+        self.attempts.remove(&entry.value.fp);
+        let completion = Completion {
+            fp: entry.value.fp,
+            queue_key: entry.key,
+            depth: entry.value.depth,
+            state,
+        };
+        self.run(Task::Complete(completion), now, fx);
+    }
+
+    fn run(&mut self, task: Task, now: Now, fx: &mut Vec<Effect>) {
+        let id = self.next_id();
+        self.run_as(id, task, 0, now, fx);
+    }
+
+    fn run_as(&mut self, id: TaskId, task: Task, failures: u32, now: Now, fx: &mut Vec<Effect>) {
+        self.running.insert(id, failures);
+        fx.push(Effect::Run {
+            id,
+            task,
+            schedule: self.schedule(now),
+        });
+    }
+
+    /// The answer to [`Effect::Fetch`] `id`: the result and how long the
+    /// request took on the wire (from when it was sent, not from when the
+    /// host took its permit).
+    pub fn fetched(
+        &mut self,
+        id: TaskId,
+        result: Result<FetchResponse, FetchError>,
+        queue: &dyn QueueSource,
+        now: Now,
+    ) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        let Some(flight) = self.in_flight.remove(&id) else {
+            return self.poll(queue, now);
+        };
+        if let Ok(FetchResponse { ip: Some(ip), .. }) = &result {
+            self.ip = Some(*ip);
+        }
+        let outcome = response::politeness_outcome(&result, now.wall);
+        // A failed request's delay is its backoff; only a response's time
+        // on the wire measures the host's speed.
+        let wire_time = result.as_ref().map_or(Duration::ZERO, |r| r.elapsed);
+        let InFlight {
+            what,
+            permit,
+            _ip_slot,
+        } = flight;
+        match what {
+            Requested::Robots { origin, url } => {
+                // Read the file first: its Crawl-delay already governs the
+                // wait after this very request.
+                self.robots_fetched(origin, url, result, now, &mut fx);
+                self.release(permit, now, wire_time, outcome);
+            }
+            Requested::Entry { entry, url } => {
+                self.release(permit, now, wire_time, outcome);
+                self.entry_fetched(entry, url, result, now, &mut fx);
+            }
+        }
+        drop(_ip_slot);
+        fx.extend(self.poll(queue, now));
+        fx
+    }
+
+    /// The request `id` could not be handed to the fetcher (its mailbox is
+    /// closed or full): an internal condition, not the host's failure. The
+    /// permit is returned untouched and the entry goes back to the head.
+    pub fn fetch_lost(&mut self, id: TaskId, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        if let Some(flight) = self.in_flight.remove(&id) {
+            self.politeness.cancel(flight.permit);
+            match flight.what {
+                Requested::Entry { entry, .. } => self.head.retry.push_front(entry),
+                Requested::Robots { origin, .. } => {
+                    if let Some(state) = self.origins.get_mut(&origin) {
+                        state.fetch_abandoned();
+                    }
+                }
+            }
+        }
+        self.poll(queue, now)
+    }
+
+    /// Frees the permit of a request that ended at `now` and counts the
+    /// wait it imposed.
+    fn release(&mut self, permit: Permit, now: Now, wire_time: Duration, outcome: Outcome) {
+        let jitter = self.next_jitter();
+        let released = self.politeness.release(
+            &self.settings.policy,
+            permit,
+            now.at,
+            wire_time,
+            outcome,
+            jitter,
+        );
+        self.metrics
+            .politeness_waits
+            .with_label_values(&[released.reason.as_str()])
+            .inc();
+        if released.parked {
+            // Routine on a large crawl of unreliable hosts: debug, and
+            // counted in trawl_politeness_waits_total{reason="parked"}.
+            tracing::debug!(host = %self.host, for_s = released.delay.as_secs(), "host parked after repeated failures");
+        }
+    }
+
+    /// A number in `[0, 1)` for backoff jitter (xorshift; no need for a
+    /// cryptographic generator to spread retries).
+    fn next_jitter(&mut self) -> f64 {
+        self.jitter ^= self.jitter << 13;
+        self.jitter ^= self.jitter >> 7;
+        self.jitter ^= self.jitter << 17;
+        (self.jitter >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn entry_fetched(
+        &mut self,
+        entry: QueueEntry,
+        url: Url,
+        result: Result<FetchResponse, FetchError>,
+        now: Now,
+        fx: &mut Vec<Effect>,
+    ) {
+        let fp = entry.value.fp;
+        let attempts = self.attempts.entry(fp).or_default();
+        match response::classify(&result, attempts, self.settings.retries) {
+            response::Retry::Again => {
+                // Not archived: the server did not serve the page this time.
+                self.metrics.urls.with_label_values(&["retried"]).inc();
+                tracing::debug!(host = %self.host, %url, "will try again");
+                self.head.retry.push_back(entry);
+            }
+            response::Retry::Denied => self.complete(entry, UrlState::Denied, now, fx),
+            response::Retry::GiveUp => self.complete(entry, UrlState::Failed, now, fx),
+            response::Retry::Process => {
+                self.attempts.remove(&fp);
+                if let Ok(response) = result {
+                    self.run(
+                        Task::Process(Box::new(Job {
+                            entry,
+                            url,
+                            response,
+                            archived: false,
+                            admitted: false,
+                        })),
+                        now,
+                        fx,
+                    );
+                }
+            }
+        }
+    }
+
+    fn robots_fetched(
+        &mut self,
+        origin: String,
+        url: Url,
+        result: Result<FetchResponse, FetchError>,
+        now: Now,
+        fx: &mut Vec<Effect>,
+    ) {
+        let now_ms = now.unix_ms();
+        let Some(state) = self.origins.get_mut(&origin) else {
+            return;
+        };
+        let fetch_result = match &result {
+            Ok(resp) => FetchResult {
+                status: Some(resp.status),
+                location: resp.header("location").map(str::to_owned),
+                body: resp.body.to_vec(),
+            },
+            Err(FetchError::SsrfDenied(reason)) => {
+                // The same next time: nothing of this origin is fetched.
+                tracing::debug!(host = %self.host, origin, reason, "robots.txt address denied; the origin's urls are recorded denied");
+                state.deny();
+                return;
+            }
+            Err(err) => {
+                tracing::debug!(host = %self.host, error = %err, "robots.txt unreachable");
+                FetchResult {
+                    status: None,
+                    location: None,
+                    body: Vec::new(),
+                }
+            }
+        };
+        match state.fetch_done(fetch_result, now_ms, &self.settings.robots) {
+            Fetched::Stored(record) => {
+                let rules =
+                    robots::Rules::from_record(&record, &self.settings.robots.product_token);
+                if rules
+                    .crawl_delay
+                    .is_some_and(|d| d > self.settings.policy.max_crawl_delay)
+                {
+                    self.metrics.crawl_delay_capped.inc();
+                }
+                self.politeness.set_crawl_delay(rules.crawl_delay);
+                fx.push(Effect::Save(self.state(now)));
+                if self.settings.sitemaps.is_some() {
+                    let found = response::robots_sitemaps(&url, &rules.sitemaps, &self.host);
+                    self.run(Task::Discover(found), now, fx);
+                }
+            }
+            Fetched::Failed { retry_at_ms } => {
+                fx.push(Effect::Save(self.state(now)));
+                tracing::debug!(host = %self.host, origin, retry_in_ms = retry_at_ms.saturating_sub(now_ms), "robots.txt fetch failed; will retry");
+            }
+            Fetched::Redirect(next) => {
+                tracing::debug!(host = %self.host, to = %next, "robots.txt redirects");
+            }
+        }
+        if let Ok(response) = result {
+            self.run(Task::ArchiveRobots { url, response }, now, fx);
+        }
+    }
+
+    /// The answer to [`Effect::Run`] `id`, with the task given back. A
+    /// failed task runs again after a backoff (its entry stays queued in
+    /// the store meanwhile, so a crash loses nothing); the host's own
+    /// politeness is not touched: the store, the archive or a mailbox
+    /// failed, not the host.
+    pub fn task_done(
+        &mut self,
+        id: TaskId,
+        task: Task,
+        result: Result<(), Failure>,
+        queue: &dyn QueueSource,
+        now: Now,
+    ) -> Vec<Effect> {
+        let failures = self.running.remove(&id).unwrap_or(0);
+        if let Err(failure) = result {
+            self.metrics
+                .pipeline_failures
+                .with_label_values(&[task.label(), failure.stage()])
+                .inc();
+            if self.draining {
+                // The entry stays queued in the store for the next run.
+                tracing::warn!(host = %self.host, task = task.label(), error = %failure, "a task failed while draining; its url stays queued");
+            } else {
+                let failures = failures + 1;
+                let doublings = (failures - 1).min(16);
+                let wait = TASK_RETRY_BASE
+                    .saturating_mul(1 << doublings)
+                    .min(TASK_RETRY_MAX);
+                tracing::warn!(host = %self.host, task = task.label(), error = %failure, retry_in_s = wait.as_secs(), "a task failed; it will run again");
+                self.failing_tasks += 1;
+                self.delayed.push((
+                    Delayed {
+                        at: now.at + wait,
+                        id,
+                        task,
+                    },
+                    failures,
+                ));
+            }
+        } else if failures > 0 {
+            self.failing_tasks = self.failing_tasks.saturating_sub(1);
+        }
+        self.poll(queue, now)
+    }
+
+    /// Hands out again the failed tasks whose wait is over, and arms the
+    /// timer for the next one.
+    fn run_due_tasks(&mut self, now: Now, fx: &mut Vec<Effect>) {
+        if self.draining {
+            return;
+        }
+        let (due, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed)
+            .into_iter()
+            .partition(|(d, _)| d.at <= now.at);
+        self.delayed = waiting;
+        for (d, failures) in due {
+            self.run_as(d.id, d.task, failures, now, fx);
+        }
+        if let Some(at) = self.delayed.iter().map(|(d, _)| d.at).min() {
+            self.arm(at, fx);
+        }
+    }
+
+    /// Stops dispatching; [`Effect::Drained`] follows once nothing is in
+    /// flight or running. Failed tasks waiting to run again are dropped:
+    /// their entries stay queued in the store for the next run.
+    pub fn drain(&mut self, now: Now) -> Vec<Effect> {
+        self.draining = true;
+        self.drain_pending = true;
+        if !self.delayed.is_empty() {
+            self.failing_tasks = 0;
+            self.delayed.clear();
+        }
+        let mut fx = Vec::new();
+        self.settle(now, &mut fx);
+        fx
+    }
+
+    /// The partition did not passivate the host: new work arrived.
+    pub fn passivation_refused(&mut self, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        self.passivating = false;
+        self.poll(queue, now)
+    }
+
+    /// Nothing in flight and nothing running.
+    fn quiet(&self) -> bool {
+        self.in_flight.is_empty() && self.running.is_empty()
+    }
+
+    /// Answers a drain once quiet; otherwise, when quiet with nothing to
+    /// do soon, asks to be passivated.
+    fn settle(&mut self, now: Now, fx: &mut Vec<Effect>) {
+        if !self.quiet() {
+            return;
+        }
+        if self.draining {
+            if std::mem::take(&mut self.drain_pending) {
+                fx.push(Effect::Drained(self.state(now)));
+            }
+            return;
+        }
+        if self.passivating || self.ip_waiting || !self.delayed.is_empty() {
+            return;
+        }
+        let due_ms = if self.head.is_empty() {
+            None
+        } else {
+            match self.armed {
+                Some(at) if at > now.at + self.settings.passivate_after => Some(now.ms_at(at)),
+                _ => return,
+            }
+        };
+        self.passivating = true;
+        fx.push(Effect::Passivate {
+            state: self.state(now),
+            due_ms,
+        });
+    }
+
+    /// The host's politeness schedule as persisted.
+    pub fn schedule(&self, now: Now) -> Schedule {
+        self.politeness.schedule(now.at, now.wall)
+    }
+
+    /// The state persisted when the host passivates or drains.
+    pub fn state(&self, now: Now) -> HostState {
+        let mut robots = self.saved_robots.clone();
+        for (origin, state) in &self.origins {
+            if let Some(record) = state.record() {
+                robots.insert(origin.clone(), record);
+            }
+        }
+        HostState {
+            robots,
+            schedule: Some(self.schedule(now)),
+        }
+    }
+
+    /// Observable state; `queued_by_priority` is the store's count.
+    pub fn snapshot(&self, now: Now, queued_by_priority: [u64; LEVELS]) -> HostSnapshot {
+        let state = self.state(now);
+        let token = &self.settings.robots.product_token;
+        HostSnapshot {
+            host: self.host.clone(),
+            active: true,
+            robots: state
+                .robots
+                .iter()
+                .map(|(origin, record)| RobotsSummary::of(origin, record, token))
+                .collect(),
+            robots_failing: self
+                .origins
+                .iter()
+                .filter(|(_, o)| o.failing())
+                .map(|(origin, _)| origin.clone())
+                .collect(),
+            politeness: PolitenessSnapshot {
+                in_flight: self.politeness.in_flight(),
+                next_allowed_in_ms: self
+                    .politeness
+                    .next_allowed()
+                    .saturating_duration_since(now.at)
+                    .as_millis() as u64,
+                failures: self.politeness.failures(),
+                parked: self.politeness.parked(now.at),
+                crawl_delay_ms: self.politeness.crawl_delay().map(|d| d.as_millis() as u64),
+            },
+            queued_by_priority,
+            head: self.head.len(),
+            processing: self.running.len() + self.delayed.len(),
+            failing_tasks: self.failing_tasks,
+        }
+    }
+}
+
+/// Observable state of a host.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HostSnapshot {
+    /// The host.
+    pub host: String,
+    /// Whether an actor is active for it (else the state is the stored one).
+    pub active: bool,
+    /// robots.txt per origin.
+    pub robots: Vec<RobotsSummary>,
+    /// Origins whose robots.txt is currently unreachable.
+    pub robots_failing: Vec<String>,
+    /// Politeness state.
+    pub politeness: PolitenessSnapshot,
+    /// Durable queue sizes by priority level (0 = seeds … 3 = low).
+    pub queued_by_priority: [u64; LEVELS],
+    /// Entries loaded in memory and not yet dispatched.
+    pub head: usize,
+    /// Fetched entries being parsed, archived and admitted (or waiting to
+    /// try that again).
+    pub processing: usize,
+    /// Tasks that failed (store, archive) and wait to run again.
+    pub failing_tasks: u64,
+}
+
+/// The politeness part of a [`HostSnapshot`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PolitenessSnapshot {
+    /// Requests in flight.
+    pub in_flight: u32,
+    /// Milliseconds until the next request may start (0 if due).
+    pub next_allowed_in_ms: u64,
+    /// Consecutive failures (backoff grows with them).
+    pub failures: u32,
+    /// Parked after repeated failures.
+    pub parked: bool,
+    /// Crawl-delay in force, in milliseconds.
+    pub crawl_delay_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests;

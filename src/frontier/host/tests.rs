@@ -1,0 +1,729 @@
+//! The host state machine driven by a manual clock: every schedule is
+//! asserted exactly, with no sockets and no sleeps.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::*;
+use crate::clock::{Clock, ManualClock};
+use crate::frontier::EntryKind;
+use crate::store::codec::{queue_key, queue_prefix, QueueValue};
+
+const HOST: &str = "a.test";
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A host's durable queue in a map.
+#[derive(Default)]
+struct FakeQueue {
+    entries: RefCell<BTreeMap<Vec<u8>, QueueEntry>>,
+    seq: RefCell<u64>,
+}
+
+impl FakeQueue {
+    fn push(&self, url: &str, priority: Priority) {
+        let mut seq = self.seq.borrow_mut();
+        *seq += 1;
+        let key = queue_key(HOST, priority, *seq);
+        let value = QueueValue {
+            fp: crate::url::Fingerprint::of(url),
+            depth: 0,
+            kind: EntryKind::Page,
+            url: url.to_owned(),
+        };
+        self.entries
+            .borrow_mut()
+            .insert(key.clone(), QueueEntry { key, value });
+    }
+
+    /// Completing an entry removes it, as the partition would.
+    fn remove(&self, key: &[u8]) {
+        self.entries.borrow_mut().remove(key);
+    }
+}
+
+impl QueueSource for FakeQueue {
+    fn queue_page(
+        &self,
+        host: &str,
+        priority: Priority,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let prefix = queue_prefix(host, priority);
+        Ok(self
+            .entries
+            .borrow()
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
+            .take(n)
+            .map(|(_, e)| e.clone())
+            .collect())
+    }
+}
+
+fn settings() -> HostSettings {
+    let mut policy = Policy::simple(secs(1), 10.0, 1);
+    policy.max_delay = secs(20);
+    HostSettings {
+        policy,
+        robots: RobotsSettings {
+            product_token: "trawl".into(),
+            ttl: secs(24 * 3600),
+            retry_base: secs(60),
+            retry_max: secs(3600),
+            give_up_after: secs(30 * 24 * 3600),
+        },
+        retries: RetryLimits {
+            max_attempts: 3,
+            max_throttled_attempts: 20,
+        },
+        max_redirects: 5,
+        archive_non_html: true,
+        sitemaps: None,
+        crashed: false,
+        ip_slots: None,
+        dns: DnsOverrides::default(),
+        // Long waits are asserted on the timer here; the passivation tests
+        // set their own threshold.
+        passivate_after: secs(30 * 24 * 3600),
+    }
+}
+
+/// The settings with passivation after `after` of nothing to do.
+fn passivating(after: Duration) -> HostSettings {
+    HostSettings {
+        passivate_after: after,
+        ..settings()
+    }
+}
+
+/// A machine, its queue and the clock it is driven by.
+struct Harness {
+    m: HostMachine,
+    q: FakeQueue,
+    clock: ManualClock,
+    metrics: Arc<Metrics>,
+}
+
+impl Harness {
+    fn new(settings: HostSettings) -> Self {
+        Self::with_state(settings, HostState::default())
+    }
+
+    fn with_state(settings: HostSettings, state: HostState) -> Self {
+        let clock = ManualClock::new();
+        let metrics = Arc::new(Metrics::new());
+        let m = HostMachine::new(
+            HOST.into(),
+            Arc::new(settings),
+            metrics.clone(),
+            state,
+            clock.now(),
+        );
+        Harness {
+            m,
+            q: FakeQueue::default(),
+            clock,
+            metrics,
+        }
+    }
+
+    fn now(&self) -> Now {
+        self.clock.now()
+    }
+
+    fn poll(&mut self) -> Vec<Effect> {
+        let now = self.now();
+        self.m.poll(&self.q, now)
+    }
+
+    fn wake(&mut self) -> Vec<Effect> {
+        let now = self.now();
+        self.m.wake(u8::MAX, &self.q, now)
+    }
+
+    fn timer(&mut self) -> Vec<Effect> {
+        let now = self.now();
+        self.m.timer(&self.q, now)
+    }
+
+    /// Answers fetch `id` after `took` on the wire, the clock moved by it.
+    fn answer(
+        &mut self,
+        id: TaskId,
+        took: Duration,
+        result: Result<FetchResponse, FetchError>,
+    ) -> Vec<Effect> {
+        self.clock.advance(took);
+        let now = self.now();
+        let result = result.map(|mut r| {
+            r.elapsed = took;
+            r
+        });
+        self.m.fetched(id, result, &self.q, now)
+    }
+
+    /// Runs every task in `fx` successfully (completions leave the
+    /// queue), and returns the effects that follow.
+    fn finish_tasks(&mut self, fx: &[Effect]) -> Vec<Effect> {
+        let mut out = Vec::new();
+        for (id, task) in runs(fx) {
+            if let Task::Complete(c) = &task {
+                self.q.remove(&c.queue_key);
+            }
+            if let Task::Process(job) = &task {
+                self.q.remove(&job.entry.key);
+            }
+            let now = self.now();
+            out.extend(self.m.task_done(id, task, Ok(()), &self.q, now));
+        }
+        out
+    }
+
+    /// Runs the tasks of `fx`; `fx` followed by what came of them.
+    fn settle_tasks(&mut self, mut fx: Vec<Effect>) -> Vec<Effect> {
+        let more = self.finish_tasks(&fx);
+        fx.extend(more);
+        fx
+    }
+
+    /// Fetches robots.txt with `status` and `body`, runs its tasks.
+    fn robots(&mut self, status: u16, body: &str) -> Vec<Effect> {
+        let fx = self.wake();
+        let (id, url) = only_fetch(&fx);
+        assert_eq!(url, "http://a.test/robots.txt");
+        let fx = self.answer(id, ms(10), Ok(response(status, &[], body)));
+        let mut all = self.finish_tasks(&fx);
+        all.extend(fx);
+        all
+    }
+}
+
+fn response(status: u16, headers: &[(&str, &str)], body: &str) -> FetchResponse {
+    FetchResponse {
+        status,
+        headers: headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect(),
+        head: Vec::new(),
+        request_head: Vec::new(),
+        body: Bytes::copy_from_slice(body.as_bytes()),
+        truncated: false,
+        ip: None,
+        started_at: SystemTime::UNIX_EPOCH,
+        elapsed: Duration::ZERO,
+    }
+}
+
+fn html() -> FetchResponse {
+    response(200, &[("content-type", "text/html")], "<p>hi</p>")
+}
+
+fn fetches(fx: &[Effect]) -> Vec<(TaskId, String)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Fetch { id, url } => Some((*id, url.to_string())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn only_fetch(fx: &[Effect]) -> (TaskId, String) {
+    let f = fetches(fx);
+    assert_eq!(f.len(), 1, "expected one fetch in {fx:?}");
+    f[0].clone()
+}
+
+fn wake_at(fx: &[Effect]) -> Option<Instant> {
+    fx.iter().rev().find_map(|e| match e {
+        Effect::WakeAt(at) => Some(*at),
+        _ => None,
+    })
+}
+
+fn runs(fx: &[Effect]) -> Vec<(TaskId, Task)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Run { id, task, .. } => Some((*id, task.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn completions(fx: &[Effect]) -> Vec<UrlState> {
+    runs(fx)
+        .into_iter()
+        .filter_map(|(_, t)| match t {
+            Task::Complete(c) => Some(c.state),
+            _ => None,
+        })
+        .collect()
+}
+
+fn passivation(fx: &[Effect]) -> Option<Option<u64>> {
+    fx.iter().find_map(|e| match e {
+        Effect::Passivate { due_ms, .. } => Some(*due_ms),
+        _ => None,
+    })
+}
+
+/// Fetches the next page at the time the machine asks for, answering it
+/// with `resp` after `took`; returns the fetch time and the effects.
+fn fetch_next(h: &mut Harness, took: Duration, resp: FetchResponse) -> (Instant, Vec<Effect>) {
+    let mut fx = h.poll();
+    if fetches(&fx).is_empty() {
+        let at = h.m.armed().expect("a fetch or a timer");
+        h.clock.advance_to(at);
+        fx = h.timer();
+    }
+    let started = h.now().at;
+    let (id, _) = only_fetch(&fx);
+    let fx = h.answer(id, took, Ok(resp));
+    let mut all = h.finish_tasks(&fx);
+    all.extend(fx);
+    (started, all)
+}
+
+#[test]
+fn robots_first_then_the_completion_to_start_delay() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    let fx = h.robots(200, "User-agent: *\nAllow: /");
+    // robots.txt took 10 ms: the floor of 1 s applies after it.
+    let robots_done = h.now().at;
+    assert_eq!(wake_at(&fx), Some(robots_done + secs(1)));
+    assert!(fetches(&h.poll()).is_empty(), "nothing before the delay");
+    h.clock.advance(ms(999));
+    assert!(fetches(&h.timer()).is_empty());
+    h.clock.advance(ms(1));
+    let fx = h.timer();
+    let (id, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/1");
+    // One in flight per host: no second fetch meanwhile.
+    assert!(fetches(&h.poll()).is_empty());
+    // 300 ms on the wire: the adaptive delay is 10 × 300 ms = 3 s.
+    let fx = h.answer(id, ms(300), Ok(html()));
+    let done = h.now().at;
+    let fx = h.settle_tasks(fx);
+    assert_eq!(wake_at(&fx), Some(done + secs(3)));
+    let (started, _) = fetch_next(&mut h, ms(10), html());
+    assert_eq!(started, done + secs(3));
+}
+
+#[test]
+fn adaptive_delay_counts_the_wire_not_the_wait_for_a_fetch_slot() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    h.clock.advance(secs(1));
+    let (id, _) = only_fetch(&h.timer());
+    // The answer comes 5 s after dispatch (a global slot was busy), but
+    // the request took 100 ms on the wire.
+    h.clock.advance(ms(4_900));
+    let now = h.now();
+    let mut resp = html();
+    resp.elapsed = ms(100);
+    h.clock.advance(ms(100));
+    let now2 = h.now();
+    let _ = now;
+    let fx = h.m.fetched(id, Ok(resp), &h.q, now2);
+    assert_eq!(wake_at(&fx), None, "nothing queued, no timer");
+    assert_eq!(
+        h.m.snapshot(now2, [0; LEVELS])
+            .politeness
+            .next_allowed_in_ms,
+        1_000
+    );
+}
+
+#[test]
+fn the_adaptive_delay_stops_at_its_ceiling() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    h.robots(200, "");
+    // 25 s on the wire would owe 250 s; max_delay holds it to 20 s.
+    let (_, fx) = fetch_next(&mut h, secs(25), html());
+    let done = h.now().at;
+    assert_eq!(wake_at(&fx), Some(done + secs(20)));
+}
+
+#[test]
+fn crawl_delay_governs_the_wait_after_robots_txt_itself() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    let fx = h.robots(200, "User-agent: *\nCrawl-delay: 7\n");
+    let done = h.now().at;
+    assert_eq!(wake_at(&fx), Some(done + secs(7)));
+    let (started, _) = fetch_next(&mut h, ms(10), html());
+    assert_eq!(started, done + secs(7));
+    let done = h.now().at;
+    let (started, _) = fetch_next(&mut h, ms(10), html());
+    assert_eq!(started, done + secs(7));
+    // A Crawl-delay over the cap counts at the cap.
+    let capped = Harness::new(settings());
+    let cap = capped.m.settings.policy.max_crawl_delay;
+    let mut h = capped;
+    h.q.push("http://a.test/1", Priority::SEED);
+    let fx = h.robots(200, "User-agent: *\nCrawl-delay: 86400\n");
+    assert_eq!(wake_at(&fx), Some(h.now().at + cap));
+    assert_eq!(h.metrics.crawl_delay_capped.get(), 1);
+}
+
+#[test]
+fn retry_after_in_seconds_and_as_a_date_and_throttling_is_not_a_failed_attempt() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    // Five 503s with Retry-After in a row: more than max_attempts (3), yet
+    // the URL is still tried again, each time after the server's wait.
+    for _ in 0..5 {
+        let (_, fx) = fetch_next(&mut h, ms(10), response(503, &[("retry-after", "120")], ""));
+        assert!(completions(&fx).is_empty(), "not given up: {fx:?}");
+        assert_eq!(wake_at(&fx), Some(h.now().at + secs(120)));
+    }
+    // The HTTP-date form: a date 90 s after the answer (whole seconds, as
+    // HTTP dates are, so the wait is between 89 and 90 s).
+    let answer_at = h.now().wall + (h.m.armed().unwrap() - h.now().at) + ms(10);
+    let date = httpdate::fmt_http_date(answer_at + secs(90));
+    let (_, fx) = fetch_next(&mut h, ms(10), response(429, &[("retry-after", &date)], ""));
+    let wait = wake_at(&fx).unwrap() - h.now().at;
+    assert!(wait > secs(89) && wait <= secs(90), "{wait:?}");
+    // A 200 at last: processed and completed.
+    let (_, fx) = fetch_next(&mut h, ms(10), html());
+    assert!(runs(&fx)
+        .iter()
+        .any(|(_, t)| matches!(t, Task::Process(j) if j.url.as_str() == "http://a.test/1")));
+}
+
+#[test]
+fn throttling_has_its_own_larger_bound() {
+    let mut s = settings();
+    s.retries.max_throttled_attempts = 4;
+    s.policy.park_after_failures = 0;
+    let mut h = Harness::new(s);
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    for _ in 0..3 {
+        let (_, fx) = fetch_next(&mut h, ms(10), response(429, &[("retry-after", "1")], ""));
+        assert!(runs(&fx).is_empty());
+    }
+    // The fourth 429 is final: its answer is processed (archived) as is.
+    let (_, fx) = fetch_next(&mut h, ms(10), response(429, &[("retry-after", "1")], ""));
+    assert!(matches!(runs(&fx)[..], [(_, Task::Process(ref j))] if j.response.status == 429));
+}
+
+#[test]
+fn failures_back_off_exponentially_then_park_and_passivate() {
+    let mut s = passivating(secs(30));
+    s.retries.max_attempts = 100;
+    let mut h = Harness::new(s);
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    let mut waits = Vec::new();
+    let mut last = None;
+    for _ in 0..5 {
+        let (_, fx) = fetch_next(&mut h, ms(0), response(500, &[], ""));
+        let done = h.now().at;
+        if let Some(at) = wake_at(&fx) {
+            waits.push((at - done).as_secs_f64());
+        }
+        last = Some(fx);
+    }
+    // Backoff 2, 4, 8, 16 s (jitter adds at most 25 %), then parked 1 h.
+    assert_eq!(waits.len(), 5);
+    for (wait, base) in waits.iter().zip([2.0, 4.0, 8.0, 16.0]) {
+        assert!((base..=base * 1.25).contains(wait), "{waits:?}");
+    }
+    assert_eq!(waits[4], 3600.0);
+    // Waiting an hour, the host asks to be passivated until then.
+    let due = passivation(&last.unwrap()).expect("passivated");
+    assert_eq!(due, Some(h.now().ms_at(h.now().at + secs(3600))));
+    let snap = h.m.snapshot(h.now(), [1, 0, 0, 0]);
+    assert!(snap.politeness.parked);
+}
+
+#[test]
+fn transient_failures_use_max_attempts_then_the_url_is_recorded_failed() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    for attempt in 1..=3 {
+        let mut fx = h.poll();
+        if fetches(&fx).is_empty() {
+            h.clock.advance_to(h.m.armed().unwrap());
+            fx = h.timer();
+        }
+        let (id, _) = only_fetch(&fx);
+        let fx = h.answer(id, ms(5), Err(FetchError::Timeout));
+        if attempt < 3 {
+            assert!(completions(&fx).is_empty());
+        } else {
+            assert_eq!(completions(&fx), [UrlState::Failed]);
+        }
+    }
+}
+
+#[test]
+fn robots_4xx_allows_everything() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/private/1", Priority::SEED);
+    h.robots(404, "");
+    let (_, fx) = fetch_next(&mut h, ms(5), html());
+    assert!(!runs(&fx).is_empty());
+}
+
+#[test]
+fn robots_5xx_or_unreachable_holds_every_url_then_gives_up() {
+    let mut s = settings();
+    s.policy.park_after_failures = 0;
+    let give_up = s.robots.give_up_after;
+    let mut h = Harness::new(s);
+    h.q.push("http://a.test/1", Priority::SEED);
+    let fx = h.wake();
+    let (id, _) = only_fetch(&fx);
+    let fx = h.answer(id, ms(5), Ok(response(503, &[], "")));
+    let fx = h.settle_tasks(fx);
+    // Nothing of the origin is fetched; robots.txt is retried at 1 min.
+    assert!(fetches(&fx).is_empty());
+    let retry = wake_at(&fx).expect("a retry is armed");
+    assert_eq!(retry, h.now().at + secs(60));
+    // Unreachable (no response) is the same; then 2 min.
+    h.clock.advance_to(retry);
+    let (id, url) = only_fetch(&h.timer());
+    assert_eq!(url, "http://a.test/robots.txt");
+    let fx = h.answer(id, ms(5), Err(FetchError::Connect("refused".into())));
+    assert_eq!(wake_at(&fx), Some(h.now().at + secs(120)));
+    assert!(completions(&fx).is_empty());
+    // Far past give_up_after, after a third failure: the URL is given up.
+    h.clock.advance(give_up);
+    let (id, _) = only_fetch(&h.timer());
+    let fx = h.answer(id, ms(5), Err(FetchError::Timeout));
+    assert_eq!(completions(&fx), [UrlState::RobotsUnreachable]);
+}
+
+#[test]
+fn an_address_the_ssrf_guard_denies_records_its_urls_denied_at_once() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    let (id, _) = only_fetch(&h.wake());
+    let fx = h.answer(id, ms(1), Err(FetchError::SsrfDenied("127.0.0.1".into())));
+    assert_eq!(completions(&fx), [UrlState::Denied, UrlState::Denied]);
+    assert!(fetches(&fx).is_empty());
+    assert!(wake_at(&fx).is_none(), "nothing to retry");
+    // With the completions written the host is idle: passivated for good.
+    let fx = h.finish_tasks(&fx);
+    assert_eq!(passivation(&fx), Some(None));
+}
+
+#[test]
+fn robots_redirects_are_followed_under_politeness() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    let (id, _) = only_fetch(&h.wake());
+    let fx = h.answer(
+        id,
+        ms(5),
+        Ok(response(301, &[("location", "/robots-2.txt")], "")),
+    );
+    // The hop waits the host's delay like any request.
+    let at = wake_at(&fx).expect("the next hop waits");
+    assert_eq!(at, h.now().at + secs(1));
+    h.clock.advance_to(at);
+    let (id, url) = only_fetch(&h.timer());
+    assert_eq!(url, "http://a.test/robots-2.txt");
+    let fx = h.answer(
+        id,
+        ms(5),
+        Ok(response(200, &[], "User-agent: *\nDisallow: /")),
+    );
+    // The page is decided at once: a disallowed URL costs no request.
+    assert_eq!(completions(&fx), [UrlState::Disallowed]);
+}
+
+#[test]
+fn a_drain_in_the_middle_of_a_fetch_waits_for_it_and_starts_nothing_new() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    h.robots(200, "");
+    h.clock.advance(secs(1));
+    let (id, _) = only_fetch(&h.timer());
+    let now = h.now();
+    let fx = h.m.drain(now);
+    assert!(fx.is_empty(), "a request is in flight: {fx:?}");
+    // The response is still processed (archived, links admitted)...
+    let fx = h.answer(id, ms(20), Ok(html()));
+    assert!(fetches(&fx).is_empty());
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Drained(_))));
+    let process = runs(&fx);
+    assert_eq!(process.len(), 1);
+    // ...and the drain answers once it is done, with the schedule owed.
+    let fx = h.finish_tasks(&fx);
+    let state = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Drained(s) => Some(s.clone()),
+            _ => None,
+        })
+        .expect("drained");
+    let schedule = state.schedule.unwrap();
+    assert!(schedule.next_allowed_ms >= h.now().ms_at(h.now().at + ms(1000)) - 1);
+    assert!(fetches(&h.poll()).is_empty(), "nothing after a drain");
+}
+
+#[test]
+fn a_failed_task_runs_again_with_backoff_and_is_not_the_hosts_failure() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    h.clock.advance(secs(1));
+    let (id, _) = only_fetch(&h.timer());
+    let fx = h.answer(id, ms(10), Ok(html()));
+    let (task_id, task) = runs(&fx).remove(0);
+    let now = h.now();
+    let fx = h.m.task_done(
+        task_id,
+        task,
+        Err(Failure::Store("disk full".into())),
+        &h.q,
+        now,
+    );
+    let again = wake_at(&fx).expect("a retry is armed");
+    assert_eq!(again, now.at + secs(1));
+    assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).politeness.failures, 0);
+    assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).failing_tasks, 1);
+    assert!(passivation(&fx).is_none(), "work is pending: not idle");
+    h.clock.advance_to(again);
+    let fx = h.timer();
+    let rerun = runs(&fx);
+    assert_eq!(rerun.len(), 1);
+    assert_eq!(rerun[0].0, task_id, "the same task, not a new fetch");
+    let fx = h.finish_tasks(&fx);
+    assert_eq!(passivation(&fx), Some(None), "done and idle");
+    assert_eq!(
+        h.metrics
+            .pipeline_failures
+            .with_label_values(&["process", "store"])
+            .get(),
+        1
+    );
+}
+
+#[test]
+fn a_lost_request_returns_its_permit_untouched() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    h.clock.advance(secs(1));
+    let (id, _) = only_fetch(&h.timer());
+    let now = h.now();
+    let fx = h.m.fetch_lost(id, &h.q, now);
+    // Dispatched again at once: no delay or failure was charged.
+    let (_, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/1");
+    assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).politeness.failures, 0);
+}
+
+#[test]
+fn an_idle_host_passivates_for_good_and_a_restored_one_keeps_its_schedule() {
+    let mut h = Harness::new(passivating(secs(30)));
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "User-agent: *\nCrawl-delay: 5\n");
+    let (_, fx) = fetch_next(&mut h, ms(10), html());
+    let state = match fx.iter().find(|e| matches!(e, Effect::Passivate { .. })) {
+        Some(Effect::Passivate { state, due_ms }) => {
+            assert_eq!(*due_ms, None, "no work left");
+            state.clone()
+        }
+        _ => panic!("expected a passivation in {fx:?}"),
+    };
+    // Revived with new work 1 s later, the host still owes 4 s, and knows
+    // its robots.txt (no refetch).
+    let clock = h.clock.clone();
+    clock.advance(secs(1));
+    let mut revived = HostMachine::new(
+        HOST.into(),
+        Arc::new(settings()),
+        Arc::new(Metrics::new()),
+        state,
+        clock.now(),
+    );
+    h.q.push("http://a.test/2", Priority::SEED);
+    let fx = revived.wake(u8::MAX, &h.q, clock.now());
+    assert!(fetches(&fx).is_empty());
+    let at = wake_at(&fx).expect("timer");
+    let owed = at - clock.now().at;
+    assert!(owed >= secs(4) && owed <= secs(4) + ms(2), "{owed:?}");
+}
+
+#[test]
+fn a_long_wait_passivates_with_its_due_time_and_a_short_one_does_not() {
+    let mut h = Harness::new(passivating(secs(30)));
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    let fx = h.robots(200, "User-agent: *\nCrawl-delay: 10\n");
+    assert_eq!(passivation(&fx), None, "10 s is under passivate_after");
+    let mut h = Harness::new(passivating(secs(30)));
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    let fx = h.robots(200, "User-agent: *\nCrawl-delay: 45\n");
+    let due = passivation(&fx).expect("passivated").expect("with work");
+    assert_eq!(due, h.now().ms_at(h.now().at + secs(45)));
+    // Refused (new work came): the host goes on waiting on its timer.
+    let now = h.now();
+    let fx = h.m.passivation_refused(&h.q, now);
+    assert!(fetches(&fx).is_empty());
+}
+
+#[test]
+fn an_unreachable_robots_txt_passivates_the_host_and_its_retry_survives_revival() {
+    let mut s = passivating(secs(30));
+    s.policy.park_after_failures = 0;
+    let mut h = Harness::new(s.clone());
+    h.q.push("http://a.test/1", Priority::SEED);
+    let (id, _) = only_fetch(&h.wake());
+    let fx = h.answer(id, ms(5), Ok(response(500, &[], "")));
+    let fx = h.settle_tasks(fx);
+    // The retry is a minute away: the host hands its state back.
+    let (state, due) = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Passivate { state, due_ms } => Some((state.clone(), *due_ms)),
+            _ => None,
+        })
+        .expect("passivated");
+    assert_eq!(due, Some(h.now().ms_at(h.now().at + secs(60))));
+    // Revived at its due time from the saved state: robots.txt is asked
+    // for again first, and the failures go on counting (2 min next).
+    h.clock.advance(secs(60));
+    let mut revived = HostMachine::new(
+        HOST.into(),
+        Arc::new(s),
+        Arc::new(Metrics::new()),
+        state,
+        h.now(),
+    );
+    let fx = revived.wake(u8::MAX, &h.q, h.now());
+    let (id, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/robots.txt");
+    h.clock.advance(ms(5));
+    let fx = revived.fetched(id, Err(FetchError::Timeout), &h.q, h.now());
+    assert_eq!(revived.armed(), Some(h.now().at + secs(120)));
+    assert!(passivation(&fx).is_some());
+}

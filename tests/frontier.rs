@@ -1,0 +1,49 @@
+//! Hosts are active only when due, at most `[frontier] max_active_hosts`
+//! at once: a crawl under a small cap still fetches exactly the ground
+//! truth, politely, and never runs more host actors than the cap.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use common::*;
+use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
+use trawl::config::Config;
+use trawl::metrics::Metrics;
+
+/// Crawls until idle; the node's status just before it stops.
+fn crawl_status(config: Config, seeds: Vec<String>) -> NodeStatus {
+    actix_rt::System::new().block_on(async move {
+        let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
+        node.send(Seed { urls: seeds }).await.unwrap().unwrap();
+        node.send(WhenIdle).await.unwrap();
+        let status = node.send(GetStatus).await.unwrap();
+        node.send(Shutdown).await.unwrap().unwrap();
+        status
+    })
+}
+
+#[test]
+fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
+    let (web, server) = start_web(24, 12, 5);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let config = config_with(data.path(), 5, 8, "[frontier]\nmax_active_hosts = 3\n");
+    let status = crawl_status(config, web.seeds(port));
+    let log = server.log().records();
+    server.stop();
+
+    assert_eq!(status.active_hosts_cap, 3);
+    assert!(
+        (1..=3).contains(&status.active_hosts_peak),
+        "peak {} active hosts with a cap of 3",
+        status.active_hosts_peak
+    );
+    assert_eq!(status.queued, 0);
+    assert_eq!(status.due_hosts, 0, "nothing left waiting");
+    let fetched: BTreeSet<String> = page_requests(&log, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+    let report = audit_log(&web, &log, 5);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
