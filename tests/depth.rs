@@ -25,10 +25,16 @@ fn within(web: &SyntheticWeb, seed: Target, max_depth: u32, port: u16) -> BTreeS
     let mut queue = VecDeque::from([(seed, 0u32)]);
     let mut urls = BTreeSet::new();
     while let Some((target, depth)) = queue.pop_front() {
-        urls.insert(web.url_of(target, port));
+        // robots.txt rules as in the web's own ground truth: a disallowed
+        // page is neither fetched nor followed.
         let Target::Page { host, id } = target else {
+            urls.insert(web.url_of(target, port));
             continue;
         };
+        if !web.allowed(host, id) {
+            continue;
+        }
+        urls.insert(web.url_of(target, port));
         if depth == max_depth {
             continue;
         }
