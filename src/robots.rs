@@ -2,12 +2,18 @@
 //! fetch result means.
 //!
 //! Our own matcher rather than a crate's, because operators must see *why*
-//! a URL was allowed or not: every decision names the deciding line.
+//! a URL was allowed or not: every decision names the deciding line (as
+//! written, with its line number).
 //!
 //! - **Groups** (§2.1): one or more `user-agent` lines followed by rules.
 //!   The groups whose product token equals ours (case-insensitively) are
 //!   merged; if none, the `*` groups are merged; if none, nothing is
 //!   disallowed. Rules before any `user-agent` line belong to no group.
+//!   Only an `allow` or `disallow` line closes a group's list of agents:
+//!   blank lines, `sitemap`, `crawl-delay` and unknown lines between two
+//!   `user-agent` lines leave both in one group, as in google/robotstxt
+//!   (the parser of the RFC's authors), since §2.2.4 makes other records
+//!   no part of the group syntax.
 //! - **Matching** (§2.2.2): `*` matches any sequence, a trailing `$` anchors
 //!   the end. The longest matching pattern (in octets) decides; on a tie
 //!   between allow and disallow, allow wins. Patterns and paths are compared
@@ -21,13 +27,61 @@
 //!   errors → "unreachable", everything disallowed. Redirects are followed
 //!   by the caller (up to five hops); more hops count as unavailable.
 //! - `crawl-delay` of the selected groups and every `sitemap` line are read.
+//!
+//! # Reading files as their owners meant them
+//!
+//! Site owners check their robots.txt against Google's reading of it, so a
+//! file that google/robotstxt understands is taken to say what Google
+//! reads. Where it is lenient in a way that follows the owner's evident
+//! intent, so are we; when in doubt, we obey:
+//!
+//! - A leading UTF-8 byte-order mark (or a leading part of one) is skipped;
+//!   one anywhere else makes its line unreadable.
+//! - Lines end at LF, CR or CR LF; a CR LF counts as one line end, so line
+//!   numbers in explanations match an editor's.
+//! - A missing colon is assumed when a line is exactly two words:
+//!   `disallow /` reads as `disallow: /`, `user-agent foo` as
+//!   `user-agent: foo`. Lines of three or more words without a colon are
+//!   ignored.
+//! - Keys are case-insensitive and recognised by prefix (`Disallowed: /x`
+//!   is a disallow line), with the misspellings Google accepts:
+//!   `useragent`, `user agent`, `dissallow`, `dissalow`, `disalow`,
+//!   `diasllow`, `disallaw` and `site-map`; `crawldelay` and `crawl delay`
+//!   likewise. `allow` has no misspellings, as in Google's parser: reading
+//!   an unknown word as an allow would permit what the owner may not have.
+//! - A `user-agent` value names the product token made of its leading
+//!   letters, digits, `_` and `-`: `trawl/1.0`, `trawl bot` and `trawl*`
+//!   all name `trawl`. `*` alone or followed by anything else but a token
+//!   character (`* everyone`) is the wildcard. Our own product token is
+//!   read the same way.
+//!
+//! Where we deliberately read a file differently from google/robotstxt:
+//!
+//! - A space before the first colon that is not one of the spaced
+//!   misspellings means the colon belongs to the value: `Sitemap
+//!   https://a.test/s.xml` is a sitemap line and `disallow /a:b` disallows
+//!   `/a:b` (Google reads the key `sitemap https` and the value
+//!   `//a.test/s.xml`, and the pattern `b`).
+//! - Digits belong to a `user-agent` token (`MJ12bot` is one crawler;
+//!   Google's parser stops at the first digit and reads `MJ`).
+//! - `%XX` escapes of unreserved characters are decoded before matching, as
+//!   RFC 9309 §2.2.2's table asks (`/foo/bar/%62%61%7A` matches
+//!   `/foo/bar/baz`); Google compares them as written.
+//! - No `allow: …/index.html` rule also allows its directory (Google's
+//!   "index.html is the directory" rule): that would permit a URL no line
+//!   names.
+//! - Lines are not cut at 16,664 bytes as in Google's parser; a long
+//!   pattern means what it says.
 
 pub mod cache;
+mod syntax;
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use url::Url;
+
+use syntax::Key;
 
 /// Bytes of a robots.txt body that are parsed.
 pub const MAX_ROBOTS_BYTES: usize = 500 * 1024;
@@ -120,18 +174,17 @@ impl Rules {
     /// Parses a robots.txt body (the first [`MAX_ROBOTS_BYTES`] of it).
     pub fn parse(body: &[u8], product_token: &str) -> Rules {
         let cut = body.len() > MAX_ROBOTS_BYTES;
-        let body = &body[..body.len().min(MAX_ROBOTS_BYTES)];
+        let body = syntax::strip_bom(&body[..body.len().min(MAX_ROBOTS_BYTES)]);
         let text = String::from_utf8_lossy(body);
-        let mut lines: Vec<&str> = text.split(['\n', '\r']).collect();
+        let mut lines: Vec<&str> = syntax::lines(&text).collect();
         if cut {
             lines.pop(); // the last line may be cut in the middle
         }
-        let token = product_token.to_ascii_lowercase();
         let mut parser = GroupParser::default();
         for (i, raw) in lines.iter().enumerate() {
             parser.line(i + 1, raw);
         }
-        parser.finish(&token)
+        parser.finish(&syntax::agent_name(product_token.trim()))
     }
 
     /// How the fetch result was read.
@@ -204,83 +257,79 @@ impl Rules {
 #[derive(Default)]
 struct GroupParser {
     groups: Vec<Group>,
-    /// The previous line was a user-agent line (so another one extends the
-    /// same group instead of starting a new one).
-    in_agents: bool,
     sitemaps: Vec<String>,
 }
 
 #[derive(Default)]
 struct Group {
     agents: Vec<String>,
+    /// An allow or disallow line was seen, so the next `user-agent` line
+    /// starts a new group instead of extending this one. Other lines
+    /// (unknown ones, `sitemap`, `crawl-delay`) do not close the agent list.
+    has_rule_lines: bool,
     rules: Vec<Rule>,
     crawl_delay: Option<Duration>,
 }
 
 impl GroupParser {
     fn line(&mut self, line_no: usize, raw: &str) {
-        let content = raw.split('#').next().unwrap_or("").trim();
-        let Some((key, value)) = content.split_once(':') else {
+        let content = syntax::content(raw);
+        let Some(directive) = syntax::directive(content) else {
             return;
         };
-        let key = key.trim().to_ascii_lowercase();
-        let value = value.trim();
-        match key.as_str() {
-            "user-agent" => {
-                if !self.in_agents {
-                    self.groups.push(Group::default());
-                }
-                self.in_agents = true;
-                let agent = value
-                    .split(['/', ' '])
-                    .next()
-                    .unwrap_or("")
-                    .to_ascii_lowercase();
-                self.groups
-                    .last_mut()
-                    .expect("pushed above")
-                    .agents
-                    .push(agent);
-            }
-            "allow" | "disallow" => {
-                self.in_agents = false;
+        let value = directive.value;
+        match directive.key {
+            Key::UserAgent => self.user_agent(value),
+            Key::Allow | Key::Disallow => {
                 let Some(group) = self.groups.last_mut() else {
-                    return;
+                    return; // rules before any user-agent line belong to no group
                 };
+                group.has_rule_lines = true;
                 if value.is_empty() {
                     return; // an empty rule matches nothing
                 }
                 group.rules.push(Rule {
-                    allow: key == "allow",
+                    allow: directive.key == Key::Allow,
                     pattern: normalise_encoding(value),
                     line: content.to_owned(),
                     line_no,
                 });
             }
-            "crawl-delay" => {
-                self.in_agents = false;
+            Key::CrawlDelay => {
                 if let (Some(group), Ok(secs)) = (self.groups.last_mut(), value.parse::<f64>()) {
                     if secs.is_finite() && secs >= 0.0 && group.crawl_delay.is_none() {
                         group.crawl_delay = Some(Duration::from_secs_f64(secs.min(1e6)));
                     }
                 }
             }
-            "sitemap" => {
-                // Sitemap lines stand outside groups and do not end one.
+            Key::Sitemap => {
+                // Sitemap lines stand outside groups.
                 if !value.is_empty() {
                     self.sitemaps.push(value.to_owned());
                 }
             }
-            _ => self.in_agents = false,
+            Key::Other => {}
+        }
+    }
+
+    fn user_agent(&mut self, value: &str) {
+        if self.groups.last().is_none_or(|g| g.has_rule_lines) {
+            self.groups.push(Group::default());
+        }
+        if let Some(group) = self.groups.last_mut() {
+            group.agents.push(syntax::agent_name(value));
         }
     }
 
     fn finish(self, token: &str) -> Rules {
-        let mine: Vec<&Group> = self
-            .groups
-            .iter()
-            .filter(|g| g.agents.iter().any(|a| a == token))
-            .collect();
+        let mine: Vec<&Group> = if token.is_empty() || token == "*" {
+            Vec::new() // a token that names no product has no group of its own
+        } else {
+            self.groups
+                .iter()
+                .filter(|g| g.agents.iter().any(|a| a == token))
+                .collect()
+        };
         let selected = if mine.is_empty() {
             self.groups
                 .iter()
@@ -440,5 +489,7 @@ pub fn origin_key(url: &Url) -> String {
     )
 }
 
+#[cfg(test)]
+mod google_suite;
 #[cfg(test)]
 mod tests;

@@ -23,9 +23,13 @@ Allow: /$
 ";
 
 fn run(args: &[&str], urls: &[&str]) -> (bool, String) {
+    run_with(ROBOTS.as_bytes(), args, urls)
+}
+
+fn run_with(robots: &[u8], args: &[&str], urls: &[&str]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("robots.txt");
-    std::fs::write(&file, ROBOTS).unwrap();
+    std::fs::write(&file, robots).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_trawl"))
         .arg("robots")
         .arg("--file")
@@ -122,4 +126,42 @@ fn json_and_errors() {
     assert!(!ok, "an undecidable URL makes the exit status non-zero");
     assert!(out.starts_with("error\tnot a url\t"));
     assert!(out.ends_with("allow\thttp://a.test/\tAllow: /$\n"));
+}
+
+#[test]
+fn leniently_read_lines_are_named_as_written() {
+    // A byte-order mark, CR LF line ends, a line without its colon, an
+    // unknown line inside the agent list and a misspelt key: each read as
+    // the owner meant it.
+    let robots = b"\xEF\xBB\xBFUser-agent trawl\r\nNoindex: /x\r\nUser-agent: *\r\ndisallow /private\r\nDissallow: /tmp\r\n";
+    let (ok, out) = run_with(
+        robots,
+        &["--agent", "trawl", "--json"],
+        &[
+            "http://a.test/private/1",
+            "http://a.test/tmp/1",
+            "http://a.test/open",
+        ],
+    );
+    assert!(ok);
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<_> = lines
+        .iter()
+        .map(|v| (v["allowed"].clone(), v["rule"].clone(), v["line"].clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (false.into(), "disallow /private".into(), 4.into()),
+            (false.into(), "Dissallow: /tmp".into(), 5.into()),
+            (
+                true.into(),
+                serde_json::Value::Null,
+                serde_json::Value::Null
+            ),
+        ]
+    );
 }

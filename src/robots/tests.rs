@@ -55,6 +55,29 @@ const TABLE: &[(&str, &[(&str, bool)])] = &[
     ("User-agent: *\nDisallow: /\n", &[("/robots.txt", true), ("/", false)]),
     // Comments, odd spacing, CR line ends, unknown lines.
     ("user-AGENT : *  # everyone\r  disallow  :  /x # no\rfoo: bar\rDisallow: /y\r", &[("/x", false), ("/y", false), ("/z", true)]),
+    // A UTF-8 byte-order mark before the first group does not hide it.
+    ("\u{FEFF}User-agent: *\nDisallow: /\n", &[("/x", false)]),
+    ("\u{FEFF}User-agent: trawl\nDisallow: /t\n\nUser-agent: *\nDisallow: /\n", &[("/t", false), ("/x", true)]),
+    // Unknown, sitemap and crawl-delay lines do not split a group's agents.
+    ("User-agent: trawl\nFoo: bar\nUser-agent: *\nDisallow: /\n", &[("/x", false)]),
+    ("User-agent: trawl\nSitemap: http://a.test/s.xml\nUser-agent: *\nDisallow: /\n", &[("/x", false)]),
+    ("User-agent: trawl\nCrawl-delay: 1\nUser-agent: other\nDisallow: /\n", &[("/x", false)]),
+    ("User-agent: trawl\n\n# note\n\nUser-agent: other\nDisallow: /\n", &[("/x", false)]),
+    // ...but an allow or disallow line does.
+    ("User-agent: trawl\nDisallow:\nUser-agent: *\nDisallow: /\n", &[("/x", true)]),
+    // A missing colon is assumed between exactly two words.
+    ("user-agent trawl\ndisallow /\n", &[("/x", false)]),
+    ("User-agent: *\nDisallow /a\nAllow\t/a/b\n", &[("/a/x", false), ("/a/b", true)]),
+    ("User-agent: *\nDisallow /a:b\n", &[("/a:b", false), ("/a", true)]),
+    ("User-agent: *\ndisallow /a b\n", &[("/a", true)]),
+    // Misspelt keys Google accepts; no misspelt allow.
+    ("useragent: trawl\ndissallow: /1\ndissalow: /2\ndisalow: /3\ndiasllow: /4\ndisallaw: /5\nDisallowed: /6\n", &[("/1", false), ("/2", false), ("/3", false), ("/4", false), ("/5", false), ("/6", false), ("/7", true)]),
+    ("User agent: trawl\nDisallow: /\nAlow: /x\n", &[("/x", false)]),
+    // A user-agent value names the token characters it starts with.
+    ("User-agent: trawl*\nDisallow: /\n", &[("/x", false)]),
+    ("User-agent: Trawl (+https://a.test/bot)\nDisallow: /\n", &[("/x", false)]),
+    ("User-agent: trawl2\nDisallow: /\n", &[("/x", true)]),
+    ("User-agent: * everyone\nDisallow: /\n", &[("/x", false)]),
 ];
 
 #[test]
@@ -82,6 +105,47 @@ fn deciding_rule_is_reported() {
             rule: None
         }
     );
+}
+
+#[test]
+fn lenient_lines_are_named_as_written() {
+    let body =
+        b"\xEF\xBB\xBFuser-agent trawl\r\ndisallow /private # keep out\r\n\r\ndissallow: /tmp\r\n";
+    let r = Rules::parse(body, "trawl");
+    let named = |path: &str| {
+        let d = r.decide(&Url::parse(&format!("http://a.test{path}")).unwrap());
+        assert!(!d.allowed, "{path}");
+        d.rule.map(|rule| (rule.line, rule.line_no))
+    };
+    assert_eq!(named("/private/x"), Some(("disallow /private".into(), 2)));
+    assert_eq!(named("/tmp/x"), Some(("dissallow: /tmp".into(), 4)));
+}
+
+#[test]
+fn sitemap_lines_without_a_colon_or_misspelt() {
+    let r = rules("Sitemap https://a.test/s1.xml\nsite-map: https://a.test/s2.xml\nSitemaps: https://a.test/s3.xml\n");
+    assert_eq!(
+        r.sitemaps,
+        [
+            "https://a.test/s1.xml",
+            "https://a.test/s2.xml",
+            "https://a.test/s3.xml"
+        ]
+    );
+}
+
+#[test]
+fn product_token_is_read_like_an_agent_line() {
+    let body = b"User-agent: trawl\nDisallow: /\n";
+    let url = Url::parse("http://a.test/x").unwrap();
+    for token in ["trawl", "TRAWL", "trawl/1.0", " trawl "] {
+        assert!(!Rules::parse(body, token).allows(&url), "{token:?}");
+    }
+    // A token naming no product matches no group, not even an empty name.
+    let body = b"User-agent: *\nDisallow: /\nUser-agent: (none)\nAllow: /\n";
+    for token in ["", "*", "(x)"] {
+        assert!(!Rules::parse(body, token).allows(&url), "{token:?}");
+    }
 }
 
 #[test]
