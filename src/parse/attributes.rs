@@ -35,11 +35,11 @@ const RAW_TEXT: &[&[u8]] = &[
 pub fn first_tag_over(html: &str, max: usize) -> Option<usize> {
     let b = html.as_bytes();
     let mut i = 0;
-    while let Some(lt) = find_byte(b, i, b'<') {
+    while let Some(lt) = find_byte(html, i, b'<') {
         let next = b.get(lt + 1).copied();
         i = match next {
             Some(c) if c.is_ascii_alphabetic() => {
-                let tag = scan_tag(b, lt + 1, max);
+                let tag = scan_tag(html, lt + 1, max);
                 if tag.over {
                     return Some(lt);
                 }
@@ -48,13 +48,13 @@ pub fn first_tag_over(html: &str, max: usize) -> Option<usize> {
                     return None;
                 }
                 match RAW_TEXT.iter().find(|raw| name.eq_ignore_ascii_case(raw)) {
-                    Some(raw) => raw_text_end(b, tag.end, raw)?,
+                    Some(raw) => raw_text_end(html, tag.end, raw)?,
                     None => tag.end,
                 }
             }
             Some(b'/') => match b.get(lt + 2).copied() {
                 Some(c) if c.is_ascii_alphabetic() => {
-                    let tag = scan_tag(b, lt + 2, max);
+                    let tag = scan_tag(html, lt + 2, max);
                     if tag.over {
                         return Some(lt);
                     }
@@ -62,11 +62,11 @@ pub fn first_tag_over(html: &str, max: usize) -> Option<usize> {
                 }
                 Some(b'>') => lt + 3,
                 // `</` then anything else opens a bogus comment.
-                Some(_) => after_byte(b, lt + 2, b'>'),
+                Some(_) => after_byte(html, lt + 2, b'>'),
                 None => return None,
             },
-            Some(b'!') if b[lt + 2..].starts_with(b"--") => comment_end(b, lt + 4),
-            Some(b'!' | b'?') => after_byte(b, lt + 2, b'>'),
+            Some(b'!') if b[lt + 2..].starts_with(b"--") => comment_end(html, lt + 4),
+            Some(b'!' | b'?') => after_byte(html, lt + 2, b'>'),
             // A `<` that opens nothing is text.
             _ => lt + 1,
         };
@@ -93,7 +93,8 @@ fn is_space(c: u8) -> bool {
 /// counting attribute names where the tokenizer's tag states start them.
 /// A `/` between attributes only matters right before `>` (self-closing),
 /// so it is skipped like whitespace.
-fn scan_tag(b: &[u8], start: usize, max: usize) -> TagScan {
+fn scan_tag(html: &str, start: usize, max: usize) -> TagScan {
+    let b = html.as_bytes();
     let name_end = skip_while(b, start, |c| !is_space(c) && c != b'/' && c != b'>');
     let done = |end: usize, over: bool| TagScan {
         name_end,
@@ -127,7 +128,7 @@ fn scan_tag(b: &[u8], start: usize, max: usize) -> TagScan {
         match b.get(k) {
             None => return done(b.len(), false),
             Some(b'>') => return done(k + 1, false),
-            Some(&quote @ (b'"' | b'\'')) => match find_byte(b, k + 1, quote) {
+            Some(&quote @ (b'"' | b'\'')) => match find_byte(html, k + 1, quote) {
                 // A name glued to the closing quote starts a new attribute.
                 Some(close) => k = close + 1,
                 None => return done(b.len(), false),
@@ -148,7 +149,8 @@ fn skip_while(b: &[u8], from: usize, pred: impl Fn(u8) -> bool) -> usize {
 /// The index just past the end of the comment whose text starts at
 /// `start` (after `<!--`): `-->` or `--!>`, or at once for `<!-->` and
 /// `<!--->`.
-fn comment_end(b: &[u8], start: usize) -> usize {
+fn comment_end(html: &str, start: usize) -> usize {
+    let b = html.as_bytes();
     if b[start..].starts_with(b">") {
         return start + 1;
     }
@@ -156,7 +158,7 @@ fn comment_end(b: &[u8], start: usize) -> usize {
         return start + 2;
     }
     let mut k = start;
-    while let Some(dash) = find_byte(b, k, b'-') {
+    while let Some(dash) = find_byte(html, k, b'-') {
         let rest = &b[dash..];
         if rest.starts_with(b"-->") {
             return dash + 3;
@@ -172,9 +174,10 @@ fn comment_end(b: &[u8], start: usize) -> usize {
 /// The index of the end tag closing raw text that starts at `start`:
 /// `</name` followed by whitespace, `/` or `>`. `None` if the text runs to
 /// the end of the input.
-fn raw_text_end(b: &[u8], start: usize, name: &[u8]) -> Option<usize> {
+fn raw_text_end(html: &str, start: usize, name: &[u8]) -> Option<usize> {
+    let b = html.as_bytes();
     let mut k = start;
-    while let Some(lt) = find_byte(b, k, b'<') {
+    while let Some(lt) = find_byte(html, k, b'<') {
         let tail = &b[lt + 1..];
         if tail.first() == Some(&b'/')
             && tail.len() > name.len()
@@ -193,16 +196,14 @@ fn raw_text_end(b: &[u8], start: usize, name: &[u8]) -> Option<usize> {
 
 /// The index just past the next `needle` at or after `from` (or the end of
 /// the input).
-fn after_byte(b: &[u8], from: usize, needle: u8) -> usize {
-    find_byte(b, from, needle).map_or(b.len(), |k| k + 1)
+fn after_byte(html: &str, from: usize, needle: u8) -> usize {
+    find_byte(html, from, needle).map_or(html.len(), |k| k + 1)
 }
 
 /// The index of the next `needle` at or after `from`.
-fn find_byte(b: &[u8], from: usize, needle: u8) -> Option<usize> {
-    b.get(from..)?
-        .iter()
-        .position(|&c| c == needle)
-        .map(|k| k + from)
+fn find_byte(html: &str, from: usize, needle: u8) -> Option<usize> {
+    let rest = html.as_bytes().get(from..)?;
+    rest.iter().position(|&c| c == needle).map(|k| k + from)
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@
 //!   (a tag takes at least three bytes; ordinary pages make at most one
 //!   element per 8 bytes), which bounds re-created formatting elements;
 //! - **time**: the parse has run longer than `time_budget`, by an injected
-//!   [`Clock`]: a backstop for costs none of the counts see.
+//!   [`ParseClock`]: a backstop for costs none of the counts see.
 //!
 //! The tokenizer's attribute check happens inside one token, where no check
 //! between chunks can interrupt it, so a linear scan
@@ -143,7 +143,7 @@ pub struct ParseCut {
 
 /// The time a parse has taken so far. Injected so that tests decide when
 /// the time budget runs out.
-pub trait Clock {
+pub trait ParseClock {
     /// Time since the parse began.
     fn elapsed(&self) -> Duration;
 }
@@ -161,7 +161,7 @@ impl Stopwatch {
     }
 }
 
-impl Clock for Stopwatch {
+impl ParseClock for Stopwatch {
     fn elapsed(&self) -> Duration {
         self.0.elapsed()
     }
@@ -172,7 +172,7 @@ impl Clock for Stopwatch {
 pub fn parse_document(
     html: &str,
     limits: &ParseLimits,
-    clock: &dyn Clock,
+    clock: &dyn ParseClock,
 ) -> (Html, Option<ParseCut>) {
     parse_in_chunks(html, limits, clock, CHUNK_BYTES)
 }
@@ -182,7 +182,7 @@ pub fn parse_document(
 pub(crate) fn parse_in_chunks(
     html: &str,
     limits: &ParseLimits,
-    clock: &dyn Clock,
+    clock: &dyn ParseClock,
     chunk_bytes: usize,
 ) -> (Html, Option<ParseCut>) {
     let (input, mut cut) = limited_input(html, limits);
@@ -245,7 +245,7 @@ fn bound_reached(
     parser: &Parser,
     fed: usize,
     limits: &ParseLimits,
-    clock: &dyn Clock,
+    clock: &dyn ParseClock,
 ) -> Option<CutReason> {
     let tree_builder = &parser.tokenizer.sink;
     let sink = &tree_builder.sink;
@@ -458,7 +458,7 @@ mod tests {
     /// A clock that never runs out.
     struct Frozen;
 
-    impl Clock for Frozen {
+    impl ParseClock for Frozen {
         fn elapsed(&self) -> Duration {
             Duration::ZERO
         }
@@ -470,7 +470,7 @@ mod tests {
         reads: Cell<u32>,
     }
 
-    impl Clock for Ticking {
+    impl ParseClock for Ticking {
         fn elapsed(&self) -> Duration {
             self.reads.set(self.reads.get() + 1);
             self.tick * self.reads.get()

@@ -7,7 +7,7 @@
 //! whose parse would cost too much is read only up to a bound (see
 //! [`bounded`]) and says so in [`ParsedPage::truncated`].
 
-pub mod attributes;
+mod attributes;
 pub mod bounded;
 pub mod charset;
 
@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use scraper::{Html, Selector};
 use url::Url;
 
-pub use bounded::{Clock, CutReason, ParseCut, ParseLimits, Stopwatch};
+pub use bounded::{CutReason, ParseClock, ParseCut, ParseLimits, Stopwatch};
 
 /// What the crawl needs from a page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -189,7 +189,7 @@ pub fn parse_html_timed(
     html: &str,
     page_url: &Url,
     limits: &ParseLimits,
-    clock: &dyn Clock,
+    clock: &dyn ParseClock,
 ) -> ParsedPage {
     let (doc, cut) = bounded::parse_document(html, limits, clock);
     ParsedPage {
