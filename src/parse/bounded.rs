@@ -248,9 +248,7 @@ fn bound_reached(
     clock: &dyn ParseClock,
 ) -> Option<CutReason> {
     let tree_builder = &parser.tokenizer.sink;
-    let sink = &tree_builder.sink;
-    if sink.steps.get() > limits.max_tree_steps || sink.elements.get() > (fed + CHUNK_BYTES) as u64
-    {
+    if tree_builder.sink.overworked(fed, limits.max_tree_steps) {
         return Some(CutReason::Work);
     }
     let nesting = HandleCount::default();
@@ -280,8 +278,11 @@ impl Tracer for HandleCount {
 /// rather than collected: nothing reads them, and a hostile page can
 /// produce one per byte.
 struct CountingSink {
+    /// The sink that builds the tree.
     inner: HtmlTreeSink,
+    /// `elem_name` and `same_node` calls: the steps of stack walks.
     steps: Cell<u64>,
+    /// Elements created, re-created formatting elements included.
     elements: Cell<u64>,
 }
 
@@ -296,6 +297,15 @@ impl CountingSink {
 
     fn step(&self) {
         self.steps.set(self.steps.get() + 1);
+    }
+
+    /// Whether the tree builder has done more than `fed` bytes of markup
+    /// ask for: more than `max_steps` steps, or more elements than bytes (a
+    /// tag takes at least three, so only re-created elements get there;
+    /// one chunk of slack covers the elements a document implies, such as
+    /// `html`, `head`, `body` and `tbody`).
+    fn overworked(&self, fed: usize, max_steps: u64) -> bool {
+        self.steps.get() > max_steps || self.elements.get() > (fed + CHUNK_BYTES) as u64
     }
 }
 
