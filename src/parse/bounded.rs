@@ -43,9 +43,13 @@
 //!
 //! Feeding in chunks does not change the tree: html5ever is a streaming
 //! parser (chunk boundaries inside tags, character references or CRLF are
-//! handled) and scraper's sink merges adjacent text; the tests compare the
-//! trees built both ways, and on 3,000 real documents (163 MB) the trees
-//! were identical and the bounded parse took 4% longer.
+//! handled) and scraper's sink merges adjacent text. The tests compare the
+//! trees built both ways; measured by hand on 11,000 HTML files (rustdoc
+//! and crate documentation, 270 MB), every page read the same (links,
+//! canonical, meta robots, title, simhash) and none was cut. On the
+//! synthetic web's 13 KB pages the bounds cost ~6 µs a page over one
+//! html5ever call (~3% of [`super::parse_html`]), most of it the attribute
+//! scan (~1 ns a byte).
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -61,9 +65,10 @@ use super::prefix_at_char_boundary;
 
 /// Markup fed to html5ever between two checks of the bounds. Small enough
 /// that one chunk past a bound costs little (~200 more nested `<div>`s:
-/// 2 ms; re-created formatting elements: 65,000 at most, ~12 ms); large
+/// ~1 ms; re-created formatting elements: 65,000 at most, ~12 ms); large
 /// enough that the checks (a walk of the open elements and a clock read)
-/// cost nothing measurable on ordinary pages.
+/// cost nothing measurable on ordinary pages (4 KiB and 1 MiB chunks
+/// measured the same).
 pub const CHUNK_BYTES: usize = 1024;
 
 /// What one page's parse may cost.
