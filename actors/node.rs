@@ -125,12 +125,7 @@ impl Node {
             .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;
         let archive = ArchiveActor::start(&config, metrics.clone())?;
-        let parser = ParserPool::start(
-            config.parse.threads,
-            config.parse.max_links_per_page,
-            config.fetch.max_body_bytes,
-            config.parse.max_html_bytes,
-        );
+        let parser = ParserPool::start(&config.parse, config.fetch.max_body_bytes, metrics.clone());
         let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
         let settings = Arc::new(host_settings(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)

@@ -3,43 +3,49 @@
 //! Parsing is the largest CPU cost per page, so it runs on its own threads
 //! (one per core by default), never on the async executor. scraper's DOM is
 //! not `Send`: it is built and dropped inside the thread and only plain
-//! [`ParsedPage`] data leaves.
+//! [`ParsedPage`] data leaves. Each page's parse is bounded
+//! ([`ParseLimits`]): a page cut short still yields what was read before the
+//! cut, and the cut is counted by reason.
+
+use std::sync::Arc;
 
 use actix::prelude::*;
 
 use super::messages::{Parse, ParseSitemap};
+use crate::config::ParseConfig;
 use crate::fetch::decode::decode_body;
+use crate::metrics::Metrics;
 use crate::parse::charset::decode_html;
-use crate::parse::{parse_html, prefix_at_char_boundary, ParsedPage};
+use crate::parse::{parse_html, ParseLimits, ParsedPage};
 use crate::sitemap::parse_sitemap;
 
 /// One parser thread.
 pub struct ParserPool {
-    max_links: usize,
+    /// Bounds of one page's parse.
+    limits: ParseLimits,
     /// Largest decoded body read (a compressed body is decoded up to it).
     max_decoded: usize,
-    /// Largest HTML text parsed: the DOM grows with it (about 16 bytes of
-    /// tree per byte of markup for a page of bare links).
-    max_html: usize,
+    metrics: Arc<Metrics>,
 }
 
 impl ParserPool {
-    /// Starts `threads` parser threads (0 = one per core).
+    /// Starts `config.threads` parser threads (0 = one per core), reading
+    /// bodies decoded up to `max_decoded` bytes.
     pub fn start(
-        threads: usize,
-        max_links: usize,
+        config: &ParseConfig,
         max_decoded: usize,
-        max_html: usize,
+        metrics: Arc<Metrics>,
     ) -> Addr<ParserPool> {
-        let threads = if threads == 0 {
+        let threads = if config.threads == 0 {
             std::thread::available_parallelism().map_or(2, |n| n.get())
         } else {
-            threads
+            config.threads
         };
+        let limits = ParseLimits::from(config);
         SyncArbiter::start(threads, move || ParserPool {
-            max_links,
+            limits: limits.clone(),
             max_decoded,
-            max_html,
+            metrics: metrics.clone(),
         })
     }
 }
@@ -60,8 +66,16 @@ impl Handler<Parse> for ParserPool {
             }
         };
         let (html, _) = decode_html(&body, msg.content_type.as_deref());
-        let html = prefix_at_char_boundary(&html, self.max_html);
-        MessageResult(parse_html(html, &msg.url, self.max_links))
+        let page = parse_html(&html, &msg.url, &self.limits);
+        if let Some(cut) = page.truncated {
+            self.metrics
+                .parse_cuts
+                .with_label_values(&[cut.reason.as_str()])
+                .inc();
+            tracing::debug!(url = %msg.url, reason = %cut.reason, parsed_bytes = cut.parsed_bytes,
+                html_bytes = html.len(), "parse stopped at a bound; the rest of the page is archived unread");
+        }
+        MessageResult(page)
     }
 }
 

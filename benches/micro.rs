@@ -1,6 +1,8 @@
-//! Micro-benchmarks of the per-page hot paths: link extraction, URL
-//! normalisation and fingerprints, simhash, the store's batched seen check
-//! (exact and Bloom modes), WARC record writing.
+//! Micro-benchmarks of the per-page hot paths: link extraction (and what
+//! its bounds cost: an ordinary page against one html5ever call, and the
+//! pathological pages the bounds cut short), URL normalisation and
+//! fingerprints, simhash, the store's batched seen check (exact and Bloom
+//! modes), WARC record writing.
 //!
 //! `cargo bench --bench micro` (add `-- parse` to run one group).
 
@@ -9,7 +11,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use trawl::config::Config;
 use trawl::frontier::{EntryKind, Priority};
-use trawl::parse::parse_html;
+use trawl::parse::{parse_html, read_page, CutReason, ParseLimits};
 use trawl::store::{AdmitEntry, PartitionStore, SeenMode, SeenSettings, StoreEnv};
 use trawl::testweb::{SyntheticWeb, WebSpec};
 use trawl::url::{Fingerprint, UrlRules};
@@ -29,15 +31,62 @@ fn link_extraction(c: &mut Criterion) {
     let pages: Vec<String> = (1..21).map(|id| web.render(1, id, 8080)).collect();
     let bytes: usize = pages.iter().map(String::len).sum();
     let base = url::Url::parse("http://site0001.test:8080/p/1.html").unwrap();
+    let limits = ParseLimits::from(&Config::defaults().parse);
     let mut group = c.benchmark_group("parse");
     group.throughput(Throughput::Bytes(bytes as u64 / pages.len() as u64));
     group.bench_function("links_per_page", |b| {
         let mut i = 0;
         b.iter(|| {
             i = (i + 1) % pages.len();
-            black_box(parse_html(&pages[i], &base, 5000))
+            black_box(parse_html(&pages[i], &base, &limits))
         })
     });
+    // The same pages read from one unbounded html5ever call: the cost of
+    // the bounds is the difference.
+    group.bench_function("links_per_page_unbounded", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % pages.len();
+            let doc = scraper::Html::parse_document(&pages[i]);
+            black_box(read_page(&doc, &base, limits.max_links))
+        })
+    });
+    group.finish();
+}
+
+/// Pages whose unbounded parse takes seconds to minutes (50,000 nested
+/// `<div>`s: 11 s; 200,000: minutes; one tag with 200,000 attributes:
+/// seconds), each with a link before the pathological part.
+fn pathological_pages(c: &mut Criterion) {
+    let nested = |n: usize| {
+        format!(
+            "<a href=/before>b</a>{}{}",
+            "<div>".repeat(n),
+            "</div>".repeat(n)
+        )
+    };
+    let attributes: String = (0..200_000).map(|i| format!(" a{i}")).collect();
+    let pages = [
+        ("nested_divs_50k", nested(50_000), CutReason::Depth),
+        ("nested_divs_200k", nested(200_000), CutReason::Depth),
+        (
+            "attributes_200k",
+            format!("<a href=/before>b</a><div{attributes}>"),
+            CutReason::Attributes,
+        ),
+    ];
+    let base = url::Url::parse("http://site0001.test:8080/p/1.html").unwrap();
+    let limits = ParseLimits::from(&Config::defaults().parse);
+    let mut group = c.benchmark_group("parse_bounded");
+    for (name, html, reason) in &pages {
+        let page = parse_html(html, &base, &limits);
+        assert_eq!(page.truncated.map(|cut| cut.reason), Some(*reason));
+        assert_eq!(page.links.len(), 1);
+        group.throughput(Throughput::Bytes(html.len() as u64));
+        group.bench_function(*name, |b| {
+            b.iter(|| black_box(parse_html(html, &base, &limits)))
+        });
+    }
     group.finish();
 }
 
@@ -209,6 +258,7 @@ fn warc_write(c: &mut Criterion) {
 criterion_group!(
     benches,
     link_extraction,
+    pathological_pages,
     url_identity,
     simhash,
     store_admit,

@@ -407,6 +407,17 @@ pub struct ParseConfig {
     pub max_links_per_page: usize,
     /// HTML parsed per page, in bytes (the rest is archived, not parsed).
     pub max_html_bytes: usize,
+    /// Open elements (plus active formatting elements) at which a page's
+    /// parse stops; its cost grows with the square of the nesting.
+    pub max_nesting: usize,
+    /// Attributes on one tag; the parse stops before a tag with more.
+    pub max_attributes: usize,
+    /// Steps the HTML tree builder may spend walking its element stacks
+    /// per page before the parse stops.
+    pub max_tree_steps: u64,
+    /// Time one page's parse may take before it stops (a backstop).
+    #[serde(with = "humantime_serde")]
+    pub time_budget: Duration,
 }
 
 impl Config {

@@ -62,6 +62,10 @@ pub struct Metrics {
     pub pipeline_failures: IntCounterVec,
     /// Hosts waiting in the partitions' due indexes (dormant, with work).
     pub due_hosts: IntGauge,
+    /// HTML parses stopped at a bound before the end of the page, by
+    /// reason (`size`, `attributes`, `depth`, `work`, `time`; see
+    /// [`crate::parse::CutReason`]).
+    pub parse_cuts: IntCounterVec,
 }
 
 impl Metrics {
@@ -189,6 +193,11 @@ impl Metrics {
                 "trawl_due_hosts",
                 "Dormant hosts with queued work, waiting in the due index.",
             ),
+            parse_cuts: counter_vec(
+                "trawl_parse_cut_total",
+                "HTML parses stopped at a bound before the end of the page (what was read before is kept), by reason.",
+                "reason",
+            ),
             registry,
         }
     }
@@ -232,6 +241,7 @@ mod tests {
         m.count_status(404);
         m.fetch_errors.with_label_values(&["timeout"]).inc();
         m.fetch_duration.observe(0.02);
+        m.parse_cuts.with_label_values(&["depth"]).inc();
         let text = m.render();
         assert!(
             text.contains("trawl_pages_total{class=\"2xx\"} 1"),
@@ -240,6 +250,7 @@ mod tests {
         assert!(text.contains("trawl_pages_total{class=\"4xx\"} 1"));
         assert!(text.contains("trawl_fetch_errors_total{kind=\"timeout\"} 1"));
         assert!(text.contains("trawl_fetch_duration_seconds_count 1"));
+        assert!(text.contains("trawl_parse_cut_total{reason=\"depth\"} 1"));
         assert!(text.contains("# HELP trawl_frontier_size"));
     }
 }

@@ -1,8 +1,9 @@
 //! The hostile web: SSRF bait in every spelling never reaches the canary
 //! (another loopback address, in the deny list), redirect loops and long
 //! chains end, stalls and slow bodies time out, endless and huge bodies are
-//! cut at the cap and archived as truncated, resets are classified; and the
-//! rest of the web is crawled completely all the same.
+//! cut at the cap and archived as truncated, resets are classified, markup
+//! that would stall the parser is read up to a bound; and the rest of the
+//! web is crawled completely all the same.
 
 mod common;
 
@@ -105,6 +106,31 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
         .filter(|r| r.path.starts_with("/l/"))
         .count();
     assert_eq!(many, 40);
+
+    // Markup that would take html5ever minutes is read up to a bound: the
+    // link before it is followed, none after it, the page is archived and
+    // the cut counted by its reason.
+    for (path, after, never, reason) in [
+        (
+            "/deep-nesting",
+            "/after-deep-nesting",
+            "/never-past-nesting",
+            "depth",
+        ),
+        (
+            "/many-attributes",
+            "/after-many-attributes",
+            "/never-past-attributes",
+            "attributes",
+        ),
+    ] {
+        assert_eq!((hits(after), hits(never)), (1, 0), "{path}");
+        assert!(events
+            .iter()
+            .any(|e| e.url == format!("{base}{path}") && e.status == 200));
+        let cuts = metrics.parse_cuts.with_label_values(&[reason]).get();
+        assert_eq!(cuts, 1, "{path}");
+    }
 
     // The gzip bomb is decoded for parsing only up to the cap: its link is
     // found and followed.

@@ -3,14 +3,20 @@
 //!
 //! Runs on the ParserPool's threads (scraper's `Html` is not `Send`), and
 //! returns plain data. Malformed HTML never fails: html5ever recovers the
-//! way browsers do, and a link that does not resolve is skipped.
+//! way browsers do, and a link that does not resolve is skipped. A page
+//! whose parse would cost too much is read only up to a bound (see
+//! [`bounded`]) and says so in [`ParsedPage::truncated`].
 
+mod attributes;
+pub mod bounded;
 pub mod charset;
 
 use std::sync::OnceLock;
 
 use scraper::{Html, Selector};
 use url::Url;
+
+pub use bounded::{CutReason, ParseClock, ParseCut, ParseLimits, Stopwatch};
 
 /// What the crawl needs from a page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +34,9 @@ pub struct ParsedPage {
     /// Simhash of the visible text (see [`crate::dedup::simhash`]), if the
     /// page has any words.
     pub simhash: Option<u64>,
+    /// Set when the parse stopped at a bound before the end of the page:
+    /// everything above was read from the part before the cut.
+    pub truncated: Option<ParseCut>,
 }
 
 impl ParsedPage {
@@ -91,10 +100,18 @@ pub fn x_robots_tag<'a>(values: impl IntoIterator<Item = &'a str>, token: &str) 
     (!out.is_empty()).then(|| out.join(", "))
 }
 
-/// The simhash of an HTML document's visible text (what the crawl records
-/// for the page), or `None` if it has no words.
+/// The simhash of an HTML document's visible text as the crawl records it
+/// for the page (parsed within the default limits), or `None` if it has no
+/// words.
 pub fn page_simhash(html: &str) -> Option<u64> {
-    crate::dedup::simhash(&visible_text(&Html::parse_document(html)))
+    let (doc, _) = bounded::parse_document(html, default_limits(), &Stopwatch::start());
+    crate::dedup::simhash(&visible_text(&doc))
+}
+
+/// The limits of the embedded default configuration.
+fn default_limits() -> &'static ParseLimits {
+    static LIMITS: OnceLock<ParseLimits> = OnceLock::new();
+    LIMITS.get_or_init(|| ParseLimits::from(&crate::config::Config::defaults().parse))
 }
 
 /// A page's robots directives: its meta tag's, then its `X-Robots-Tag`
@@ -162,9 +179,28 @@ fn selectors() -> &'static Selectors {
     })
 }
 
-/// Parses `html` fetched from `page_url`, keeping at most `max_links` links.
-pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
-    let doc = Html::parse_document(html);
+/// Parses `html` fetched from `page_url` within `limits`.
+pub fn parse_html(html: &str, page_url: &Url, limits: &ParseLimits) -> ParsedPage {
+    parse_html_timed(html, page_url, limits, &Stopwatch::start())
+}
+
+/// [`parse_html`] with the parse's time read from `clock`.
+pub fn parse_html_timed(
+    html: &str,
+    page_url: &Url,
+    limits: &ParseLimits,
+    clock: &dyn ParseClock,
+) -> ParsedPage {
+    let (doc, cut) = bounded::parse_document(html, limits, clock);
+    ParsedPage {
+        truncated: cut,
+        ..read_page(&doc, page_url, limits.max_links)
+    }
+}
+
+/// What the crawl needs from the DOM of a page fetched from `page_url`,
+/// keeping at most `max_links` links.
+pub fn read_page(doc: &Html, page_url: &Url, max_links: usize) -> ParsedPage {
     let sel = selectors();
     let base = doc
         .select(&sel.base)
@@ -212,7 +248,7 @@ pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
         .next()
         .map(|t| t.text().collect::<String>().trim().to_owned())
         .filter(|t| !t.is_empty());
-    page.simhash = crate::dedup::simhash(&visible_text(&doc));
+    page.simhash = crate::dedup::simhash(&visible_text(doc));
     page
 }
 
@@ -220,11 +256,18 @@ pub fn parse_html(html: &str, page_url: &Url, max_links: usize) -> ParsedPage {
 mod tests {
     use super::*;
 
+    fn limits(max_links: usize) -> ParseLimits {
+        ParseLimits {
+            max_links,
+            ..default_limits().clone()
+        }
+    }
+
     fn page(html: &str) -> ParsedPage {
         parse_html(
             html,
             &Url::parse("http://a.test/dir/page.html").unwrap(),
-            100,
+            &limits(100),
         )
     }
 
@@ -320,7 +363,7 @@ mod tests {
         let p = parse_html(
             &"<a href=/l>l</a>".repeat(10),
             &Url::parse("http://a.test/").unwrap(),
-            3,
+            &limits(3),
         );
         assert_eq!((p.links.len(), p.links_dropped), (3, 7));
     }

@@ -17,6 +17,10 @@
 //! - `/many-links`: 200,000 links; `/mislabelled` (windows-1251 declared
 //!   UTF-8), `/bad-utf8`, `/malformed`: each still links to an `/after-…`
 //!   page;
+//! - `/deep-nesting` (100,000 nested `<div>`s) and `/many-attributes` (one
+//!   tag with 100,000 attributes): markup that would take html5ever
+//!   seconds to minutes; each links to an `/after-…` page before it and a
+//!   `/never-past-…` page after it;
 //! - `/data.bin`: not HTML (though it holds a link, never followed).
 
 use std::net::SocketAddr;
@@ -50,11 +54,19 @@ pub const PATHS: &[&str] = &[
     "/mislabelled",
     "/bad-utf8",
     "/malformed",
+    "/deep-nesting",
+    "/many-attributes",
     "/data.bin",
 ];
 
 /// Links on `/many-links`.
 pub const MANY_LINKS: usize = 200_000;
+
+/// Nested `<div>`s on `/deep-nesting`.
+pub const DEEP_NESTING: usize = 100_000;
+
+/// Attributes of the one tag on `/many-attributes`.
+pub const MANY_ATTRIBUTES: usize = 100_000;
 
 /// Hops of `/chain/N`.
 pub const CHAIN: u32 = 10;
@@ -155,6 +167,14 @@ pub fn respond(path: &str, targets: Targets) -> HttpResponse {
             .content_type("text/html")
             .body(&b"<html><body>\xff\xfe\xc3\x28 <a href=\"/after-bad-utf8\">x</a>\xed\xa0\x80</body></html>"[..]),
         "/malformed" => html("<table><tr><td><a href=/after-malformed>x<div><p></a></table></td><b><i></b></i><a href='/after-malformed-2".into()),
+        "/deep-nesting" => html(format!(
+            "<a href=\"/after-deep-nesting\">x</a>{}<a href=\"/never-past-nesting\">y</a>",
+            "<div>".repeat(DEEP_NESTING)
+        )),
+        "/many-attributes" => html(format!(
+            "<a href=\"/after-many-attributes\">x</a><div{}><a href=\"/never-past-attributes\">y</a></div>",
+            (0..MANY_ATTRIBUTES).map(|i| format!(" a{i}")).collect::<String>()
+        )),
         "/data.bin" => HttpResponse::Ok()
             .content_type("application/octet-stream")
             .body(&b"\x00\x01<a href=\"/never-followed\">binary</a>"[..]),
