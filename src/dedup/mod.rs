@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, DB};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config::NearAction;
 pub use simhash::{distance, simhash, NearIndex};
 
 /// The response record a payload was first stored in.
@@ -60,18 +61,6 @@ pub enum Verdict {
 pub struct DedupError {
     path: PathBuf,
     source: rocksdb::Error,
-}
-
-/// What `[dedup] near_duplicates` does with a near-duplicate page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NearAction {
-    /// No near-duplicate detection.
-    Off,
-    /// Archive it, and name the page it resembles in its event.
-    Flag,
-    /// Do not archive it (its links are still followed).
-    SkipArchive,
 }
 
 const EXACT: u8 = b'd';
