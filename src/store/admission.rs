@@ -9,7 +9,7 @@ use rocksdb::WriteBatch;
 
 use super::budgets;
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
-use super::schema::{CF_META, CF_QUEUE, CF_QUEUED, CF_URLS, META_SEQ};
+use super::schema::{CF_META, CF_QUEUED, CF_URLS, META_SEQ};
 use super::{PartitionStore, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
 use crate::frontier::{EntryKind, Priority};
@@ -166,9 +166,9 @@ impl PartitionStore {
                 url: entry.url.clone(),
             };
             batch.put_cf(
-                self.cf(CF_QUEUE),
+                self.queue_cf(),
                 codec::queue_key(&entry.host, entry.priority, seq),
-                value.encode(),
+                value.encode().map_err(|e| self.codec(e))?,
             );
             seq += 1;
             admitted.push(entry);

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use rocksdb::WriteBatch;
 use serde::{Deserialize, Serialize};
 
+use super::codec;
 use super::schema::{CF_HOSTS, CF_SCHEDULES};
 use super::{PartitionStore, StoreError};
 use crate::politeness::Schedule;
@@ -22,19 +23,16 @@ pub struct HostState {
 }
 
 impl PartitionStore {
-    /// The saved state of `host` (empty if it has none).
+    /// The saved state of `host` (empty if it has none). Reads the JSON of
+    /// earlier releases too (see `codec.rs`).
     pub fn host_state(&self, host: &str) -> Result<HostState, StoreError> {
         let robots = match self.get(CF_HOSTS, host.as_bytes())? {
             None => BTreeMap::new(),
-            Some(bytes) => {
-                serde_json::from_slice(&bytes).map_err(|_| self.corrupt("host robots"))?
-            }
+            Some(bytes) => codec::decode_robots(&bytes).map_err(|e| self.codec(e))?,
         };
         let schedule = match self.get(CF_SCHEDULES, host.as_bytes())? {
             None => None,
-            Some(bytes) => {
-                Some(serde_json::from_slice(&bytes).map_err(|_| self.corrupt("host schedule"))?)
-            }
+            Some(bytes) => Some(codec::decode_schedule(&bytes).map_err(|e| self.codec(e))?),
         };
         Ok(HostState { robots, schedule })
     }
@@ -42,10 +40,10 @@ impl PartitionStore {
     /// Saves the state of `host` in one write.
     pub fn save_host_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        let robots = serde_json::to_vec(&state.robots).expect("robots serialise");
+        let robots = codec::encode_robots(&state.robots).map_err(|e| self.codec(e))?;
         batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
         if let Some(schedule) = &state.schedule {
-            let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
+            let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
         self.write(batch)

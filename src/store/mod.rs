@@ -33,7 +33,7 @@ use rocksdb::{WriteBatch, WriteOptions, DB};
 
 pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
-pub use codec::{QueueValue, UrlRecord, UrlState};
+pub use codec::{CodecError, QueueValue, UrlRecord, UrlState};
 pub use files::{Manifest, RunMarker};
 pub use host_state::HostState;
 pub use queue::{Completion, QueueEntry};
@@ -50,9 +50,12 @@ pub enum StoreError {
         path: PathBuf,
         source: rocksdb::Error,
     },
-    /// A stored value does not decode: the store is corrupt or foreign.
+    /// A key or counter does not parse: the store is corrupt or foreign.
     #[error("corrupt {what} in {path}")]
     Corrupt { path: PathBuf, what: &'static str },
+    /// A stored value cannot be encoded or decoded (see [`codec`]).
+    #[error("{path}: {source}")]
+    Codec { path: PathBuf, source: CodecError },
     /// The crawl manifest is unreadable or contradicts the config.
     #[error("crawl manifest {path}: {message}")]
     Manifest { path: PathBuf, message: String },
@@ -72,6 +75,9 @@ pub struct PartitionStore {
     /// Next queue sequence number; only the owning PartitionActor admits.
     next_seq: AtomicU64,
     sync_writes: bool,
+    /// Where the queue is: the versioned family, or (only in a store opened
+    /// read-only before its first writable open) the unversioned one.
+    queue: schema::QueueFamily,
 }
 
 impl PartitionStore {
@@ -103,6 +109,13 @@ impl PartitionStore {
         }
     }
 
+    fn codec(&self, source: CodecError) -> StoreError {
+        StoreError::Codec {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
     fn corrupt(&self, what: &'static str) -> StoreError {
         StoreError::Corrupt {
             path: self.path.clone(),
@@ -119,6 +132,7 @@ mod test_support {
     use super::*;
     use crate::config::Config;
     use crate::frontier::{EntryKind, Priority};
+    use crate::store::codec::QueueValue;
     use crate::url::Fingerprint;
 
     pub(super) fn entry(url: &str, host: &str) -> AdmitEntry {
@@ -153,5 +167,26 @@ mod test_support {
         range
             .map(|i| entry(&format!("http://a.test/{i}"), "a.test"))
             .collect()
+    }
+
+    /// The unversioned queue layout of earlier releases, as they wrote it.
+    pub(super) fn encode_legacy_queue_value(v: &QueueValue) -> Vec<u8> {
+        let mut out = Vec::with_capacity(24 + v.url.len());
+        out.extend_from_slice(&v.fp.to_bytes());
+        out.extend_from_slice(&v.depth.to_le_bytes());
+        match &v.kind {
+            EntryKind::Page => out.push(0),
+            EntryKind::Redirected { hops } => out.extend_from_slice(&[3, *hops]),
+            EntryKind::Sitemap { submitter: None } => out.push(1),
+            EntryKind::Sitemap {
+                submitter: Some(host),
+            } => {
+                out.push(2);
+                out.extend_from_slice(&(host.len() as u16).to_le_bytes());
+                out.extend_from_slice(host.as_bytes());
+            }
+        }
+        out.extend_from_slice(v.url.as_bytes());
+        out
     }
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
-use super::schema::{CF_META, CF_QUEUE, CF_QUEUED, CF_SCHEDULES, CF_URLS, META_COUNTS};
+use super::schema::{CF_META, CF_QUEUED, CF_SCHEDULES, CF_URLS, META_COUNTS};
 use super::{PartitionStore, StoreError};
 use crate::frontier::{Priority, LEVELS};
 use crate::politeness::Schedule;
@@ -53,7 +53,7 @@ impl PartitionStore {
     ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         for (host, schedule) in schedules {
-            let bytes = serde_json::to_vec(schedule).expect("schedule serialises");
+            let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
         let mut done: HashMap<&str, i64> = HashMap::new();
@@ -63,7 +63,7 @@ impl PartitionStore {
                 depth: c.depth,
             };
             batch.put_cf(self.cf(CF_URLS), c.fp.to_bytes(), record.encode());
-            batch.delete_cf(self.cf(CF_QUEUE), &c.queue_key);
+            batch.delete_cf(self.queue_cf(), &c.queue_key);
             let host =
                 codec::queue_key_host(&c.queue_key).ok_or_else(|| self.corrupt("queue key"))?;
             *done.entry(host).or_default() -= 1;
@@ -86,7 +86,7 @@ impl PartitionStore {
         let prefix = codec::queue_prefix(host, priority);
         let start = after.unwrap_or(&prefix);
         let iter = self.db.iterator_cf(
-            self.cf(CF_QUEUE),
+            self.queue_cf(),
             IteratorMode::From(start, Direction::Forward),
         );
         let mut out = Vec::new();
@@ -98,7 +98,7 @@ impl PartitionStore {
             if Some(&key[..]) == after {
                 continue;
             }
-            let value = QueueValue::decode(&value).ok_or_else(|| self.corrupt("queue entry"))?;
+            let value = self.queue.decode(&value).map_err(|e| self.codec(e))?;
             out.push(QueueEntry {
                 key: key.into_vec(),
                 value,
@@ -131,7 +131,7 @@ impl PartitionStore {
     /// before counts were kept; once).
     fn count_queue(&self) -> Result<BTreeMap<String, u64>, StoreError> {
         let mut hosts = BTreeMap::new();
-        for item in self.db.iterator_cf(self.cf(CF_QUEUE), IteratorMode::Start) {
+        for item in self.db.iterator_cf(self.queue_cf(), IteratorMode::Start) {
             let (key, _) = item.map_err(|e| self.rocks(e))?;
             let host = codec::queue_key_host(&key).ok_or_else(|| self.corrupt("queue key"))?;
             *hosts.entry(host.to_owned()).or_insert(0u64) += 1;
@@ -154,7 +154,7 @@ impl PartitionStore {
         let prefix = codec::host_prefix(host);
         let mut counts = [0; LEVELS];
         let iter = self.db.iterator_cf(
-            self.cf(CF_QUEUE),
+            self.queue_cf(),
             IteratorMode::From(&prefix, Direction::Forward),
         );
         for item in iter {
@@ -171,12 +171,17 @@ impl PartitionStore {
     /// Every queued URL (inspection and tests).
     pub fn queued_urls(&self) -> Result<Vec<String>, StoreError> {
         let mut urls = Vec::new();
-        for item in self.db.iterator_cf(self.cf(CF_QUEUE), IteratorMode::Start) {
+        for item in self.db.iterator_cf(self.queue_cf(), IteratorMode::Start) {
             let (_, value) = item.map_err(|e| self.rocks(e))?;
-            let value = QueueValue::decode(&value).ok_or_else(|| self.corrupt("queue entry"))?;
+            let value = self.queue.decode(&value).map_err(|e| self.codec(e))?;
             urls.push(value.url);
         }
         Ok(urls)
+    }
+
+    /// The family holding the queue (see `schema.rs`).
+    pub(super) fn queue_cf(&self) -> &rocksdb::ColumnFamily {
+        self.cf(self.queue.name())
     }
 }
 

@@ -4,18 +4,29 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
+use std::time::Instant;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, IteratorMode, Options, WriteBufferManager, DB,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch,
+    WriteBufferManager, DB,
 };
 
-use super::{PartitionStore, SeenFilter, SeenSettings, StoreError};
+use super::codec::QueueValue;
+use super::{CodecError, PartitionStore, SeenFilter, SeenSettings, StoreError};
 use crate::config::StorageConfig;
 use crate::frontier::budget::BudgetSettings;
 use crate::url::Fingerprint;
 
 pub(super) const CF_URLS: &str = "urls";
-pub(super) const CF_QUEUE: &str = "queue";
+/// The queue, values in the versioned layout (see `codec.rs`); named for
+/// the first version, later ones live in it too, told apart by their
+/// version byte.
+pub(super) const CF_QUEUE: &str = "queue.v1";
+/// The queue of earlier releases, values in the unversioned layout: moved
+/// into [`CF_QUEUE`] by the first writable open.
+const CF_LEGACY_QUEUE: &str = "queue";
+/// Entries per write batch while moving a legacy queue.
+const MIGRATION_BATCH: usize = 10_000;
 pub(super) const CF_HOSTS: &str = "hosts";
 pub(super) const CF_SCHEDULES: &str = "schedules";
 pub(super) const CF_META: &str = "meta";
@@ -35,6 +46,40 @@ pub(super) const ALL_CFS: [&str; 7] = [
     CF_BUDGETS,
     CF_QUEUED,
 ];
+
+/// Where a store's queue is, and in which layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum QueueFamily {
+    /// `queue.v1`: versioned values.
+    Versioned,
+    /// `queue`: unversioned values, in a store written by an earlier
+    /// release and opened read-only since (a writable open migrates it).
+    Legacy,
+}
+
+impl QueueFamily {
+    /// The column family's name.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            QueueFamily::Versioned => CF_QUEUE,
+            QueueFamily::Legacy => CF_LEGACY_QUEUE,
+        }
+    }
+
+    /// Decodes a value of this family's layout.
+    pub(super) fn decode(self, bytes: &[u8]) -> Result<QueueValue, CodecError> {
+        match self {
+            QueueFamily::Versioned => QueueValue::decode(bytes),
+            QueueFamily::Legacy => QueueValue::decode_legacy(bytes),
+        }
+    }
+}
+
+/// The column families of the store at `path`; none if there is none yet
+/// (and if they cannot be listed, opening reports why).
+fn families(path: &Path) -> Vec<String> {
+    DB::list_cf(&Options::default(), path).unwrap_or_default()
+}
 
 /// The `queued` family's merge: the sum of the stored count and the deltas.
 fn add_counts(
@@ -131,20 +176,28 @@ impl PartitionStore {
     /// Opens (or creates) partition `id` for writing.
     pub fn open(env: &StoreEnv, data_dir: &Path, id: u16) -> Result<Self, StoreError> {
         let path = Self::dir(data_dir, id);
-        let cfs = ALL_CFS.map(|name| {
-            let mut opts = env.cf_options(name != CF_QUEUE);
-            if name == CF_QUEUED {
-                opts.set_merge_operator_associative("add_counts", add_counts);
-            }
-            ColumnFamilyDescriptor::new(name, opts)
-        });
+        let legacy = families(&path).iter().any(|f| f == CF_LEGACY_QUEUE);
+        let names = ALL_CFS.into_iter().chain(legacy.then_some(CF_LEGACY_QUEUE));
+        let cfs: Vec<_> = names
+            .map(|name| {
+                let queue = name == CF_QUEUE || name == CF_LEGACY_QUEUE;
+                let mut opts = env.cf_options(!queue);
+                if name == CF_QUEUED {
+                    opts.set_merge_operator_associative("add_counts", add_counts);
+                }
+                ColumnFamilyDescriptor::new(name, opts)
+            })
+            .collect();
         let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
             StoreError::Rocks {
                 path: path.clone(),
                 source,
             }
         })?;
-        let mut store = Self::from_db(db, path, env.sync_writes)?;
+        let mut store = Self::from_db(db, path, env.sync_writes, QueueFamily::Versioned)?;
+        if legacy {
+            store.migrate_legacy_queue()?;
+        }
         store.seen = SeenFilter::new(env.seen);
         store.budget = env.budget;
         store.rebuild_seen_filter()?;
@@ -168,21 +221,74 @@ impl PartitionStore {
         Ok(())
     }
 
-    /// Opens partition `id` read-only, e.g. to inspect a crawl that is not
-    /// running.
-    pub fn open_read_only(data_dir: &Path, id: u16) -> Result<Self, StoreError> {
-        let path = Self::dir(data_dir, id);
-        let opts = Options::default();
-        let db =
-            DB::open_cf_for_read_only(&opts, &path, [CF_URLS, CF_QUEUE, CF_HOSTS, CF_META], false)
-                .map_err(|source| StoreError::Rocks {
-                    path: path.clone(),
-                    source,
-                })?;
-        Self::from_db(db, path, false)
+    /// Moves a queue of the unversioned layout (family `queue`, written by
+    /// earlier releases) into `queue.v1`, re-encoded, and drops the old
+    /// family. Keys, and so the order and the `queued` counts, stay.
+    ///
+    /// Safe to interrupt: the old family stays whole until every entry is
+    /// copied and synced, and copying an entry again writes the same value,
+    /// so the next open finishes a migration a crash cut short.
+    fn migrate_legacy_queue(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let mut moved = 0u64;
+        {
+            let (old, new) = (self.cf(CF_LEGACY_QUEUE), self.cf(CF_QUEUE));
+            let mut batch = WriteBatch::default();
+            for item in self.db.iterator_cf(old, IteratorMode::Start) {
+                let (key, value) = item.map_err(|e| self.rocks(e))?;
+                let value = QueueValue::decode_legacy(&value).map_err(|e| self.codec(e))?;
+                batch.put_cf(new, key, value.encode().map_err(|e| self.codec(e))?);
+                moved += 1;
+                if batch.len() >= MIGRATION_BATCH {
+                    self.write(std::mem::take(&mut batch))?;
+                }
+            }
+            self.write(batch)?;
+        }
+        self.sync()?;
+        self.db
+            .drop_cf(CF_LEGACY_QUEUE)
+            .map_err(|e| self.rocks(e))?;
+        tracing::info!(path = %self.path.display(), entries = moved, ms = started.elapsed().as_millis() as u64, "queue moved to the versioned layout");
+        Ok(())
     }
 
-    pub(super) fn from_db(db: DB, path: PathBuf, sync_writes: bool) -> Result<Self, StoreError> {
+    /// Opens partition `id` read-only, e.g. to inspect a crawl that is not
+    /// running. A store last written by an earlier release is read as it
+    /// is (its queue is migrated only by a writable open).
+    pub fn open_read_only(data_dir: &Path, id: u16) -> Result<Self, StoreError> {
+        let path = Self::dir(data_dir, id);
+        let existing = families(&path);
+        let queue = if existing.iter().any(|f| f == CF_LEGACY_QUEUE) {
+            QueueFamily::Legacy
+        } else {
+            QueueFamily::Versioned
+        };
+        let cfs: Vec<_> = existing
+            .iter()
+            .filter(|f| ALL_CFS.contains(&f.as_str()) || *f == CF_LEGACY_QUEUE)
+            .map(|name| {
+                let mut opts = Options::default();
+                if name == CF_QUEUED {
+                    opts.set_merge_operator_associative("add_counts", add_counts);
+                }
+                ColumnFamilyDescriptor::new(name, opts)
+            })
+            .collect();
+        let db = DB::open_cf_descriptors_read_only(&Options::default(), &path, cfs, false)
+            .map_err(|source| StoreError::Rocks {
+                path: path.clone(),
+                source,
+            })?;
+        Self::from_db(db, path, false, queue)
+    }
+
+    pub(super) fn from_db(
+        db: DB,
+        path: PathBuf,
+        sync_writes: bool,
+        queue: QueueFamily,
+    ) -> Result<Self, StoreError> {
         let mut store = PartitionStore {
             db,
             path,
@@ -191,6 +297,7 @@ impl PartitionStore {
             book: Default::default(),
             next_seq: AtomicU64::new(0),
             sync_writes,
+            queue,
         };
         let seq = match store.get(CF_META, META_SEQ)? {
             Some(bytes) => u64::from_be_bytes(
@@ -203,5 +310,166 @@ impl PartitionStore {
         };
         store.next_seq = AtomicU64::new(seq);
         Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::frontier::{EntryKind, Priority};
+    use crate::politeness::Schedule;
+    use crate::robots::RobotsRecord;
+    use crate::store::codec::{self, queue_key, UrlRecord, UrlState};
+    use crate::store::test_support::{encode_legacy_queue_value, entry, open};
+    use crate::store::HostState;
+
+    /// The families of a partition written by the release before values
+    /// were versioned.
+    const OLD_FAMILIES: [&str; 7] = [
+        "urls",
+        "queue",
+        "hosts",
+        "schedules",
+        "meta",
+        "budgets",
+        "queued",
+    ];
+
+    fn url(i: usize) -> String {
+        format!("http://a.test/{i}")
+    }
+
+    fn old_host_state() -> HostState {
+        let mut robots = BTreeMap::new();
+        robots.insert(
+            "http://a.test:80".to_owned(),
+            RobotsRecord {
+                status: Some(200),
+                fetched_at_ms: 1_700_000_000_000,
+                body: b"User-agent: *\nDisallow: /private".to_vec(),
+            },
+        );
+        HostState {
+            robots,
+            schedule: Some(Schedule {
+                next_allowed_ms: 1_700_000_001_000,
+                last_delay_ms: 1000,
+                failures: 1,
+                parked_until_ms: 0,
+            }),
+        }
+    }
+
+    /// Writes partition 0 as that release did: `urls` queued entries in the
+    /// unversioned family `queue`, the host's state as JSON, no queue
+    /// counts. The first `copied` entries are also in `queue.v1`, as a
+    /// migration cut short by a crash leaves them.
+    fn write_old_store(data_dir: &Path, urls: usize, copied: usize) {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let mut names = OLD_FAMILIES.to_vec();
+        if copied > 0 {
+            names.push(CF_QUEUE);
+        }
+        let db = DB::open_cf(&opts, PartitionStore::dir(data_dir, 0), names).unwrap();
+        let cf = |name| db.cf_handle(name).unwrap();
+        for i in 0..urls {
+            let value = QueueValue {
+                fp: Fingerprint::of(&url(i)),
+                depth: 1,
+                kind: EntryKind::Page,
+                url: url(i),
+            };
+            let key = queue_key("a.test", Priority::NORMAL, i as u64);
+            let old = encode_legacy_queue_value(&value);
+            db.put_cf(cf("queue"), &key, old).unwrap();
+            if i < copied {
+                db.put_cf(cf(CF_QUEUE), &key, value.encode().unwrap())
+                    .unwrap();
+            }
+            let record = UrlRecord {
+                state: UrlState::Queued,
+                depth: 1,
+            };
+            db.put_cf(cf("urls"), value.fp.to_bytes(), record.encode())
+                .unwrap();
+        }
+        db.put_cf(cf("meta"), META_SEQ, (urls as u64).to_be_bytes())
+            .unwrap();
+        let state = old_host_state();
+        let robots = serde_json::to_vec(&state.robots).unwrap();
+        let schedule = serde_json::to_vec(&state.schedule.unwrap()).unwrap();
+        db.put_cf(cf("hosts"), "a.test", robots).unwrap();
+        db.put_cf(cf("schedules"), "a.test", schedule).unwrap();
+    }
+
+    fn queued(store: &PartitionStore) -> Vec<String> {
+        store
+            .queue_page("a.test", Priority::NORMAL, None, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.value.url)
+            .collect()
+    }
+
+    #[test]
+    fn a_store_of_the_previous_release_is_read_and_its_queue_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        write_old_store(dir.path(), 3, 0);
+        let path = PartitionStore::dir(dir.path(), 0);
+        let urls: Vec<String> = (0..3).map(url).collect();
+        {
+            // Read-only: read as it is, nothing migrated.
+            let store = PartitionStore::open_read_only(dir.path(), 0).unwrap();
+            assert_eq!(store.queued_urls().unwrap(), urls);
+            assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+        }
+        assert!(families(&path).iter().any(|f| f == "queue"));
+        {
+            let store = open(dir.path());
+            assert!(!families(&path).iter().any(|f| f == "queue"), "dropped");
+            assert_eq!(queued(&store), urls, "order kept");
+            assert_eq!(store.queued_by_host().unwrap()["a.test"], 3);
+            assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+            let raw = store.db.iterator_cf(store.queue_cf(), IteratorMode::Start);
+            for item in raw {
+                assert_eq!(item.unwrap().1[0], codec::VERSION);
+            }
+            // Still seen; a new URL queues after them.
+            assert!(store
+                .admit(vec![entry(&url(1), "a.test")])
+                .unwrap()
+                .entries
+                .is_empty());
+            store.admit(vec![entry(&url(3), "a.test")]).unwrap();
+            // Saved again: in the new format, read back the same.
+            store.save_host_state("a.test", &old_host_state()).unwrap();
+            let raw = store.get(CF_HOSTS, b"a.test").unwrap().unwrap();
+            assert_eq!(raw[0], codec::VERSION);
+        }
+        let store = open(dir.path());
+        let all: Vec<String> = (0..4).map(url).collect();
+        assert_eq!(queued(&store), all);
+        assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+        let store = PartitionStore::open_read_only(dir.path(), 0);
+        assert_eq!(store.unwrap().queued_urls().unwrap(), all);
+    }
+
+    #[test]
+    fn a_migration_cut_short_is_finished_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        write_old_store(dir.path(), 25, 10);
+        {
+            // Before the next open: the old family is whole and is what
+            // counts.
+            let store = PartitionStore::open_read_only(dir.path(), 0).unwrap();
+            assert_eq!(store.queued_urls().unwrap().len(), 25);
+        }
+        let store = open(dir.path());
+        let urls: Vec<String> = (0..25).map(url).collect();
+        assert_eq!(queued(&store), urls, "each entry once, in order");
     }
 }
