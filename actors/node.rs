@@ -40,7 +40,7 @@ use crate::politeness::ip::IpSlots;
 use crate::politeness::Policy;
 use crate::robots::cache::RobotsSettings;
 use crate::sitemap::SitemapLimits;
-use crate::store::{Manifest, PartitionStore, RunMarker, StoreEnv, StoreError};
+use crate::store::{Manifest, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError};
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -119,8 +119,11 @@ impl Node {
             tracing::warn!("the last run did not stop cleanly: every host waits its last delay again before its first request");
         }
         let env = StoreEnv::new(&config.storage)
-            .with_seen(config.seen.per_partition(config.storage.partitions))
-            .with_budgets(config.budget);
+            .with_seen(SeenSettings::per_partition(
+                &config.seen,
+                config.storage.partitions,
+            ))
+            .with_budgets((&config.budget).into());
         let stores = (0..config.storage.partitions)
             .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
             .collect::<Result<Vec<_>, _>>()?;

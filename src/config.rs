@@ -6,6 +6,15 @@
 //! path of the offending key (`politeness.min_dely`), because a silently
 //! ignored typo in a politeness setting is how crawlers end up overloading
 //! sites.
+//!
+//! This module is a leaf: it imports nothing from the crate, so any module
+//! can read the config without the config depending on it. Domain modules
+//! build their own small settings from these plain values (for example
+//! `BudgetSettings::from(&config.budget)`,
+//! `SeenSettings::per_partition(&config.seen, partitions)`), and the checks
+//! that need domain code (compiling the scope's regexes, the near-duplicate
+//! index's limit) are in `src/validate.rs`, run by every caller of
+//! [`Config::load`].
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -75,7 +84,7 @@ pub struct Config {
     /// The URL-seen set.
     pub seen: SeenConfig,
     /// Host and domain budgets.
-    pub budget: crate::frontier::budget::BudgetSettings,
+    pub budget: BudgetConfig,
     /// Which hosts are active at once.
     pub frontier: FrontierConfig,
 }
@@ -104,27 +113,42 @@ impl FrontierConfig {
     }
 }
 
+/// `[budget]`: host and domain page budgets (rules in
+/// `src/frontier/budget.rs`, which turns these into its `BudgetSettings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// Pages any domain may have, linked to or not.
+    pub base_pages: u64,
+    /// Extra pages per distinct other domain linking to it.
+    pub pages_per_linking_domain: u64,
+    /// Upper bound of a domain's budget; 0: none.
+    pub max_pages_per_domain: u64,
+    /// URLs any one host may have; 0: no cap.
+    pub max_urls_per_host: u64,
+}
+
+/// `[seen] mode`: how the URL-seen set's Bloom filter is trusted (see
+/// `src/dedup/bloom.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeenMode {
+    /// Every "maybe" is confirmed in the store: zero false skips.
+    Exact,
+    /// A "maybe" is taken as seen: false skips at the filter's rate.
+    Bloom,
+}
+
 /// `[seen]`: the URL-seen set's Bloom filter (see `src/dedup/bloom.rs`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SeenConfig {
     /// `exact` (no false skips) or `bloom` (false skips for speed).
-    pub mode: crate::store::SeenMode,
+    pub mode: SeenMode,
     /// URLs the crawl is expected to see, over all partitions.
     pub expected_urls: usize,
     /// The filter's false-positive rate at that size.
     pub false_positive_rate: f64,
-}
-
-impl SeenConfig {
-    /// The settings of one of `partitions` partitions.
-    pub fn per_partition(&self, partitions: u16) -> crate::store::SeenSettings {
-        crate::store::SeenSettings {
-            mode: self.mode,
-            expected_urls: self.expected_urls / usize::from(partitions.max(1)),
-            false_positive_rate: self.false_positive_rate,
-        }
-    }
 }
 
 /// `[dedup]`: exact and near-duplicate content (see `src/dedup/`).
@@ -134,11 +158,23 @@ pub struct DedupConfig {
     /// Store repeated payloads as revisit records.
     pub exact: bool,
     /// What to do with near-duplicate pages.
-    pub near_duplicates: crate::dedup::NearAction,
+    pub near_duplicates: NearAction,
     /// Largest Hamming distance between simhashes of near-duplicates (≤ 3).
     pub near_distance: u32,
     /// Directory of the dedup index, relative to `storage.data_dir`.
     pub dir: PathBuf,
+}
+
+/// `[dedup] near_duplicates`: what to do with a near-duplicate page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NearAction {
+    /// No near-duplicate detection.
+    Off,
+    /// Archive it, and name the page it resembles in its event.
+    Flag,
+    /// Do not archive it (its links are still followed).
+    SkipArchive,
 }
 
 /// `[crawl]`: scope of the crawl.
@@ -256,9 +292,20 @@ pub struct DnsConfig {
     /// Names cached at most.
     pub max_entries: usize,
     /// Which resolver looks names up.
-    pub resolver: crate::fetch::dns_backend::ResolverKind,
+    pub resolver: ResolverKind,
     /// Name servers for the hickory resolver; empty means the system's.
     pub nameservers: Vec<std::net::SocketAddr>,
+}
+
+/// `[dns] resolver`: which backend looks names up (see
+/// `src/fetch/dns_backend.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ResolverKind {
+    /// hickory's stub resolver (TTL-aware).
+    Hickory,
+    /// The operating system's getaddrinfo (no TTLs).
+    System,
 }
 
 /// `[fetch]`: the HTTP client.
@@ -427,6 +474,9 @@ impl Config {
     }
 
     /// Defaults with the file at `path` layered on top.
+    ///
+    /// Checks what this module can check alone; callers also run
+    /// `validate::domain` (or use `validate::load`, which does both).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
         match path {
             None => Self::from_layers(&[]),
@@ -503,12 +553,6 @@ impl Config {
         let rate = self.seen.false_positive_rate;
         if !(rate > 0.0 && rate < 0.5) {
             return invalid("seen.false_positive_rate must be between 0 and 0.5");
-        }
-        if self.dedup.near_distance > crate::dedup::NearIndex::MAX_DISTANCE {
-            return invalid("dedup.near_distance must be at most 3");
-        }
-        if let Err(e) = crate::url::Scope::new(&self.scope, &self.traps, 2000) {
-            return Err(ConfigError::Invalid(e.to_string()));
         }
         for pattern in self.dns.overrides.keys() {
             let bare = pattern.strip_prefix("*.").unwrap_or(pattern);

@@ -12,6 +12,7 @@
 //! - [`clock`]: time as a parameter (the injected clock)
 //! - [`error`]: failures that cross pipeline stages
 //! - [`config`]: typed configuration, defaults embedded from `config/trawl.toml`
+//! - [`validate`]: the config checks that need domain code
 //! - [`url`]: normalisation, fingerprints, partition routing
 //! - [`robots`]: robots.txt policy (RFC 9309)
 //! - [`politeness`]: the per-host delay arithmetic
@@ -45,6 +46,7 @@ pub mod sitemap;
 pub mod store;
 pub mod testweb;
 pub mod url;
+pub mod validate;
 pub mod warc;
 
 #[path = "../actors/mod.rs"]

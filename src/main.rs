@@ -79,7 +79,7 @@ fn main() -> std::process::ExitCode {
         Command::Simhash(a) => cli::simhash::main(a),
         Command::Config {
             command: ConfigCommand::Print { config },
-        } => trawl::config::Config::load(config.as_deref())
+        } => trawl::validate::load(config.as_deref())
             .map(|c| {
                 print!("{}", c.to_toml());
                 std::process::ExitCode::SUCCESS

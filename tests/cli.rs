@@ -55,6 +55,30 @@ fn unknown_config_key_is_named_and_fails() {
 }
 
 #[test]
+fn a_bad_scope_regex_is_a_clear_error_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.toml");
+    std::fs::write(&file, "[scope]\ndeny_patterns = [\"(unclosed\"]\n").unwrap();
+    let data = dir.path().join("crawl");
+    for args in [
+        vec!["config", "print", "--config"],
+        vec![
+            "run",
+            "--until-idle",
+            "--data",
+            data.to_str().unwrap(),
+            "--config",
+        ],
+    ] {
+        let out = trawl().args(&args).arg(&file).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("scope.deny_patterns"), "{args:?}: {err}");
+    }
+    assert!(!data.exists(), "nothing was created");
+}
+
+#[test]
 fn demo_json_reports_a_complete_polite_crawl() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("demo");

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use serde::Serialize;
-use trawl::config::Config;
 use trawl::events::{self, EventKind};
 use trawl::testweb::{audit_with, request_kind, RequestKind, SyntheticWeb, TestWebServer, WebSpec};
 
@@ -84,7 +83,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         layers.push((path.display().to_string(), text));
     }
-    let config = Config::from_layers(&layers)?;
+    let config = trawl::validate::from_layers(&layers)?;
     let web = SyntheticWeb::new(WebSpec {
         hosts: args.hosts.max(1),
         pages_per_host: args.pages_per_host.max(1),

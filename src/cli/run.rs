@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use trawl::config::Config;
 
 /// Arguments of `trawl run`.
 #[derive(Debug, clap::Args)]
@@ -45,7 +44,7 @@ fn seed_lines(path: &Path) -> anyhow::Result<impl Iterator<Item = anyhow::Result
 
 /// Runs `trawl run`.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let mut config = Config::load(args.config.as_deref())?;
+    let mut config = trawl::validate::load(args.config.as_deref())?;
     if let Some(data) = args.data {
         config.storage.data_dir = data;
     }

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use trawl::config::Config;
 use trawl::url::UrlRules;
 
 /// Arguments of `trawl url normalize`.
@@ -24,7 +23,7 @@ pub struct NormalizeArgs {
 /// Prints one line per URL, in order: the normal form (and fingerprint), or
 /// `error<TAB>reason`. Exits 0 when every URL was accepted, 1 otherwise.
 pub fn main(args: NormalizeArgs) -> anyhow::Result<ExitCode> {
-    let config = Config::load(args.config.as_deref())?;
+    let config = trawl::validate::load(args.config.as_deref())?;
     let rules = UrlRules::new(&config.url, config.crawl.max_url_length);
     let mut out = std::io::stdout().lock();
     let mut rejected = false;

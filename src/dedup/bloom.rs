@@ -22,19 +22,10 @@
 //! directly.
 
 use fastbloom::AtomicBloomFilter;
-use serde::{Deserialize, Serialize};
 
+use crate::config::SeenConfig;
+pub use crate::config::SeenMode;
 use crate::url::Fingerprint;
-
-/// `[seen] mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SeenMode {
-    /// Every "maybe" is confirmed in the store: zero false skips.
-    Exact,
-    /// A "maybe" is taken as seen: false skips at the filter's rate.
-    Bloom,
-}
 
 /// How a partition's filter is sized and used.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -45,6 +36,19 @@ pub struct SeenSettings {
     pub expected_urls: usize,
     /// False-positive rate at that size.
     pub false_positive_rate: f64,
+}
+
+impl SeenSettings {
+    /// The settings of one of `partitions` partitions: `[seen]
+    /// expected_urls` counts the whole crawl, and each partition's filter
+    /// holds its share.
+    pub fn per_partition(config: &SeenConfig, partitions: u16) -> Self {
+        SeenSettings {
+            mode: config.mode,
+            expected_urls: config.expected_urls / usize::from(partitions.max(1)),
+            false_positive_rate: config.false_positive_rate,
+        }
+    }
 }
 
 impl Default for SeenSettings {

@@ -28,9 +28,15 @@ use std::path::{Path, PathBuf};
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, DB};
 use serde::{Deserialize, Serialize};
 
+pub use crate::config::NearAction;
+use crate::store::codec::{decode_value, encode_value, CodecError};
 pub use simhash::{distance, simhash, NearIndex};
 
 /// The response record a payload was first stored in.
+///
+/// Stored with [`encode_value`] (postcard behind a version byte): its
+/// fields are its stored shape, so changing them means a new version byte
+/// (see `store/codec.rs`); entries of earlier releases are JSON, still read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Original {
     /// Its WARC-Target-URI.
@@ -56,24 +62,20 @@ pub enum Verdict {
 
 /// The dedup index could not be read or written.
 #[derive(Debug, thiserror::Error)]
-#[error("dedup index {path}: {source}")]
-pub struct DedupError {
-    path: PathBuf,
-    source: rocksdb::Error,
+pub enum DedupError {
+    /// RocksDB reported an error.
+    #[error("dedup index {path}: {source}")]
+    Rocks {
+        path: PathBuf,
+        source: rocksdb::Error,
+    },
+    /// A value could not be encoded.
+    #[error("dedup index {path}: {source}")]
+    Codec { path: PathBuf, source: CodecError },
 }
 
-/// What `[dedup] near_duplicates` does with a near-duplicate page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NearAction {
-    /// No near-duplicate detection.
-    Off,
-    /// Archive it, and name the page it resembles in its event.
-    Flag,
-    /// Do not archive it (its links are still followed).
-    SkipArchive,
-}
-
+/// What an exact entry's value is, for errors.
+const ORIGINAL: &str = "dedup original";
 const EXACT: u8 = b'd';
 const NEAR: u8 = b's';
 /// The key holding the version of the simhash stored under [`NEAR`].
@@ -95,7 +97,7 @@ impl DedupIndex {
     pub fn open(dir: &Path) -> Result<Self, DedupError> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
-        let fail = |source| DedupError {
+        let fail = |source| DedupError::Rocks {
             path: dir.to_owned(),
             source,
         };
@@ -128,10 +130,18 @@ impl DedupIndex {
 
     /// The original of a payload stored before, if any.
     pub fn exact(&self, sha256: &[u8; 32]) -> Result<Option<Original>, DedupError> {
-        let value = self.db.get(exact_key(sha256)).map_err(|e| self.fail(e))?;
+        let Some(value) = self.db.get(exact_key(sha256)).map_err(|e| self.fail(e))? else {
+            return Ok(None);
+        };
         // An unreadable entry is treated as absent: the payload is stored
         // again rather than pointed at something we cannot name.
-        Ok(value.and_then(|v| serde_json::from_slice(&v).ok()))
+        match decode_value(ORIGINAL, &value) {
+            Ok(original) => Ok(Some(original)),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "unreadable dedup entry ignored");
+                Ok(None)
+            }
+        }
     }
 
     /// What to do with a payload of SHA-256 `sha256` whose page has the
@@ -175,8 +185,11 @@ impl DedupIndex {
     ) -> Result<(), DedupError> {
         let mut batch = WriteBatch::default();
         if let Some(original) = original {
-            let json = serde_json::to_vec(original).expect("original serialises");
-            batch.put(exact_key(sha256), json);
+            let bytes = encode_value(ORIGINAL, original).map_err(|source| DedupError::Codec {
+                path: self.path.clone(),
+                source,
+            })?;
+            batch.put(exact_key(sha256), bytes);
         }
         if let Some(hash) = hash {
             let mut key = Vec::with_capacity(9 + url.len());
@@ -201,7 +214,7 @@ impl DedupIndex {
     }
 
     fn fail(&self, source: rocksdb::Error) -> DedupError {
-        DedupError {
+        DedupError::Rocks {
             path: self.path.clone(),
             source,
         }
@@ -240,6 +253,34 @@ mod tests {
         assert_eq!(index.exact(&sha).unwrap(), Some(original));
         assert_eq!(index.near(0xabcd ^ 0b101, 3), Some(("http://a.test/", 2)));
         assert_eq!(index.exact(&[8u8; 32]).unwrap(), None);
+    }
+
+    #[test]
+    fn originals_stored_as_json_by_earlier_releases_are_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let original = Original {
+            uri: "http://a.test/old".into(),
+            date: "2025-01-01T00:00:00.000000Z".into(),
+            record_id: "<urn:uuid:3>".into(),
+        };
+        let (old, new) = ([1u8; 32], [2u8; 32]);
+        {
+            let db = DB::open_default(dir.path()).unwrap();
+            db.put(exact_key(&old), serde_json::to_vec(&original).unwrap())
+                .unwrap();
+        }
+        let mut index = DedupIndex::open(dir.path()).unwrap();
+        assert_eq!(index.exact(&old).unwrap(), Some(original.clone()));
+        index
+            .remember(&new, Some(&original), None, "http://a.test/new")
+            .unwrap();
+        let stored = index.db.get(exact_key(&new)).unwrap().unwrap();
+        assert_eq!(
+            stored[0],
+            crate::store::codec::VERSION,
+            "new entries are versioned"
+        );
+        assert_eq!(index.exact(&new).unwrap(), Some(original));
     }
 
     #[test]

@@ -17,14 +17,13 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::dns_cache::Answer;
+pub use crate::config::ResolverKind;
 use futures_util::future::{FutureExt, LocalBoxFuture};
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::name_server::TokioConnectionProvider;
 use hickory_resolver::proto::xfer::Protocol;
 use hickory_resolver::TokioResolver;
-use serde::{Deserialize, Serialize};
-
-use super::dns_cache::Answer;
 
 /// One lookup's result: the answer and, when the source reports it, how
 /// long the answer may be kept.
@@ -38,16 +37,6 @@ pub struct Lookup {
 
 /// A lookup function: host name in, [`Lookup`] out.
 pub type Backend = Rc<dyn Fn(String) -> LocalBoxFuture<'static, Lookup>>;
-
-/// `[dns] resolver`: which backend looks names up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ResolverKind {
-    /// hickory's stub resolver (TTL-aware).
-    Hickory,
-    /// The operating system's getaddrinfo (no TTLs).
-    System,
-}
 
 /// The backend `kind` names, with `nameservers` for hickory (empty: the
 /// system's). Falls back to the system resolver, with a warning, when

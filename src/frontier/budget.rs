@@ -33,12 +33,13 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::BudgetConfig;
+
 /// Linking domains remembered per domain.
 pub const MAX_LINKERS: usize = 10_000;
 
-/// `[budget]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The budgets a partition enforces (built from `[budget]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BudgetSettings {
     /// Pages any domain may have, linked to or not.
     pub base_pages: u64,
@@ -54,6 +55,17 @@ impl BudgetSettings {
     /// Whether no budget limits anything (the store then keeps no counts).
     pub fn is_unlimited(&self) -> bool {
         *self == BudgetSettings::default()
+    }
+}
+
+impl From<&BudgetConfig> for BudgetSettings {
+    fn from(c: &BudgetConfig) -> Self {
+        BudgetSettings {
+            base_pages: c.base_pages,
+            pages_per_linking_domain: c.pages_per_linking_domain,
+            max_pages_per_domain: c.max_pages_per_domain,
+            max_urls_per_host: c.max_urls_per_host,
+        }
     }
 }
 

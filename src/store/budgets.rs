@@ -11,7 +11,8 @@ use std::collections::HashMap;
 
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 
-use super::{AdmitEntry, PartitionStore, StoreError, CF_BUDGETS};
+use super::schema::CF_BUDGETS;
+use super::{AdmitEntry, PartitionStore, StoreError};
 use crate::frontier::budget::{DomainBudget, OverBudget};
 use crate::url::registrable_domain;
 

@@ -1,16 +1,141 @@
-//! Key and value encodings of the partition store.
+//! Key and value encodings of the partition store (and of the dedup
+//! index's values).
+//!
+//! # Keys
 //!
 //! Keys are designed for RocksDB's byte order:
-//! - `urls`:  16-byte big-endian fingerprint → [`UrlRecord`];
-//! - `queue`: `host ‖ 0x00 ‖ priority (u8) ‖ seq (u64 BE)` → [`QueueValue`],
-//!   so one host's queue of one priority is one contiguous key range in
-//!   admission order;
-//! - `hosts`: host name → JSON robots records by origin;
-//! - `schedules`: host name → JSON [`Schedule`](crate::politeness::Schedule);
-//! - `meta`:  small named counters.
+//! - `urls`: 16-byte big-endian fingerprint → [`UrlRecord`];
+//! - `queue.v1`: `host ‖ 0x00 ‖ priority (u8) ‖ seq (u64 BE)` →
+//!   [`QueueValue`], so one host's queue of one priority is one contiguous
+//!   key range in admission order;
+//! - `hosts`: host name → robots.txt records by origin;
+//! - `schedules`: host name → [`Schedule`];
+//! - `queued`: host name → URLs queued (i64 BE, summed by a merge operator);
+//! - `budgets`: see `budgets.rs`;
+//! - `meta`: small named counters and markers.
+//!
+//! # Values
+//!
+//! Every structured value is written by [`encode_value`] as one version
+//! byte ([`VERSION`]) followed by its [postcard] encoding, and read by
+//! [`decode_value`], which dispatches on that byte. postcard is compact
+//! (a `Vec<u8>` is its length and its bytes, so a 500 KiB robots.txt body
+//! costs 500 KiB, not the 2 MB of a JSON array of numbers) but not
+//! self-describing: a value is only readable with the exact shape it was
+//! written with. Hence:
+//!
+//! - What is stored are the `Stored*` types of this module, not the domain
+//!   types: a field added to `Schedule` or `RobotsRecord` by its module
+//!   cannot silently change the stored format (the conversions stop
+//!   compiling instead).
+//! - Changing a stored shape means a new version byte, and
+//!   [`decode_value`]'s callers keep reading the old shape.
+//! - Enum variants of stored types are only ever appended (postcard writes
+//!   a variant's index).
+//!
+//! Formats of earlier releases, still read:
+//! - JSON (host robots records, schedules, dedup originals): a JSON object
+//!   starts with `{`, which is no version byte, so [`decode_value`] tells
+//!   it apart exactly and reads it with the same `Stored*` types.
+//! - The unversioned binary queue value (fingerprint first, so its first
+//!   byte can be anything, and no version byte could be told apart from
+//!   it): it lived in the family `queue`, and a store that still has that
+//!   family is migrated into `queue.v1` when opened for writing (see
+//!   `schema.rs`); [`QueueValue::decode_legacy`] reads it.
+//!
+//! Kept as they are, on purpose:
+//! - [`UrlRecord`], 7 fixed bytes written for every admitted and completed
+//!   URL: already compact, and unambiguous for a successor, since its first
+//!   byte (the state tag) is 1 to 6: a future versioned record uses a
+//!   version byte of 0x80 or more.
+//! - Counters (`meta` seq, `queued`, `budgets`) are fixed-width integers:
+//!   the `queued` merge operator adds them in place, and 8 bytes are all
+//!   they will ever be.
+//! - The crawl manifest is a small JSON file (`crawl.json`) beside the
+//!   stores, meant to be read by people; it is not in RocksDB.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::frontier::{EntryKind, Priority};
+use crate::politeness::Schedule;
+use crate::robots::RobotsRecord;
 use crate::url::Fingerprint;
+
+/// The version byte of values written now: postcard, shapes as in this
+/// module.
+pub const VERSION: u8 = 1;
+
+/// The first byte of a value written as JSON by earlier releases.
+const LEGACY_JSON: u8 = b'{';
+
+/// A stored value that cannot be encoded or decoded; `what` names the value
+/// (`"queue entry"`, `"robots records"`, ...).
+#[derive(Debug, thiserror::Error)]
+pub enum CodecError {
+    /// The value is empty: no version byte.
+    #[error("{what}: empty value")]
+    Empty { what: &'static str },
+    /// The version byte is none this build knows (a newer build wrote it,
+    /// or the store is corrupt).
+    #[error("{what}: unknown format version {version}")]
+    UnknownVersion { what: &'static str, version: u8 },
+    /// postcard could not encode or decode the value.
+    #[error("{what}: {source}")]
+    Postcard {
+        what: &'static str,
+        source: postcard::Error,
+    },
+    /// Bytes are left after the value: it is not of the expected shape.
+    #[error("{what}: {extra} bytes after the value")]
+    Trailing { what: &'static str, extra: usize },
+    /// A value of an earlier release's JSON format does not parse.
+    #[error("{what} (JSON of an earlier release): {source}")]
+    Json {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    /// A hand-written binary layout does not parse.
+    #[error("{what}: malformed")]
+    Malformed { what: &'static str },
+}
+
+/// Encodes `value` as [`VERSION`] followed by its postcard encoding.
+pub fn encode_value<T: Serialize + ?Sized>(
+    what: &'static str,
+    value: &T,
+) -> Result<Vec<u8>, CodecError> {
+    postcard::to_extend(value, vec![VERSION])
+        .map_err(|source| CodecError::Postcard { what, source })
+}
+
+/// Decodes what [`encode_value`] wrote, or the JSON of an earlier release.
+pub fn decode_value<T: DeserializeOwned>(
+    what: &'static str,
+    bytes: &[u8],
+) -> Result<T, CodecError> {
+    match bytes.first() {
+        None => Err(CodecError::Empty { what }),
+        Some(&VERSION) => {
+            let (value, rest) = postcard::take_from_bytes(&bytes[1..])
+                .map_err(|source| CodecError::Postcard { what, source })?;
+            if !rest.is_empty() {
+                return Err(CodecError::Trailing {
+                    what,
+                    extra: rest.len(),
+                });
+            }
+            Ok(value)
+        }
+        Some(&LEGACY_JSON) => {
+            serde_json::from_slice(bytes).map_err(|source| CodecError::Json { what, source })
+        }
+        Some(&version) => Err(CodecError::UnknownVersion { what, version }),
+    }
+}
 
 /// What the store knows about a URL it has seen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,34 +252,75 @@ pub struct QueueValue {
     pub url: String,
 }
 
+/// The stored shape of a [`QueueValue`] (version 1).
+#[derive(Serialize, Deserialize)]
+struct StoredQueueValue<'a> {
+    fp: [u8; 16],
+    depth: u32,
+    kind: StoredKind<'a>,
+    url: Cow<'a, str>,
+}
+
+/// The stored shape of an [`EntryKind`]; variants are only appended.
+#[derive(Serialize, Deserialize)]
+enum StoredKind<'a> {
+    Page,
+    Sitemap { submitter: Option<Cow<'a, str>> },
+    Redirected { hops: u8 },
+}
+
 impl QueueValue {
+    const WHAT: &'static str = "queue entry";
+
+    /// The versioned encoding (see the module docs).
+    pub fn encode(&self) -> Result<Vec<u8>, CodecError> {
+        let kind = match &self.kind {
+            EntryKind::Page => StoredKind::Page,
+            EntryKind::Redirected { hops } => StoredKind::Redirected { hops: *hops },
+            EntryKind::Sitemap { submitter } => StoredKind::Sitemap {
+                submitter: submitter.as_deref().map(Cow::Borrowed),
+            },
+        };
+        let stored = StoredQueueValue {
+            fp: self.fp.to_bytes(),
+            depth: self.depth,
+            kind,
+            url: Cow::Borrowed(&self.url),
+        };
+        encode_value(Self::WHAT, &stored)
+    }
+
+    /// Decodes [`QueueValue::encode`]'s form.
+    pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
+        let stored: StoredQueueValue = decode_value(Self::WHAT, bytes)?;
+        let kind = match stored.kind {
+            StoredKind::Page => EntryKind::Page,
+            StoredKind::Redirected { hops } => EntryKind::Redirected { hops },
+            StoredKind::Sitemap { submitter } => EntryKind::Sitemap {
+                submitter: submitter.map(Cow::into_owned),
+            },
+        };
+        Ok(QueueValue {
+            fp: Fingerprint::from_bytes(&stored.fp)
+                .ok_or(CodecError::Malformed { what: Self::WHAT })?,
+            depth: stored.depth,
+            kind,
+            url: stored.url.into_owned(),
+        })
+    }
+
+    /// Decodes the unversioned layout of earlier releases (family `queue`):
     /// fingerprint (16) ‖ depth (4, LE) ‖ kind (1) ‖ [submitter length (2,
     /// LE) ‖ submitter] ‖ url bytes. Kind 0 is a page, 1 a sitemap, 2 a
     /// sitemap with a submitter, 3 a redirected page (followed by its hop
     /// count, one byte).
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(24 + self.url.len());
-        out.extend_from_slice(&self.fp.to_bytes());
-        out.extend_from_slice(&self.depth.to_le_bytes());
-        match &self.kind {
-            EntryKind::Page => out.push(0),
-            EntryKind::Redirected { hops } => out.extend_from_slice(&[3, *hops]),
-            EntryKind::Sitemap { submitter: None } => out.push(1),
-            EntryKind::Sitemap {
-                submitter: Some(host),
-            } => {
-                out.push(2);
-                let len = host.len().min(u16::MAX as usize);
-                out.extend_from_slice(&(len as u16).to_le_bytes());
-                out.extend_from_slice(&host.as_bytes()[..len]);
-            }
-        }
-        out.extend_from_slice(self.url.as_bytes());
-        out
+    pub fn decode_legacy(bytes: &[u8]) -> Result<Self, CodecError> {
+        Self::parse_legacy(bytes).ok_or(CodecError::Malformed {
+            what: "queue entry (unversioned)",
+        })
     }
 
-    /// Decodes [`QueueValue::encode`]'s form.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
+    fn parse_legacy(bytes: &[u8]) -> Option<Self> {
         let fp = Fingerprint::from_bytes(bytes.get(..16)?)?;
         let depth = u32::from_le_bytes(bytes.get(16..20)?.try_into().ok()?);
         let (kind, rest) = match *bytes.get(20)? {
@@ -185,9 +351,86 @@ impl QueueValue {
     }
 }
 
+/// The stored shape of a [`RobotsRecord`] (version 1; JSON before, with
+/// the same field names).
+#[derive(Serialize, Deserialize)]
+struct StoredRobots<'a> {
+    status: Option<u16>,
+    fetched_at_ms: u64,
+    body: Cow<'a, [u8]>,
+}
+
+const ROBOTS: &str = "robots records";
+const SCHEDULE: &str = "politeness schedule";
+
+/// Encodes a host's robots.txt records by origin (the `hosts` value).
+pub fn encode_robots(records: &BTreeMap<String, RobotsRecord>) -> Result<Vec<u8>, CodecError> {
+    let stored: BTreeMap<&str, StoredRobots> = records
+        .iter()
+        .map(|(origin, r)| {
+            let r = StoredRobots {
+                status: r.status,
+                fetched_at_ms: r.fetched_at_ms,
+                body: Cow::Borrowed(&r.body),
+            };
+            (origin.as_str(), r)
+        })
+        .collect();
+    encode_value(ROBOTS, &stored)
+}
+
+/// Decodes [`encode_robots`]'s form, or an earlier release's JSON.
+pub fn decode_robots(bytes: &[u8]) -> Result<BTreeMap<String, RobotsRecord>, CodecError> {
+    let stored: BTreeMap<String, StoredRobots> = decode_value(ROBOTS, bytes)?;
+    Ok(stored
+        .into_iter()
+        .map(|(origin, r)| {
+            let r = RobotsRecord {
+                status: r.status,
+                fetched_at_ms: r.fetched_at_ms,
+                body: r.body.into_owned(),
+            };
+            (origin, r)
+        })
+        .collect())
+}
+
+/// The stored shape of a [`Schedule`] (version 1; JSON before, with the
+/// same field names).
+#[derive(Serialize, Deserialize)]
+struct StoredSchedule {
+    next_allowed_ms: u64,
+    last_delay_ms: u64,
+    failures: u32,
+    parked_until_ms: u64,
+}
+
+/// Encodes a host's politeness schedule (the `schedules` value).
+pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, CodecError> {
+    let stored = StoredSchedule {
+        next_allowed_ms: s.next_allowed_ms,
+        last_delay_ms: s.last_delay_ms,
+        failures: s.failures,
+        parked_until_ms: s.parked_until_ms,
+    };
+    encode_value(SCHEDULE, &stored)
+}
+
+/// Decodes [`encode_schedule`]'s form, or an earlier release's JSON.
+pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, CodecError> {
+    let s: StoredSchedule = decode_value(SCHEDULE, bytes)?;
+    Ok(Schedule {
+        next_allowed_ms: s.next_allowed_ms,
+        last_delay_ms: s.last_delay_ms,
+        failures: s.failures,
+        parked_until_ms: s.parked_until_ms,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::test_support::encode_legacy_queue_value;
 
     #[test]
     fn url_record_round_trips() {
@@ -220,35 +463,138 @@ mod tests {
         assert_eq!(queue_key_priority(&a0), Some(Priority::SEED));
     }
 
-    #[test]
-    fn queue_value_round_trips() {
-        for kind in [
+    fn queue_values() -> Vec<QueueValue> {
+        [
             EntryKind::Page,
             EntryKind::Redirected { hops: 4 },
             EntryKind::Sitemap { submitter: None },
             EntryKind::Sitemap {
                 submitter: Some("b.test".into()),
             },
-        ] {
-            let v = QueueValue {
-                fp: Fingerprint(42),
-                depth: 3,
-                kind,
-                url: "http://a.test/ü".into(),
-            };
-            assert_eq!(QueueValue::decode(&v.encode()), Some(v));
+        ]
+        .into_iter()
+        .map(|kind| QueueValue {
+            fp: Fingerprint(42 << 100 | 7),
+            depth: 3,
+            kind,
+            url: "http://a.test/ü".into(),
+        })
+        .collect()
+    }
+
+    #[test]
+    fn queue_values_round_trip_with_a_version_byte() {
+        for v in queue_values() {
+            let bytes = v.encode().unwrap();
+            assert_eq!(bytes[0], VERSION);
+            assert_eq!(QueueValue::decode(&bytes).unwrap(), v);
+            // Not longer than the unversioned layout it replaces.
+            assert!(bytes.len() <= encode_legacy_queue_value(&v).len(), "{v:?}");
         }
-        assert_eq!(QueueValue::decode(&[0; 5]), None);
+    }
+
+    #[test]
+    fn legacy_queue_values_still_decode() {
+        for v in queue_values() {
+            let old = encode_legacy_queue_value(&v);
+            assert_eq!(QueueValue::decode_legacy(&old).unwrap(), v);
+        }
+        assert!(QueueValue::decode_legacy(&[0; 5]).is_err());
         assert_eq!(
-            QueueValue::decode(&[0; 21][..]).map(|v| v.kind),
-            Some(EntryKind::Page)
+            QueueValue::decode_legacy(&[0; 21][..])
+                .map(|v| v.kind)
+                .unwrap(),
+            EntryKind::Page
         );
         let mut bad = vec![0; 20];
         bad.extend_from_slice(&[2, 200, 0]);
-        assert_eq!(
-            QueueValue::decode(&bad),
-            None,
-            "submitter length past the end"
+        let err = QueueValue::decode_legacy(&bad).unwrap_err();
+        assert!(err.to_string().contains("queue entry"), "{err}");
+    }
+
+    #[test]
+    fn decode_errors_name_the_value_and_the_fault() {
+        let v = &queue_values()[0];
+        let mut bytes = v.encode().unwrap();
+        bytes[0] = 9;
+        let err = QueueValue::decode(&bytes).unwrap_err();
+        assert!(
+            matches!(err, CodecError::UnknownVersion { version: 9, .. }),
+            "{err:?}"
         );
+        assert_eq!(err.to_string(), "queue entry: unknown format version 9");
+        let mut long = v.encode().unwrap();
+        long.push(0);
+        assert!(matches!(
+            QueueValue::decode(&long),
+            Err(CodecError::Trailing { extra: 1, .. })
+        ));
+        let short = &v.encode().unwrap()[..10];
+        assert!(matches!(
+            QueueValue::decode(short),
+            Err(CodecError::Postcard { .. })
+        ));
+        assert!(matches!(
+            decode_schedule(&[]),
+            Err(CodecError::Empty {
+                what: "politeness schedule"
+            })
+        ));
+        assert!(matches!(
+            decode_schedule(b"{\"next_allowed_ms\":"),
+            Err(CodecError::Json { .. })
+        ));
+    }
+
+    fn robots(body: Vec<u8>) -> BTreeMap<String, RobotsRecord> {
+        let mut records = BTreeMap::new();
+        records.insert(
+            "http://a.test:80".to_owned(),
+            RobotsRecord {
+                status: Some(200),
+                fetched_at_ms: 1_700_000_000_000,
+                body,
+            },
+        );
+        records.insert(
+            "https://a.test:443".to_owned(),
+            RobotsRecord {
+                status: None,
+                fetched_at_ms: 5,
+                body: Vec::new(),
+            },
+        );
+        records
+    }
+
+    #[test]
+    fn a_500_kib_robots_body_is_stored_as_500_kib() {
+        let body: Vec<u8> = (0..500 * 1024).map(|i| (i % 251) as u8).collect();
+        let records = robots(body.clone());
+        let bytes = encode_robots(&records).unwrap();
+        // The body, plus two origins, lengths and numbers: well under 100
+        // bytes of overhead (JSON would spend up to four bytes per byte).
+        assert!(bytes.len() >= body.len(), "{}", bytes.len());
+        assert!(bytes.len() < body.len() + 100, "{}", bytes.len());
+        assert_eq!(decode_robots(&bytes).unwrap(), records);
+    }
+
+    #[test]
+    fn host_values_written_as_json_by_earlier_releases_still_decode() {
+        let records = robots(b"User-agent: *\nDisallow: /x".to_vec());
+        let json = serde_json::to_vec(&records).unwrap();
+        assert!(json.windows(4).any(|w| w == b"[85,"), "a body as numbers");
+        assert_eq!(decode_robots(&json).unwrap(), records);
+        let schedule = Schedule {
+            next_allowed_ms: 42,
+            last_delay_ms: 1500,
+            failures: 2,
+            parked_until_ms: 9,
+        };
+        let json = serde_json::to_vec(&schedule).unwrap();
+        assert_eq!(decode_schedule(&json).unwrap(), schedule);
+        let bytes = encode_schedule(&schedule).unwrap();
+        assert_eq!(bytes[0], VERSION);
+        assert_eq!(decode_schedule(&bytes).unwrap(), schedule);
     }
 }

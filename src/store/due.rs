@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use rocksdb::{IteratorMode, WriteBatch};
 
-use super::{HostState, PartitionStore, StoreError, CF_DUE};
+use super::schema::CF_DUE;
+use super::{HostState, PartitionStore, StoreError};
 
 impl PartitionStore {
     /// Every persisted due time.
@@ -35,7 +36,7 @@ impl PartitionStore {
         due_ms: Option<u64>,
     ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        self.put_host_state(&mut batch, host, state);
+        self.put_host_state(&mut batch, host, state)?;
         match due_ms {
             Some(ms) => batch.put_cf(self.cf(CF_DUE), host.as_bytes(), ms.to_be_bytes()),
             None => batch.delete_cf(self.cf(CF_DUE), host.as_bytes()),

@@ -1,0 +1,359 @@
+//! Admission: the seen check, the durable enqueue and the budgets of a
+//! batch of URLs, in one `WriteBatch`, so after any crash a URL is either
+//! both seen and queued, or neither.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use rocksdb::WriteBatch;
+
+use super::budgets;
+use super::codec::{self, QueueValue, UrlRecord, UrlState};
+use super::schema::{CF_META, CF_QUEUED, CF_URLS, META_SEQ};
+use super::{PartitionStore, SeenMode, StoreError};
+use crate::frontier::budget::OverBudget;
+use crate::frontier::{EntryKind, Priority};
+use crate::url::Fingerprint;
+
+/// A URL offered for admission to a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmitEntry {
+    /// Fingerprint of the normalised URL (the identity).
+    pub fp: Fingerprint,
+    /// The URL to fetch.
+    pub url: String,
+    /// Host key (queue owner).
+    pub host: String,
+    /// Hops from the seed (pages) or index depth (sitemaps).
+    pub depth: u32,
+    /// Which of the host's queues it joins.
+    pub priority: Priority,
+    /// Page or sitemap.
+    pub kind: EntryKind,
+    /// Queue it for fetching; `false` records it as seen
+    /// ([`UrlState::Excluded`]) and nothing more.
+    pub queue: bool,
+    /// Registrable domain of the page linking to it, if it is a link.
+    pub referrer: Option<String>,
+}
+
+/// What [`PartitionStore::admit`] did with a batch.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    /// Entries queued, sorted by fingerprint.
+    pub entries: Vec<AdmitEntry>,
+    /// Entries refused by a budget (not recorded: rediscovery may admit
+    /// them once the budget has grown).
+    pub over_budget: Vec<OverBudget>,
+    /// What the seen filter answered for the batch's distinct URLs.
+    pub filter: FilterCounts,
+}
+
+/// The seen filter's answers for one batch.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FilterCounts {
+    /// "Certainly new": no read.
+    pub absent: u64,
+    /// "Maybe seen", and the store had it (or, in Bloom mode, unchecked).
+    pub maybe_seen: u64,
+    /// "Maybe seen", but the store did not have it: a false positive that
+    /// cost a read (exact mode; their rate tells whether the filter is
+    /// sized right).
+    pub false_positive: u64,
+}
+
+impl PartitionStore {
+    /// Admits the entries not seen before: marks them seen and appends them
+    /// to their host's queue in one atomic write. Returns the admitted ones
+    /// (duplicates within `entries` count once).
+    ///
+    /// Only entries the seen filter may have seen are looked up (see
+    /// `dedup/bloom.rs`); in Bloom mode none are.
+    pub fn admit(&self, entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
+        // A poisoned lock only means a panic mid-batch: the cache may be
+        // ahead of the store, so it is dropped, like after any failure.
+        let mut book = self.book.lock().unwrap_or_else(|poisoned| {
+            let mut book = poisoned.into_inner();
+            book.clear();
+            book
+        });
+        book.trim();
+        let result = self.admit_with(&mut book, entries);
+        if result.is_err() {
+            // Counts of a batch that was not written must not be kept.
+            book.clear();
+        }
+        result
+    }
+
+    fn admit_with(
+        &self,
+        book: &mut budgets::Book,
+        mut entries: Vec<AdmitEntry>,
+    ) -> Result<Admitted, StoreError> {
+        let mut batch = WriteBatch::default();
+        let budgets = !self.budget.is_unlimited();
+        if budgets {
+            // Every link counts toward its target's budget, before the
+            // batch's duplicates (other referrers of one URL) are dropped.
+            for entry in &entries {
+                self.note_link(book, entry, &mut batch)?;
+            }
+        }
+        // Sorted keys let RocksDB's batched multi-get walk each SST once.
+        entries.sort_unstable_by_key(|e| e.fp);
+        entries.dedup_by_key(|e| e.fp);
+        let maybe: Vec<bool> = entries.iter().map(|e| self.seen.maybe_seen(e.fp)).collect();
+        let probe: Vec<[u8; 16]> = match self.seen.mode() {
+            SeenMode::Exact => entries
+                .iter()
+                .zip(&maybe)
+                .filter(|(_, m)| **m)
+                .map(|(e, _)| e.fp.to_bytes())
+                .collect(),
+            SeenMode::Bloom => Vec::new(),
+        };
+        let urls = self.cf(CF_URLS);
+        let mut found = self.db.batched_multi_get_cf(urls, &probe, true).into_iter();
+        let mut seq = self.next_seq.load(Ordering::Relaxed);
+        let mut admitted = Vec::new();
+        let mut over_budget = Vec::new();
+        let mut filter = FilterCounts::default();
+        let mut fresh = Vec::new();
+        for (entry, maybe) in entries.into_iter().zip(maybe) {
+            let key = entry.fp.to_bytes();
+            let seen = match (maybe, self.seen.mode()) {
+                (false, _) => false,
+                (true, SeenMode::Bloom) => true,
+                (true, SeenMode::Exact) => {
+                    let hit = found.next().expect("one lookup per probed entry");
+                    hit.map_err(|e| self.rocks(e))?.is_some()
+                }
+            };
+            match (maybe, seen) {
+                (false, _) => filter.absent += 1,
+                (true, true) => filter.maybe_seen += 1,
+                (true, false) => filter.false_positive += 1,
+            }
+            if seen {
+                continue;
+            }
+            // Pages are budgeted; sitemaps (a few per host) are not.
+            if budgets && entry.queue && entry.kind.is_page() {
+                if let Err(over) = self.charge(book, &entry, &mut batch)? {
+                    over_budget.push(over);
+                    continue;
+                }
+            }
+            fresh.push(entry.fp);
+            if !entry.queue {
+                let record = UrlRecord {
+                    state: UrlState::Excluded,
+                    depth: entry.depth,
+                };
+                batch.put_cf(urls, key, record.encode());
+                continue;
+            }
+            let record = UrlRecord {
+                state: UrlState::Queued,
+                depth: entry.depth,
+            };
+            batch.put_cf(urls, key, record.encode());
+            let value = QueueValue {
+                fp: entry.fp,
+                depth: entry.depth,
+                kind: entry.kind.clone(),
+                url: entry.url.clone(),
+            };
+            batch.put_cf(
+                self.queue_cf(),
+                codec::queue_key(&entry.host, entry.priority, seq),
+                value.encode().map_err(|e| self.codec(e))?,
+            );
+            seq += 1;
+            admitted.push(entry);
+        }
+        if batch.is_empty() {
+            return Ok(Admitted {
+                entries: admitted,
+                over_budget,
+                filter,
+            });
+        }
+        batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
+        let mut queued: HashMap<&str, i64> = HashMap::new();
+        for entry in &admitted {
+            *queued.entry(entry.host.as_str()).or_default() += 1;
+        }
+        for (host, delta) in queued {
+            batch.merge_cf(self.cf(CF_QUEUED), host, delta.to_be_bytes());
+        }
+        self.write(batch)?;
+        self.next_seq.store(seq, Ordering::Relaxed);
+        // After the write: the filter never claims what the store lacks.
+        for fp in fresh {
+            self.seen.insert(fp);
+        }
+        Ok(Admitted {
+            entries: admitted,
+            over_budget,
+            filter,
+        })
+    }
+
+    /// The record of a URL, if it was ever admitted.
+    pub fn url_record(&self, fp: Fingerprint) -> Result<Option<UrlRecord>, StoreError> {
+        match self.get(CF_URLS, &fp.to_bytes())? {
+            None => Ok(None),
+            Some(bytes) => UrlRecord::decode(&bytes)
+                .map(Some)
+                .ok_or_else(|| self.corrupt("url record")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::frontier::budget::BudgetSettings;
+    use crate::store::test_support::{entry, open, open_with, pages};
+    use crate::store::StoreEnv;
+
+    #[test]
+    fn an_overfull_filter_costs_reads_in_exact_mode_and_urls_in_bloom_mode() {
+        // A filter sized for 10 URLs at 30% holding 2,000: most new URLs
+        // look "maybe seen".
+        for (mode, all_new_admitted) in [(SeenMode::Exact, true), (SeenMode::Bloom, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open_with(dir.path(), mode, 10);
+            assert_eq!(
+                store.admit(pages(0..2000)).unwrap().entries.len(),
+                2000,
+                "{mode:?}: an empty filter"
+            );
+            let outcome = store.admit(pages(2000..3000)).unwrap();
+            let admitted = outcome.entries.len();
+            assert_eq!(
+                admitted == 1000,
+                all_new_admitted,
+                "{mode:?}: {admitted} of 1000"
+            );
+            if mode == SeenMode::Exact {
+                // Every "maybe" was a false positive, and each is counted.
+                let f = outcome.filter;
+                assert!(f.false_positive > 0, "{f:?}");
+                assert_eq!((f.absent + f.false_positive, f.maybe_seen), (1000, 0));
+            }
+            assert!(
+                store.admit(pages(0..3000)).unwrap().entries.is_empty(),
+                "{mode:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn budgets_hold_across_a_reopen_and_grow_with_linking_domains() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = BudgetSettings {
+            base_pages: 3,
+            pages_per_linking_domain: 2,
+            max_pages_per_domain: 0,
+            max_urls_per_host: 0,
+        };
+        let open = || {
+            let env = StoreEnv::new(&Config::defaults().storage).with_budgets(budget);
+            PartitionStore::open(&env, dir.path(), 0).unwrap()
+        };
+        let farm = |range: std::ops::Range<u32>, referrer: Option<&str>| -> Vec<AdmitEntry> {
+            range
+                .map(|i| AdmitEntry {
+                    referrer: referrer.map(str::to_owned),
+                    ..entry(
+                        &format!("http://s{i}.farm.test/"),
+                        &format!("s{i}.farm.test"),
+                    )
+                })
+                .collect()
+        };
+        {
+            let store = open();
+            let outcome = store.admit(farm(0..5, Some("farm.test"))).unwrap();
+            assert_eq!(outcome.entries.len(), 3, "self-links earn nothing");
+            assert_eq!(outcome.over_budget, [OverBudget::Domain; 2]);
+        }
+        let store = open();
+        assert!(store.admit(farm(5..8, None)).unwrap().entries.is_empty());
+        // One outside domain links in: two more pages.
+        let outcome = store.admit(farm(8..12, Some("other.test"))).unwrap();
+        assert_eq!(outcome.entries.len(), 2);
+    }
+
+    #[test]
+    fn the_filter_is_rebuilt_from_the_store_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open_with(dir.path(), SeenMode::Bloom, 100_000);
+            assert_eq!(store.admit(pages(0..500)).unwrap().entries.len(), 500);
+        }
+        // Bloom mode trusts the filter alone: only a rebuilt filter knows
+        // the 500 URLs admitted before the reopen.
+        let store = open_with(dir.path(), SeenMode::Bloom, 100_000);
+        assert!(store.admit(pages(0..500)).unwrap().entries.is_empty());
+        assert_eq!(store.admit(pages(500..600)).unwrap().entries.len(), 100);
+    }
+
+    #[test]
+    fn admit_is_exact_and_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let batch = vec![
+            entry("http://a.test/1", "a.test"),
+            entry("http://a.test/2", "a.test"),
+            entry("http://a.test/1", "a.test"),
+            entry("http://b.test/1", "b.test"),
+        ];
+        let admitted = store.admit(batch.clone()).unwrap().entries;
+        assert_eq!(admitted.len(), 3, "in-batch duplicate counted once");
+        assert!(
+            store.admit(batch).unwrap().entries.is_empty(),
+            "second offer is seen"
+        );
+        let queued = store.queued_by_host().unwrap();
+        assert_eq!(queued["a.test"], 2);
+        assert_eq!(queued["b.test"], 1);
+        let rec = store
+            .url_record(Fingerprint::of("http://a.test/2"))
+            .unwrap();
+        assert_eq!(rec.map(|r| r.state), Some(UrlState::Queued));
+    }
+
+    #[test]
+    fn admit_survives_reopen_and_keeps_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            store
+                .admit(vec![entry("http://a.test/1", "a.test")])
+                .unwrap();
+        }
+        let store = open(dir.path());
+        assert!(store
+            .admit(vec![entry("http://a.test/1", "a.test")])
+            .unwrap()
+            .entries
+            .is_empty());
+        store
+            .admit(vec![entry("http://a.test/2", "a.test")])
+            .unwrap();
+        let page = store
+            .queue_page("a.test", Priority::NORMAL, None, 10)
+            .unwrap();
+        let urls: Vec<_> = page.iter().map(|e| e.value.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            ["http://a.test/1", "http://a.test/2"],
+            "admission order kept"
+        );
+    }
+}

@@ -1,0 +1,92 @@
+//! A host's durable state (robots.txt fetches and the politeness
+//! schedule): loaded when its actor activates, saved when it passivates.
+
+use std::collections::BTreeMap;
+
+use rocksdb::WriteBatch;
+use serde::{Deserialize, Serialize};
+
+use super::codec;
+use super::schema::{CF_HOSTS, CF_SCHEDULES};
+use super::{PartitionStore, StoreError};
+use crate::politeness::Schedule;
+use crate::robots::RobotsRecord;
+
+/// Durable state of a host: loaded when its actor activates, saved when it
+/// passivates (the schedule also with every completion).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostState {
+    /// robots.txt fetches by origin key (`scheme://host:port`).
+    pub robots: BTreeMap<String, RobotsRecord>,
+    /// The politeness schedule, if the host was ever fetched from.
+    pub schedule: Option<Schedule>,
+}
+
+impl PartitionStore {
+    /// The saved state of `host` (empty if it has none). Reads the JSON of
+    /// earlier releases too (see `codec.rs`).
+    pub fn host_state(&self, host: &str) -> Result<HostState, StoreError> {
+        let robots = match self.get(CF_HOSTS, host.as_bytes())? {
+            None => BTreeMap::new(),
+            Some(bytes) => codec::decode_robots(&bytes).map_err(|e| self.codec(e))?,
+        };
+        let schedule = match self.get(CF_SCHEDULES, host.as_bytes())? {
+            None => None,
+            Some(bytes) => Some(codec::decode_schedule(&bytes).map_err(|e| self.codec(e))?),
+        };
+        Ok(HostState { robots, schedule })
+    }
+
+    /// Saves the state of `host` in one write.
+    pub fn save_host_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        self.put_host_state(&mut batch, host, state)?;
+        self.write(batch)
+    }
+
+    /// Adds the writes of `host`'s state to `batch`.
+    pub(super) fn put_host_state(
+        &self,
+        batch: &mut WriteBatch,
+        host: &str,
+        state: &HostState,
+    ) -> Result<(), StoreError> {
+        let robots = codec::encode_robots(&state.robots).map_err(|e| self.codec(e))?;
+        batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
+        if let Some(schedule) = &state.schedule {
+            let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
+            batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::open;
+
+    #[test]
+    fn host_state_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        assert_eq!(store.host_state("a.test").unwrap(), HostState::default());
+        let mut state = HostState {
+            schedule: Some(Schedule {
+                next_allowed_ms: 42,
+                ..Schedule::default()
+            }),
+            ..HostState::default()
+        };
+        state.robots.insert(
+            "http://a.test:80".into(),
+            RobotsRecord {
+                status: Some(200),
+                fetched_at_ms: 1,
+                body: b"User-agent: *\nDisallow: /x".to_vec(),
+            },
+        );
+        store.save_host_state("a.test", &state).unwrap();
+        assert_eq!(store.host_state("a.test").unwrap(), state);
+    }
+}

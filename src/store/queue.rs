@@ -1,0 +1,296 @@
+//! A partition's durable queues: pages of one host's queue, the counts of
+//! queued entries, and completions (which also save politeness schedules,
+//! so a completion and the delay it imposes are one write).
+
+use std::collections::{BTreeMap, HashMap};
+
+use rocksdb::{Direction, IteratorMode, WriteBatch};
+
+use super::codec::{self, QueueValue, UrlRecord, UrlState};
+use super::schema::{CF_META, CF_QUEUED, CF_SCHEDULES, CF_URLS, META_COUNTS};
+use super::{PartitionStore, StoreError};
+use crate::frontier::{Priority, LEVELS};
+use crate::politeness::Schedule;
+use crate::url::Fingerprint;
+
+/// One entry of a host's durable queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    /// The queue key; completing the entry deletes it.
+    pub key: Vec<u8>,
+    /// The decoded value.
+    pub value: QueueValue,
+}
+
+impl QueueEntry {
+    /// The priority the entry was queued at.
+    pub fn priority(&self) -> Priority {
+        codec::queue_key_priority(&self.key).unwrap_or(Priority::LOW)
+    }
+}
+
+/// A finished queue entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The URL's fingerprint.
+    pub fp: Fingerprint,
+    /// Its queue key.
+    pub queue_key: Vec<u8>,
+    /// Hops from the seed.
+    pub depth: u32,
+    /// Final state (never `Queued`).
+    pub state: UrlState,
+}
+
+impl PartitionStore {
+    /// Records finished entries and removes them from their queues, with
+    /// their hosts' politeness schedules (a later schedule of one host
+    /// wins), in one atomic write.
+    pub fn complete(
+        &self,
+        completions: &[Completion],
+        schedules: &[(&str, &Schedule)],
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for (host, schedule) in schedules {
+            let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
+            batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
+        }
+        let mut done: HashMap<&str, i64> = HashMap::new();
+        for c in completions {
+            let record = UrlRecord {
+                state: c.state,
+                depth: c.depth,
+            };
+            batch.put_cf(self.cf(CF_URLS), c.fp.to_bytes(), record.encode());
+            batch.delete_cf(self.queue_cf(), &c.queue_key);
+            let host =
+                codec::queue_key_host(&c.queue_key).ok_or_else(|| self.corrupt("queue key"))?;
+            *done.entry(host).or_default() -= 1;
+        }
+        for (host, delta) in done {
+            batch.merge_cf(self.cf(CF_QUEUED), host, delta.to_be_bytes());
+        }
+        self.write(batch)
+    }
+
+    /// Up to `limit` entries of `host`'s queue at `priority` after key
+    /// `after` (exclusive), in admission order.
+    pub fn queue_page(
+        &self,
+        host: &str,
+        priority: Priority,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let prefix = codec::queue_prefix(host, priority);
+        let start = after.unwrap_or(&prefix);
+        let iter = self.db.iterator_cf(
+            self.queue_cf(),
+            IteratorMode::From(start, Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for item in iter {
+            let (key, value) = item.map_err(|e| self.rocks(e))?;
+            if !key.starts_with(&prefix) || out.len() >= limit {
+                break;
+            }
+            if Some(&key[..]) == after {
+                continue;
+            }
+            let value = self.queue.decode(&value).map_err(|e| self.codec(e))?;
+            out.push(QueueEntry {
+                key: key.into_vec(),
+                value,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Every host with queued entries and how many it has. Used once at
+    /// start to reactivate the hosts a previous run left with work.
+    pub fn queued_by_host(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        if self.get(CF_META, META_COUNTS)?.is_none() {
+            return self.count_queue();
+        }
+        let mut hosts = BTreeMap::new();
+        for item in self.db.iterator_cf(self.cf(CF_QUEUED), IteratorMode::Start) {
+            let (key, value) = item.map_err(|e| self.rocks(e))?;
+            let n = <[u8; 8]>::try_from(value.as_ref())
+                .map(i64::from_be_bytes)
+                .map_err(|_| self.corrupt("queued count"))?;
+            if n > 0 {
+                let host = std::str::from_utf8(&key).map_err(|_| self.corrupt("queued host"))?;
+                hosts.insert(host.to_owned(), n as u64);
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// Counts the queue by scanning it, and stores the counts (a store made
+    /// before counts were kept; once).
+    fn count_queue(&self) -> Result<BTreeMap<String, u64>, StoreError> {
+        let mut hosts = BTreeMap::new();
+        for item in self.db.iterator_cf(self.queue_cf(), IteratorMode::Start) {
+            let (key, _) = item.map_err(|e| self.rocks(e))?;
+            let host = codec::queue_key_host(&key).ok_or_else(|| self.corrupt("queue key"))?;
+            *hosts.entry(host.to_owned()).or_insert(0u64) += 1;
+        }
+        let mut batch = WriteBatch::default();
+        for (host, n) in &hosts {
+            batch.put_cf(
+                self.cf(CF_QUEUED),
+                host.as_bytes(),
+                (*n as i64).to_be_bytes(),
+            );
+        }
+        batch.put_cf(self.cf(CF_META), META_COUNTS, []);
+        self.write(batch)?;
+        Ok(hosts)
+    }
+
+    /// Queued entries of `host` by priority level.
+    pub fn queued_by_priority(&self, host: &str) -> Result<[u64; LEVELS], StoreError> {
+        let prefix = codec::host_prefix(host);
+        let mut counts = [0; LEVELS];
+        let iter = self.db.iterator_cf(
+            self.queue_cf(),
+            IteratorMode::From(&prefix, Direction::Forward),
+        );
+        for item in iter {
+            let (key, _) = item.map_err(|e| self.rocks(e))?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            let level = codec::queue_key_priority(&key).ok_or_else(|| self.corrupt("queue key"))?;
+            counts[level.level()] += 1;
+        }
+        Ok(counts)
+    }
+
+    /// Every queued URL (inspection and tests).
+    pub fn queued_urls(&self) -> Result<Vec<String>, StoreError> {
+        let mut urls = Vec::new();
+        for item in self.db.iterator_cf(self.queue_cf(), IteratorMode::Start) {
+            let (_, value) = item.map_err(|e| self.rocks(e))?;
+            let value = self.queue.decode(&value).map_err(|e| self.codec(e))?;
+            urls.push(value.url);
+        }
+        Ok(urls)
+    }
+
+    /// The family holding the queue (see `schema.rs`).
+    pub(super) fn queue_cf(&self) -> &rocksdb::ColumnFamily {
+        self.cf(self.queue.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::{entry, open, pages};
+
+    #[test]
+    fn queue_counts_are_kept_with_the_queue_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let expected = |a: u64, b: u64| {
+            let mut m = BTreeMap::new();
+            if a > 0 {
+                m.insert("a.test".to_owned(), a);
+            }
+            if b > 0 {
+                m.insert("b.test".to_owned(), b);
+            }
+            m
+        };
+        {
+            let store = open(dir.path());
+            // Admitted before counting started: counted once by a scan.
+            store.admit(pages(0..3)).unwrap();
+            assert_eq!(store.queued_by_host().unwrap(), expected(3, 0));
+            // From then on, counts come from the counts family.
+            store
+                .admit(vec![entry("http://b.test/1", "b.test")])
+                .unwrap();
+            let head = store
+                .queue_page("a.test", Priority::NORMAL, None, 2)
+                .unwrap();
+            let done: Vec<Completion> = head
+                .iter()
+                .map(|e| Completion {
+                    fp: e.value.fp,
+                    queue_key: e.key.clone(),
+                    depth: 1,
+                    state: UrlState::Fetched(200),
+                })
+                .collect();
+            store.complete(&done, &[]).unwrap();
+            assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));
+        }
+        let store = open(dir.path());
+        assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));
+        let last = store
+            .queue_page("a.test", Priority::NORMAL, None, 1)
+            .unwrap();
+        let done = Completion {
+            fp: last[0].value.fp,
+            queue_key: last[0].key.clone(),
+            depth: 1,
+            state: UrlState::Failed,
+        };
+        store.complete(&[done], &[]).unwrap();
+        assert_eq!(
+            store.queued_by_host().unwrap(),
+            expected(0, 1),
+            "empty hosts are left out"
+        );
+    }
+
+    #[test]
+    fn queue_pages_and_completion() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let batch: Vec<_> = (0..5)
+            .map(|i| entry(&format!("http://a.test/{i}"), "a.test"))
+            .chain([entry("http://a.test.b/x", "a.test.b")])
+            .collect();
+        store.admit(batch).unwrap();
+        let mut seed = entry("http://a.test/seed", "a.test");
+        seed.priority = Priority::SEED;
+        store.admit(vec![seed]).unwrap();
+        assert_eq!(store.queued_by_priority("a.test").unwrap(), [1, 0, 5, 0]);
+        let n = Priority::NORMAL;
+        let first = store.queue_page("a.test", n, None, 2).unwrap();
+        assert_eq!(first.len(), 2);
+        assert_eq!(first[0].priority(), n);
+        let rest = store
+            .queue_page("a.test", n, Some(&first[1].key), 10)
+            .unwrap();
+        assert_eq!(
+            rest.len(),
+            3,
+            "other hosts' and other priorities' keys are not in the range"
+        );
+        let done = Completion {
+            fp: first[0].value.fp,
+            queue_key: first[0].key.clone(),
+            depth: 1,
+            state: UrlState::Fetched(200),
+        };
+        let schedule = Schedule {
+            next_allowed_ms: 7,
+            ..Schedule::default()
+        };
+        store.complete(&[done], &[("a.test", &schedule)]).unwrap();
+        assert_eq!(store.queue_page("a.test", n, None, 10).unwrap().len(), 4);
+        assert_eq!(store.host_state("a.test").unwrap().schedule, Some(schedule));
+        let rec = store.url_record(first[0].value.fp).unwrap().unwrap();
+        assert_eq!(rec.state, UrlState::Fetched(200));
+        // A completed URL stays seen.
+        assert!(store
+            .admit(vec![entry(&first[0].value.url, "a.test")])
+            .unwrap()
+            .entries
+            .is_empty());
+    }
+}

@@ -1,0 +1,478 @@
+//! The shape of a partition's RocksDB: column families, the options they
+//! are opened with, and opening. Key and value layouts are in
+//! [`codec`](super::codec) (and, for budgets, `budgets.rs`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch,
+    WriteBufferManager, DB,
+};
+
+use super::codec::QueueValue;
+use super::{CodecError, PartitionStore, SeenFilter, SeenSettings, StoreError};
+use crate::config::StorageConfig;
+use crate::frontier::budget::BudgetSettings;
+use crate::url::Fingerprint;
+
+pub(super) const CF_URLS: &str = "urls";
+/// The queue, values in the versioned layout (see `codec.rs`); named for
+/// the first version, later ones live in it too, told apart by their
+/// version byte.
+pub(super) const CF_QUEUE: &str = "queue.v1";
+/// The queue of earlier releases, values in the unversioned layout: moved
+/// into [`CF_QUEUE`] by the first writable open.
+const CF_LEGACY_QUEUE: &str = "queue";
+/// Entries per write batch while moving a legacy queue.
+const MIGRATION_BATCH: usize = 10_000;
+pub(super) const CF_HOSTS: &str = "hosts";
+pub(super) const CF_SCHEDULES: &str = "schedules";
+pub(super) const CF_META: &str = "meta";
+pub(super) const CF_BUDGETS: &str = "budgets";
+/// host → URLs queued (i64 BE), kept by merge operands in the same batches
+/// as the queue itself, so a partition starts without scanning its queue.
+pub(super) const CF_QUEUED: &str = "queued";
+/// Present once `queued` holds the counts (stores made before it existed
+/// are counted once, at their first start).
+pub(super) const META_COUNTS: &[u8] = b"queued-counts";
+/// host → when a passivated host comes due (see `due.rs`).
+pub(super) const CF_DUE: &str = "due";
+pub(super) const ALL_CFS: [&str; 8] = [
+    CF_URLS,
+    CF_QUEUE,
+    CF_HOSTS,
+    CF_SCHEDULES,
+    CF_META,
+    CF_BUDGETS,
+    CF_QUEUED,
+    CF_DUE,
+];
+
+/// Where a store's queue is, and in which layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum QueueFamily {
+    /// `queue.v1`: versioned values.
+    Versioned,
+    /// `queue`: unversioned values, in a store written by an earlier
+    /// release and opened read-only since (a writable open migrates it).
+    Legacy,
+}
+
+impl QueueFamily {
+    /// The column family's name.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            QueueFamily::Versioned => CF_QUEUE,
+            QueueFamily::Legacy => CF_LEGACY_QUEUE,
+        }
+    }
+
+    /// Decodes a value of this family's layout.
+    pub(super) fn decode(self, bytes: &[u8]) -> Result<QueueValue, CodecError> {
+        match self {
+            QueueFamily::Versioned => QueueValue::decode(bytes),
+            QueueFamily::Legacy => QueueValue::decode_legacy(bytes),
+        }
+    }
+}
+
+/// The column families of the store at `path`; none if there is none yet
+/// (and if they cannot be listed, opening reports why).
+fn families(path: &Path) -> Vec<String> {
+    DB::list_cf(&Options::default(), path).unwrap_or_default()
+}
+
+/// The `queued` family's merge: the sum of the stored count and the deltas.
+fn add_counts(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &rocksdb::MergeOperands,
+) -> Option<Vec<u8>> {
+    let read = |b: &[u8]| b.try_into().map_or(0, i64::from_be_bytes);
+    let sum = operands
+        .iter()
+        .fold(existing.map_or(0, read), |sum, op| sum + read(op));
+    Some(sum.to_be_bytes().to_vec())
+}
+pub(super) const META_SEQ: &[u8] = b"seq";
+
+/// Resources shared by every partition store of a node.
+pub struct StoreEnv {
+    /// One block cache for all partitions.
+    cache: Cache,
+    /// One memtable budget for all partitions.
+    write_buffers: WriteBufferManager,
+    /// fsync the WAL on each write.
+    sync_writes: bool,
+    /// How each partition's seen filter is sized and used.
+    seen: SeenSettings,
+    /// Host and domain budgets.
+    budget: BudgetSettings,
+}
+
+impl StoreEnv {
+    /// Sets the host and domain budgets.
+    pub fn with_budgets(mut self, budget: BudgetSettings) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Sets how each partition's seen filter is sized and used.
+    pub fn with_seen(mut self, seen: SeenSettings) -> Self {
+        self.seen = seen;
+        self
+    }
+
+    /// Builds the shared cache and memtable budget from the config.
+    pub fn new(config: &StorageConfig) -> Self {
+        let cache = Cache::new_lru_cache(config.block_cache_bytes);
+        let write_buffers = WriteBufferManager::new_write_buffer_manager_with_cache(
+            config.write_buffer_bytes,
+            false,
+            cache.clone(),
+        );
+        StoreEnv {
+            cache,
+            write_buffers,
+            sync_writes: config.sync_writes,
+            seen: SeenSettings::default(),
+            budget: BudgetSettings::default(),
+        }
+    }
+
+    fn db_options(&self) -> Options {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        opts.set_write_buffer_manager(&self.write_buffers);
+        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        opts.set_max_background_jobs(2);
+        // Small partitions: keep per-instance file handles and logs modest.
+        opts.set_max_open_files(256);
+        opts.set_keep_log_file_num(2);
+        opts
+    }
+
+    fn cf_options(&self, point_lookups: bool) -> Options {
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&self.cache);
+        if point_lookups {
+            // The seen check is a point lookup that mostly misses: a Bloom
+            // filter per SST answers those misses without reading blocks.
+            table.set_bloom_filter(10.0, false);
+        }
+        let mut opts = Options::default();
+        opts.set_block_based_table_factory(&table);
+        opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
+        opts
+    }
+}
+
+impl PartitionStore {
+    /// The directory of partition `id` under `data_dir`.
+    pub fn dir(data_dir: &Path, id: u16) -> PathBuf {
+        data_dir.join("partitions").join(format!("{id:03}"))
+    }
+
+    /// Opens (or creates) partition `id` for writing.
+    pub fn open(env: &StoreEnv, data_dir: &Path, id: u16) -> Result<Self, StoreError> {
+        let path = Self::dir(data_dir, id);
+        let legacy = families(&path).iter().any(|f| f == CF_LEGACY_QUEUE);
+        let names = ALL_CFS.into_iter().chain(legacy.then_some(CF_LEGACY_QUEUE));
+        let cfs: Vec<_> = names
+            .map(|name| {
+                let queue = name == CF_QUEUE || name == CF_LEGACY_QUEUE;
+                let mut opts = env.cf_options(!queue);
+                if name == CF_QUEUED {
+                    opts.set_merge_operator_associative("add_counts", add_counts);
+                }
+                ColumnFamilyDescriptor::new(name, opts)
+            })
+            .collect();
+        let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
+            StoreError::Rocks {
+                path: path.clone(),
+                source,
+            }
+        })?;
+        let mut store = Self::from_db(db, path, env.sync_writes, QueueFamily::Versioned)?;
+        if legacy {
+            store.migrate_legacy_queue()?;
+        }
+        store.seen = SeenFilter::new(env.seen);
+        store.budget = env.budget;
+        store.rebuild_seen_filter()?;
+        Ok(store)
+    }
+
+    /// Fills the seen filter with every fingerprint in the store.
+    fn rebuild_seen_filter(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
+        let mut count = 0u64;
+        for item in self.db.iterator_cf(self.cf(CF_URLS), IteratorMode::Start) {
+            let (key, _) = item.map_err(|e| self.rocks(e))?;
+            if let Some(fp) = Fingerprint::from_bytes(&key) {
+                self.seen.insert(fp);
+                count += 1;
+            }
+        }
+        if count > 0 {
+            tracing::info!(path = %self.path.display(), urls = count, ms = started.elapsed().as_millis() as u64, "seen filter rebuilt");
+        }
+        Ok(())
+    }
+
+    /// Moves a queue of the unversioned layout (family `queue`, written by
+    /// earlier releases) into `queue.v1`, re-encoded, and drops the old
+    /// family. Keys, and so the order and the `queued` counts, stay.
+    ///
+    /// Safe to interrupt: the old family stays whole until every entry is
+    /// copied and synced, and copying an entry again writes the same value,
+    /// so the next open finishes a migration a crash cut short.
+    fn migrate_legacy_queue(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let mut moved = 0u64;
+        {
+            let (old, new) = (self.cf(CF_LEGACY_QUEUE), self.cf(CF_QUEUE));
+            let mut batch = WriteBatch::default();
+            for item in self.db.iterator_cf(old, IteratorMode::Start) {
+                let (key, value) = item.map_err(|e| self.rocks(e))?;
+                let value = QueueValue::decode_legacy(&value).map_err(|e| self.codec(e))?;
+                batch.put_cf(new, key, value.encode().map_err(|e| self.codec(e))?);
+                moved += 1;
+                if batch.len() >= MIGRATION_BATCH {
+                    self.write(std::mem::take(&mut batch))?;
+                }
+            }
+            self.write(batch)?;
+        }
+        self.sync()?;
+        self.db
+            .drop_cf(CF_LEGACY_QUEUE)
+            .map_err(|e| self.rocks(e))?;
+        tracing::info!(path = %self.path.display(), entries = moved, ms = started.elapsed().as_millis() as u64, "queue moved to the versioned layout");
+        Ok(())
+    }
+
+    /// Opens partition `id` read-only, e.g. to inspect a crawl that is not
+    /// running. A store last written by an earlier release is read as it
+    /// is (its queue is migrated only by a writable open).
+    pub fn open_read_only(data_dir: &Path, id: u16) -> Result<Self, StoreError> {
+        let path = Self::dir(data_dir, id);
+        let existing = families(&path);
+        let queue = if existing.iter().any(|f| f == CF_LEGACY_QUEUE) {
+            QueueFamily::Legacy
+        } else {
+            QueueFamily::Versioned
+        };
+        let cfs: Vec<_> = existing
+            .iter()
+            .filter(|f| ALL_CFS.contains(&f.as_str()) || *f == CF_LEGACY_QUEUE)
+            .map(|name| {
+                let mut opts = Options::default();
+                if name == CF_QUEUED {
+                    opts.set_merge_operator_associative("add_counts", add_counts);
+                }
+                ColumnFamilyDescriptor::new(name, opts)
+            })
+            .collect();
+        let db = DB::open_cf_descriptors_read_only(&Options::default(), &path, cfs, false)
+            .map_err(|source| StoreError::Rocks {
+                path: path.clone(),
+                source,
+            })?;
+        Self::from_db(db, path, false, queue)
+    }
+
+    pub(super) fn from_db(
+        db: DB,
+        path: PathBuf,
+        sync_writes: bool,
+        queue: QueueFamily,
+    ) -> Result<Self, StoreError> {
+        let mut store = PartitionStore {
+            db,
+            path,
+            seen: SeenFilter::new(SeenSettings::default()),
+            budget: BudgetSettings::default(),
+            book: Default::default(),
+            next_seq: AtomicU64::new(0),
+            sync_writes,
+            queue,
+        };
+        let seq = match store.get(CF_META, META_SEQ)? {
+            Some(bytes) => u64::from_be_bytes(
+                bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| store.corrupt("sequence counter"))?,
+            ),
+            None => 0,
+        };
+        store.next_seq = AtomicU64::new(seq);
+        Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::frontier::{EntryKind, Priority};
+    use crate::politeness::Schedule;
+    use crate::robots::RobotsRecord;
+    use crate::store::codec::{self, queue_key, UrlRecord, UrlState};
+    use crate::store::test_support::{encode_legacy_queue_value, entry, open};
+    use crate::store::HostState;
+
+    /// The families of a partition written by the release before values
+    /// were versioned.
+    const OLD_FAMILIES: [&str; 7] = [
+        "urls",
+        "queue",
+        "hosts",
+        "schedules",
+        "meta",
+        "budgets",
+        "queued",
+    ];
+
+    fn url(i: usize) -> String {
+        format!("http://a.test/{i}")
+    }
+
+    fn old_host_state() -> HostState {
+        let mut robots = BTreeMap::new();
+        robots.insert(
+            "http://a.test:80".to_owned(),
+            RobotsRecord {
+                status: Some(200),
+                fetched_at_ms: 1_700_000_000_000,
+                body: b"User-agent: *\nDisallow: /private".to_vec(),
+            },
+        );
+        HostState {
+            robots,
+            schedule: Some(Schedule {
+                next_allowed_ms: 1_700_000_001_000,
+                last_delay_ms: 1000,
+                failures: 1,
+                parked_until_ms: 0,
+            }),
+        }
+    }
+
+    /// Writes partition 0 as that release did: `urls` queued entries in the
+    /// unversioned family `queue`, the host's state as JSON, no queue
+    /// counts. The first `copied` entries are also in `queue.v1`, as a
+    /// migration cut short by a crash leaves them.
+    fn write_old_store(data_dir: &Path, urls: usize, copied: usize) {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let mut names = OLD_FAMILIES.to_vec();
+        if copied > 0 {
+            names.push(CF_QUEUE);
+        }
+        let db = DB::open_cf(&opts, PartitionStore::dir(data_dir, 0), names).unwrap();
+        let cf = |name| db.cf_handle(name).unwrap();
+        for i in 0..urls {
+            let value = QueueValue {
+                fp: Fingerprint::of(&url(i)),
+                depth: 1,
+                kind: EntryKind::Page,
+                url: url(i),
+            };
+            let key = queue_key("a.test", Priority::NORMAL, i as u64);
+            let old = encode_legacy_queue_value(&value);
+            db.put_cf(cf("queue"), &key, old).unwrap();
+            if i < copied {
+                db.put_cf(cf(CF_QUEUE), &key, value.encode().unwrap())
+                    .unwrap();
+            }
+            let record = UrlRecord {
+                state: UrlState::Queued,
+                depth: 1,
+            };
+            db.put_cf(cf("urls"), value.fp.to_bytes(), record.encode())
+                .unwrap();
+        }
+        db.put_cf(cf("meta"), META_SEQ, (urls as u64).to_be_bytes())
+            .unwrap();
+        let state = old_host_state();
+        let robots = serde_json::to_vec(&state.robots).unwrap();
+        let schedule = serde_json::to_vec(&state.schedule.unwrap()).unwrap();
+        db.put_cf(cf("hosts"), "a.test", robots).unwrap();
+        db.put_cf(cf("schedules"), "a.test", schedule).unwrap();
+    }
+
+    fn queued(store: &PartitionStore) -> Vec<String> {
+        store
+            .queue_page("a.test", Priority::NORMAL, None, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.value.url)
+            .collect()
+    }
+
+    #[test]
+    fn a_store_of_the_previous_release_is_read_and_its_queue_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        write_old_store(dir.path(), 3, 0);
+        let path = PartitionStore::dir(dir.path(), 0);
+        let urls: Vec<String> = (0..3).map(url).collect();
+        {
+            // Read-only: read as it is, nothing migrated.
+            let store = PartitionStore::open_read_only(dir.path(), 0).unwrap();
+            assert_eq!(store.queued_urls().unwrap(), urls);
+            assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+        }
+        assert!(families(&path).iter().any(|f| f == "queue"));
+        {
+            let store = open(dir.path());
+            assert!(!families(&path).iter().any(|f| f == "queue"), "dropped");
+            assert_eq!(queued(&store), urls, "order kept");
+            assert_eq!(store.queued_by_host().unwrap()["a.test"], 3);
+            assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+            let raw = store.db.iterator_cf(store.queue_cf(), IteratorMode::Start);
+            for item in raw {
+                assert_eq!(item.unwrap().1[0], codec::VERSION);
+            }
+            // Still seen; a new URL queues after them.
+            assert!(store
+                .admit(vec![entry(&url(1), "a.test")])
+                .unwrap()
+                .entries
+                .is_empty());
+            store.admit(vec![entry(&url(3), "a.test")]).unwrap();
+            // Saved again: in the new format, read back the same.
+            store.save_host_state("a.test", &old_host_state()).unwrap();
+            let raw = store.get(CF_HOSTS, b"a.test").unwrap().unwrap();
+            assert_eq!(raw[0], codec::VERSION);
+        }
+        let store = open(dir.path());
+        let all: Vec<String> = (0..4).map(url).collect();
+        assert_eq!(queued(&store), all);
+        assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+        let store = PartitionStore::open_read_only(dir.path(), 0);
+        assert_eq!(store.unwrap().queued_urls().unwrap(), all);
+    }
+
+    #[test]
+    fn a_migration_cut_short_is_finished_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        write_old_store(dir.path(), 25, 10);
+        {
+            // Before the next open: the old family is whole and is what
+            // counts.
+            let store = PartitionStore::open_read_only(dir.path(), 0).unwrap();
+            assert_eq!(store.queued_urls().unwrap().len(), 25);
+        }
+        let store = open(dir.path());
+        let urls: Vec<String> = (0..25).map(url).collect();
+        assert_eq!(queued(&store), urls, "each entry once, in order");
+    }
+}

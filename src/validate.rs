@@ -1,0 +1,76 @@
+//! Checks of a [`Config`] that need domain code.
+//!
+//! `config.rs` is a leaf (it imports nothing from the crate), so what only
+//! the domain can judge is checked here: the scope's host patterns and
+//! regexes compile, and `[dedup] near_distance` is within what the
+//! near-duplicate index can search. Every entry point that loads a config
+//! runs these before starting anything, so a bad regex is one clear error
+//! at start rather than a failure deep inside a running node.
+
+use std::path::Path;
+
+use crate::config::{Config, ConfigError};
+use crate::dedup::NearIndex;
+use crate::url::Scope;
+
+/// The year the scope's calendar check is compiled for when only checking:
+/// the patterns' validity does not depend on it.
+const ANY_YEAR: i32 = 2000;
+
+/// Checks what `Config::load` cannot check without domain code.
+pub fn domain(config: &Config) -> Result<(), ConfigError> {
+    if config.dedup.near_distance > NearIndex::MAX_DISTANCE {
+        return Err(ConfigError::Invalid(format!(
+            "dedup.near_distance must be at most {}",
+            NearIndex::MAX_DISTANCE
+        )));
+    }
+    Scope::new(&config.scope, &config.traps, ANY_YEAR)
+        .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+    Ok(())
+}
+
+/// [`Config::load`] followed by [`domain`]: what the command line uses.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+    let config = Config::load(path)?;
+    domain(&config)?;
+    Ok(config)
+}
+
+/// [`Config::from_layers`] followed by [`domain`].
+pub fn from_layers(layers: &[(String, String)]) -> Result<Config, ConfigError> {
+    let config = Config::from_layers(layers)?;
+    domain(&config)?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(text: &str) -> Result<Config, ConfigError> {
+        from_layers(&[("test".into(), text.into())])
+    }
+
+    #[test]
+    fn the_defaults_pass() {
+        domain(&Config::defaults()).unwrap();
+    }
+
+    #[test]
+    fn a_bad_scope_regex_is_named() {
+        let text = "[scope]\ndeny_patterns = [\"(unclosed\"]\n";
+        // The config alone parses: only the domain knows regexes.
+        Config::from_layers(&[("test".into(), text.into())]).unwrap();
+        let err = layer(text).unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid(_)), "{err:?}");
+        assert!(err.to_string().contains("scope.deny_patterns"), "{err}");
+    }
+
+    #[test]
+    fn near_distance_past_the_index_limit_is_refused() {
+        let err = layer("[dedup]\nnear_distance = 4\n").unwrap_err();
+        assert!(err.to_string().contains("dedup.near_distance"), "{err}");
+        layer("[dedup]\nnear_distance = 3\n").unwrap();
+    }
+}
