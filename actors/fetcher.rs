@@ -39,7 +39,9 @@ impl Actor for FetcherPool {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        // Requests wait for slots, not for the mailbox.
+        // Requests wait for slots, not for the mailbox. What can wait here
+        // is bounded all the same: one request per permit of an active host,
+        // and active hosts are capped (`[frontier] max_active_hosts`).
         ctx.set_mailbox_capacity(usize::MAX);
     }
 }

@@ -41,6 +41,8 @@ use crate::url::Fingerprint;
 const ACTIVATE_AHEAD_MS: u64 = 200;
 /// How often a partition with due hosts but no free slot looks again.
 const SLOT_POLL: Duration = Duration::from_millis(20);
+/// Messages waiting for a partition before senders wait in turn.
+const PARTITION_MAILBOX: usize = 1024;
 /// How often active host actors are checked for having died.
 const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
 
@@ -278,7 +280,9 @@ impl Actor for PartitionActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(usize::MAX);
+        // Bounded: hosts (completions) and the SeenSet (admissions) `send`,
+        // so when the store falls behind they wait; nothing is dropped.
+        ctx.set_mailbox_capacity(PARTITION_MAILBOX);
         if let Err(err) = self.open_due_index() {
             tracing::error!(partition = self.id, error = %err, "cannot read the queue");
         }
