@@ -123,12 +123,14 @@ fn write_seeds(path: &Path, urls: u64, hosts: u64, port: u16) {
     for i in 0..urls {
         let host = i % hosts;
         let page = i / hosts;
-        writeln!(out, "http://h{host}.scale.test:{port}/p/{page}.html").unwrap();
+        writeln!(out, "http://scale{host}.test:{port}/p/{page}.html").unwrap();
     }
     out.flush().unwrap();
 }
 
 fn write_config(path: &Path, data: &Path, admin: SocketAddr, expected: u64) {
+    // TRAWL_SCALE_EXTRA: more TOML, to try other settings.
+    let extra = std::env::var("TRAWL_SCALE_EXTRA").unwrap_or_default();
     let toml = format!(
         r#"
 [crawl]
@@ -137,7 +139,7 @@ max_depth = 0
 # Every robots.txt is unreachable: hosts wait out their retries dormant.
 retry_base = "10m"
 [dns.overrides]
-"*.scale.test" = "127.0.0.1"
+"*.test" = "127.0.0.1"
 [fetch]
 allow_addresses = ["127.0.0.0/8"]
 [seen]
@@ -147,17 +149,22 @@ enabled = true
 listen = "{admin}"
 [storage]
 data_dir = {data:?}
+{extra}
 "#,
         data = data.display().to_string()
     );
     std::fs::write(path, toml).unwrap();
 }
 
-fn spawn(config: &Path, seeds: Option<&Path>) -> Child {
+/// Starts `trawl run` with a seeds file or one seed URL.
+fn spawn(config: &Path, seeds: Option<&Path>, seed: Option<&str>) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
     cmd.args(["run", "--config"]).arg(config);
     if let Some(seeds) = seeds {
         cmd.arg("--seeds").arg(seeds);
+    }
+    if let Some(seed) = seed {
+        cmd.arg("--seed").arg(seed);
     }
     cmd.env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -231,15 +238,20 @@ fn main() {
     write_config(&config, &data, admin, urls);
 
     let started = Instant::now();
-    let mut first = spawn(&config, Some(&seeds));
+    let mut first = spawn(&config, Some(&seeds), None);
     let run = observe(&mut first, admin, urls, Duration::from_secs(5));
     let queued_in = started.elapsed();
     stop(&mut first);
 
+    // Every stored host waits out its robots.txt retry, so the resumed
+    // crawl is given one new host: its robots.txt request is the first
+    // fetch, and it can start only once the crawl is open (stores, seen
+    // filter, due index).
     listener.reset();
     let resumed_at = listener.epoch.elapsed().as_millis() as u64;
-    let mut second = spawn(&config, None);
-    let resume = observe(&mut second, admin, urls, Duration::from_secs(2));
+    let fresh = format!("http://fresh.test:{}/", listener.addr.port());
+    let mut second = spawn(&config, None, Some(&fresh));
+    let resume = observe(&mut second, admin, urls + 1, Duration::from_secs(2));
     let first_fetch_ms = listener.first().map(|ms| ms.saturating_sub(resumed_at));
     stop(&mut second);
 
