@@ -41,6 +41,8 @@ fn cpu_seconds_and_max_rss_kb() -> (f64, i64) {
 }
 
 fn main() {
+    // As the `trawl` binary does, so the figures are the binary's.
+    trawl::store::tune_native_heap();
     let (hosts, pages, delay_ms) = (arg(0, 1000) as u32, arg(1, 20) as u32, arg(2, 1));
     let web = SyntheticWeb::new(WebSpec {
         hosts,

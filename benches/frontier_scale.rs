@@ -96,17 +96,23 @@ fn rss_kb(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// A metric's value from the admin API's `/metrics`.
-fn metric(admin: SocketAddr, name: &str) -> Option<f64> {
+/// The body of a GET of `path` on the admin API.
+fn get(admin: SocketAddr, path: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&admin, Duration::from_secs(1)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     write!(
         stream,
-        "GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).ok()?;
+    Some(text.split_once("\r\n\r\n")?.1.to_owned())
+}
+
+/// A metric's value from the admin API's `/metrics`.
+fn metric(admin: SocketAddr, name: &str) -> Option<f64> {
+    let text = get(admin, "/metrics")?;
     text.lines()
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
         .and_then(|l| l.split_whitespace().nth(1))
@@ -185,6 +191,8 @@ struct Observed {
     peak_rss_kb: u64,
     max_active: f64,
     queued: f64,
+    /// `[frontier] max_active_hosts` as the node resolved it.
+    cap: u64,
 }
 
 /// Samples `child` until `queued` URLs are in the frontier, then `linger`
@@ -209,6 +217,11 @@ fn observe(child: &mut Child, admin: SocketAddr, queued: u64, linger: Duration) 
             }
         }
         if full_since.is_some_and(|t| t.elapsed() >= linger) {
+            let status = get(admin, "/api/v1/status").unwrap_or_default();
+            seen.cap = serde_json::from_str::<serde_json::Value>(&status)
+                .ok()
+                .and_then(|v| v["active_hosts_cap"].as_u64())
+                .unwrap_or(0);
             return seen;
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -255,7 +268,7 @@ fn main() {
     let first_fetch_ms = listener.first().map(|ms| ms.saturating_sub(resumed_at));
     stop(&mut second);
 
-    let cap = 4 * 256; // the default: 4 × fetch.concurrency
+    let cap = run.cap;
     let peak_mb = run.peak_rss_kb as f64 / 1024.0;
     println!(
         "frontier_scale: {urls} URLs over {hosts} hosts queued in {:.1} s; \

@@ -87,6 +87,8 @@ fn run(mode: &str) -> (i64, usize) {
 }
 
 fn main() {
+    // As the `trawl` binary does, so the figures are the binary's.
+    trawl::store::tune_native_heap();
     let child_mode = std::env::args().find_map(|a| a.strip_prefix("--child=").map(str::to_owned));
     match child_mode.as_deref() {
         Some(mode) => child(mode == "hostile"),

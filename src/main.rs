@@ -66,6 +66,7 @@ enum ConfigCommand {
 }
 
 fn main() -> std::process::ExitCode {
+    trawl::store::tune_native_heap();
     cli::init_logging();
     let args = Args::parse();
     let result = match args.command {
