@@ -20,8 +20,8 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{
-    Archive, Complete, Discover, DrainHost, Failure, Fetch, GetHostSnapshot, HostIdle, HostLinks,
-    Parse, ParseSitemap, SaveHostState, Wake,
+    Archive, Complete, Crash, Discover, DrainHost, Failure, Fetch, GetHostSnapshot, HostIdle,
+    HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
 };
 use crate::clock::SharedClock;
 use crate::events::EventKind;
@@ -370,6 +370,14 @@ impl Handler<DrainHost> for HostActor {
         let fx = self.machine.drain(self.clock.now());
         self.apply(fx, ctx);
         Box::pin(async move { rx.await.unwrap_or_default() })
+    }
+}
+
+impl Handler<Crash> for HostActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Crash, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 

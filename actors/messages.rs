@@ -65,6 +65,33 @@ pub struct HostLinks {
     pub save: Recipient<SaveHostState>,
 }
 
+// ------------------------------------------------------------- Supervision
+
+/// Stops the receiving partition or host actor as a failure would (tests
+/// and fault drills): its supervisor must bring it back from the store.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Crash;
+
+/// Stops the actor of `host`, if it is active, as a failure would (tests
+/// and fault drills): its partition must bring it back from the store.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "bool")]
+pub struct CrashHost {
+    /// The host name.
+    pub host: String,
+}
+
+/// A partition was restarted: admissions for partition `id` go to `to`.
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub struct Reroute {
+    /// The partition id.
+    pub id: u16,
+    /// Its new address.
+    pub to: Recipient<AdmitBatch>,
+}
+
 // ---------------------------------------------------------------- SeenSet
 
 pub use crate::frontier::Candidate;
@@ -181,6 +208,8 @@ pub struct PartitionSnapshot {
     /// Store writes that failed since start (the work stays queued and is
     /// retried; see `trawl_pipeline_failures_total`).
     pub store_errors: u64,
+    /// Host actors restarted after they died.
+    pub host_restarts: u64,
     /// Draining for shutdown.
     pub draining: bool,
 }

@@ -13,4 +13,7 @@ pub mod parser;
 pub mod partition;
 pub mod seen;
 
-pub use node::{GetStatus, HostInfo, Node, NodeError, NodeStatus, Seed, Shutdown, WhenIdle};
+pub use node::{
+    CrashHostActor, CrashPartition, GetStatus, HostInfo, Node, NodeError, NodeStatus, Seed,
+    Shutdown, WhenIdle,
+};

@@ -21,9 +21,9 @@ use url::Url;
 use super::archive::{ArchiveActor, ArchiveOpenError};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveSnapshot, Candidate, CloseArchive, Discover, Drain, Failure,
-    GetArchiveSnapshot, GetHost, GetPartitionSnapshot, HostSnapshot, PartitionSnapshot,
-    PipelineLinks,
+    Admission, ArchiveSnapshot, Candidate, CloseArchive, Crash, CrashHost, Discover, Drain,
+    Failure, GetArchiveSnapshot, GetHost, GetPartitionSnapshot, HostSnapshot, PartitionSnapshot,
+    PipelineLinks, Reroute,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
@@ -69,6 +69,12 @@ pub enum NodeError {
 pub struct Node {
     data_dir: std::path::PathBuf,
     partitions: Vec<Addr<PartitionActor>>,
+    /// Each partition's store, to restart a partition that failed.
+    stores: Vec<Arc<PartitionStore>>,
+    /// What partitions are started with.
+    setup: PartitionSetup,
+    /// Partitions restarted after a failure.
+    partition_restarts: u64,
     seen: Addr<SeenSet>,
     archive: Addr<ArchiveActor>,
     metrics: Arc<Metrics>,
@@ -154,8 +160,10 @@ impl Node {
             clock: clock.clone(),
             metrics: metrics.clone(),
         };
+        let restart_setup = setup.clone();
         let partitions: Vec<Addr<PartitionActor>> = stores
-            .into_iter()
+            .iter()
+            .cloned()
             .enumerate()
             .map(|(id, store)| {
                 let arbiter = &store_arbiters[id % store_arbiters.len()];
@@ -170,6 +178,9 @@ impl Node {
         Ok(Node {
             data_dir,
             partitions,
+            stores,
+            setup: restart_setup,
+            partition_restarts: 0,
             seen: seen_addr,
             archive,
             metrics,
@@ -185,7 +196,41 @@ impl Node {
         .start())
     }
 
+    /// Restarts every partition whose actor is gone (it failed): over the
+    /// same store, so nothing queued is lost; its hosts went with it, so
+    /// the new partition's hosts each wait their last delay again first,
+    /// as after a crash (a request of the old one may still be running).
+    fn supervise_partitions(&mut self) {
+        if self.shutting_down {
+            return;
+        }
+        for id in 0..self.partitions.len() {
+            if self.partitions[id].connected() {
+                continue;
+            }
+            tracing::error!(partition = id, "partition actor failed; restarting it");
+            let mut settings = (*self.setup.settings).clone();
+            settings.crashed = true;
+            let setup = PartitionSetup {
+                settings: Arc::new(settings),
+                ..self.setup.clone()
+            };
+            let store = self.stores[id].clone();
+            let arbiter = self.store_arbiters[id % self.store_arbiters.len()].handle();
+            let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
+                PartitionActor::new(id as u16, store, setup)
+            });
+            self.seen.do_send(Reroute {
+                id: id as u16,
+                to: addr.clone().recipient(),
+            });
+            self.partitions[id] = addr;
+            self.partition_restarts += 1;
+        }
+    }
+
     fn poll_partitions(&mut self, ctx: &mut Context<Self>) {
+        self.supervise_partitions();
         let asks: Vec<_> = self
             .partitions
             .iter()
@@ -194,13 +239,16 @@ impl Node {
         let gather = futures_util::future::join_all(asks);
         ctx.spawn(gather.into_actor(self).map(|snaps, act, _| {
             let mut totals = Totals::default();
+            // A partition that did not answer (it failed, and is being
+            // restarted) may hold work: the node is not idle then.
+            let all_answered = snaps.iter().all(Result::is_ok);
             for snap in snaps.into_iter().flatten() {
                 totals.queued += snap.queued;
                 totals.completed += snap.completed;
                 totals.active_hosts += snap.active_hosts;
             }
             act.last = totals;
-            if totals.queued == 0 {
+            if all_answered && totals.queued == 0 {
                 for waiter in act.idle_waiters.drain(..) {
                     let _ = waiter.send(());
                 }
@@ -324,6 +372,10 @@ pub struct NodeStatus {
     pub active_hosts_cap: usize,
     /// Dormant hosts with work, waiting in the due indexes.
     pub due_hosts: usize,
+    /// Partitions restarted after their actor failed.
+    pub partition_restarts: u64,
+    /// Host actors restarted after they died.
+    pub host_restarts: u64,
     /// Shutting down.
     pub shutting_down: bool,
     /// The archive's counters.
@@ -350,6 +402,7 @@ impl Handler<GetStatus> for Node {
         let uptime = (self.clock.now().at - self.started.at).as_secs_f64();
         let shutting_down = self.shutting_down;
         let (peak, cap) = (self.slots.peak(), self.slots.cap());
+        let partition_restarts = self.partition_restarts;
         Box::pin(async move {
             let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
                 .await
@@ -364,6 +417,8 @@ impl Handler<GetStatus> for Node {
                 active_hosts_peak: peak,
                 active_hosts_cap: cap,
                 due_hosts: partitions.iter().map(|p| p.due_hosts).sum(),
+                partition_restarts,
+                host_restarts: partitions.iter().map(|p| p.host_restarts).sum(),
                 shutting_down,
                 archive: archive.await.unwrap_or_default(),
                 partitions,
@@ -419,6 +474,44 @@ impl Handler<Shutdown> for Node {
             }
             result.map(|(snap, _)| snap)
         }))
+    }
+}
+
+/// Stops partition `id` as if it had failed (tests and fault drills);
+/// the node restarts it from its store.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct CrashPartition {
+    /// The partition.
+    pub id: u16,
+}
+
+impl Handler<CrashPartition> for Node {
+    type Result = ();
+
+    fn handle(&mut self, msg: CrashPartition, _: &mut Self::Context) {
+        if let Some(p) = self.partitions.get(usize::from(msg.id)) {
+            p.do_send(Crash);
+        }
+    }
+}
+
+/// Stops the actor of `host` as if it had failed (tests and fault drills);
+/// its partition restarts it. Answers whether it was active.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "bool")]
+pub struct CrashHostActor {
+    /// The host name.
+    pub host: String,
+}
+
+impl Handler<CrashHostActor> for Node {
+    type Result = ResponseFuture<bool>;
+
+    fn handle(&mut self, msg: CrashHostActor, _: &mut Self::Context) -> Self::Result {
+        let p = crate::url::partition_of(&msg.host, self.partitions.len() as u16) as usize;
+        let ask = self.partitions[p].send(CrashHost { host: msg.host });
+        Box::pin(async move { ask.await.unwrap_or(false) })
     }
 }
 

@@ -24,7 +24,7 @@ use actix::prelude::*;
 
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, Complete, Drain, DrainHost, Failure, GetHost, GetHostSnapshot,
+    AdmitBatch, Complete, Crash, CrashHost, Drain, DrainHost, Failure, GetHost, GetHostSnapshot,
     GetPartitionSnapshot, HostIdle, HostLinks, HostSnapshot, PartitionSnapshot, PipelineLinks,
     PolitenessSnapshot, SaveHostState, Wake,
 };
@@ -82,6 +82,8 @@ pub struct PartitionActor {
     due_timer: Option<(u64, SpawnHandle)>,
     /// Store writes that failed since start (shown in status).
     store_errors: u64,
+    /// Host actors restarted after they died.
+    host_restarts: u64,
     /// Queued, not completed (mirrors the store's queue size).
     queued: u64,
     /// Completed since start.
@@ -132,6 +134,7 @@ impl PartitionActor {
             due: DueIndex::new(),
             due_timer: None,
             store_errors: 0,
+            host_restarts: 0,
             queued: 0,
             completed: 0,
             draining: false,
@@ -254,6 +257,7 @@ impl PartitionActor {
                 host,
                 "a host actor died; restarting it from the store"
             );
+            self.host_restarts += 1;
             self.hosts.remove(&host);
             self.metrics.active_hosts.dec();
             self.slots.give_back();
@@ -271,6 +275,7 @@ impl PartitionActor {
             active_hosts: self.hosts.len(),
             due_hosts: self.due.len(),
             store_errors: self.store_errors,
+            host_restarts: self.host_restarts,
             draining: self.draining,
         }
     }
@@ -288,6 +293,18 @@ impl Actor for PartitionActor {
         }
         ctx.run_interval(SUPERVISE_EVERY, |act, ctx| act.supervise(ctx));
         self.activate_due(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        // Whatever stopped the partition, its hosts go with it (none may
+        // fetch for a partition that is gone) and give back what they held.
+        for host in self.hosts.values() {
+            host.addr.do_send(Crash);
+            self.slots.give_back();
+        }
+        self.metrics.active_hosts.sub(self.hosts.len() as i64);
+        self.metrics.due_hosts.sub(self.due.len() as i64);
+        self.metrics.frontier_size.sub(self.queued as i64);
     }
 
     fn stopping(&mut self, _: &mut Self::Context) -> Running {
@@ -499,6 +516,27 @@ impl Handler<Drain> for PartitionActor {
             }
             complete
         }))
+    }
+}
+
+impl Handler<Crash> for PartitionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Crash, ctx: &mut Self::Context) {
+        tracing::warn!(partition = self.id, "stopping as if failed (fault drill)");
+        ctx.stop();
+    }
+}
+
+impl Handler<CrashHost> for PartitionActor {
+    type Result = bool;
+
+    fn handle(&mut self, msg: CrashHost, _: &mut Self::Context) -> bool {
+        let Some(active) = self.hosts.get(&msg.host) else {
+            return false;
+        };
+        active.addr.do_send(Crash);
+        true
     }
 }
 

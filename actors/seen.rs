@@ -13,7 +13,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use super::messages::{Admission, AdmitBatch, Candidate, Discover, Failure};
+use super::messages::{Admission, AdmitBatch, Candidate, Discover, Failure, Reroute};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::store::AdmitEntry;
@@ -129,6 +129,16 @@ impl Actor for SeenSet {
         // Back-pressure comes from Discover replies, which wait for the
         // store; the mailbox itself must not refuse a page's links.
         ctx.set_mailbox_capacity(usize::MAX);
+    }
+}
+
+impl Handler<Reroute> for SeenSet {
+    type Result = ();
+
+    fn handle(&mut self, msg: Reroute, _: &mut Self::Context) {
+        if let Some(slot) = self.partitions.get_mut(usize::from(msg.id)) {
+            *slot = msg.to;
+        }
     }
 }
 

@@ -362,6 +362,10 @@ pub struct HostMachine {
     ip_waiting: bool,
     /// Tasks that failed and are waiting, for the snapshot.
     failing_tasks: u64,
+    /// Origins whose robots.txt names sitemaps not yet admitted, by the
+    /// task admitting them: their robots.txt is not persisted until then,
+    /// so a crash or a failed host refetches it and finds them again.
+    announcing: HashMap<TaskId, String>,
 }
 
 impl HostMachine {
@@ -408,6 +412,7 @@ impl HostMachine {
             ip,
             ip_waiting: false,
             failing_tasks: 0,
+            announcing: HashMap::new(),
         }
     }
 
@@ -844,10 +849,14 @@ impl HostMachine {
                     self.metrics.crawl_delay_capped.inc();
                 }
                 self.politeness.set_crawl_delay(rules.crawl_delay);
-                fx.push(Effect::Save(self.state(now)));
                 if self.settings.sitemaps.is_some() {
+                    // Persisted once its sitemaps are admitted.
                     let found = response::robots_sitemaps(&url, &rules.sitemaps, &self.host);
-                    self.run(Task::Discover(found), now, fx);
+                    let id = self.next_id();
+                    self.announcing.insert(id, origin.clone());
+                    self.run_as(id, Task::Discover(found), 0, now, fx);
+                } else {
+                    fx.push(Effect::Save(self.state(now)));
                 }
             }
             Fetched::Failed { retry_at_ms } => {
@@ -902,8 +911,15 @@ impl HostMachine {
                     failures,
                 ));
             }
-        } else if failures > 0 {
-            self.failing_tasks = self.failing_tasks.saturating_sub(1);
+        } else {
+            if failures > 0 {
+                self.failing_tasks = self.failing_tasks.saturating_sub(1);
+            }
+            if self.announcing.remove(&id).is_some() {
+                let mut fx = vec![Effect::Save(self.state(now))];
+                fx.extend(self.poll(queue, now));
+                return fx;
+            }
         }
         self.poll(queue, now)
     }
@@ -991,6 +1007,9 @@ impl HostMachine {
     pub fn state(&self, now: Now) -> HostState {
         let mut robots = self.saved_robots.clone();
         for (origin, state) in &self.origins {
+            if self.announcing.values().any(|o| o == origin) {
+                continue;
+            }
             if let Some(record) = state.record() {
                 robots.insert(origin.clone(), record);
             }

@@ -727,3 +727,70 @@ fn an_unreachable_robots_txt_passivates_the_host_and_its_retry_survives_revival(
     assert_eq!(revived.armed(), Some(h.now().at + secs(120)));
     assert!(passivation(&fx).is_some());
 }
+
+#[test]
+fn robots_txt_is_persisted_only_once_its_sitemaps_are_admitted() {
+    let mut s = settings();
+    s.sitemaps = Some(SitemapSettings {
+        limits: crate::sitemap::SitemapLimits {
+            max_urls: 50_000,
+            max_bytes: 50 << 20,
+        },
+        max_index_depth: 2,
+        fresh_within: secs(86_400),
+    });
+    let mut h = Harness::new(s);
+    h.q.push("http://a.test/1", Priority::SEED);
+    let (id, _) = only_fetch(&h.wake());
+    let fx = h.answer(
+        id,
+        ms(5),
+        Ok(response(
+            200,
+            &[],
+            "Sitemap: /s.xml\nUser-agent: *\nAllow: /\n",
+        )),
+    );
+    assert!(
+        !fx.iter().any(|e| matches!(e, Effect::Save(_))),
+        "nothing persisted before the sitemaps are queued"
+    );
+    let (discover, task) = runs(&fx)
+        .into_iter()
+        .find(|(_, t)| matches!(t, Task::Discover(_)))
+        .expect("the sitemaps are offered");
+    let Task::Discover(found) = &task else {
+        unreachable!()
+    };
+    assert_eq!(found[0].url.as_str(), "http://a.test/s.xml");
+    // A crash now would find no robots.txt in the saved state: it is
+    // fetched again, and its sitemaps found again.
+    assert!(h.m.state(h.now()).robots.is_empty());
+    // The admission fails once (store down): still not persisted.
+    let now = h.now();
+    let fx = h.m.task_done(
+        discover,
+        task.clone(),
+        Err(Failure::Store("down".into())),
+        &h.q,
+        now,
+    );
+    assert!(!fx.iter().any(|e| matches!(e, Effect::Save(_))));
+    // It succeeds on its second run: now robots.txt is saved.
+    h.clock.advance(secs(1));
+    let fx = h.timer();
+    let rerun = runs(&fx)
+        .into_iter()
+        .find(|(_, t)| matches!(t, Task::Discover(_)))
+        .expect("run again");
+    let now = h.now();
+    let fx = h.m.task_done(rerun.0, rerun.1, Ok(()), &h.q, now);
+    let saved = fx
+        .iter()
+        .find_map(|e| match e {
+            Effect::Save(state) => Some(state.clone()),
+            _ => None,
+        })
+        .expect("saved after admission");
+    assert!(saved.robots.contains_key("http://a.test:80"));
+}
