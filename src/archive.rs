@@ -34,8 +34,9 @@ use crate::warc::{Exchange, Stored, WarcRef, WarcWriter};
 pub struct ArchiveRequest {
     /// The URL fetched.
     pub url: Url,
-    /// The response.
-    pub response: FetchResponse,
+    /// The response (shared: the host keeps it until the page is done, to
+    /// run a failed step again without fetching again).
+    pub response: Arc<FetchResponse>,
     /// Page, robots.txt or sitemap.
     pub kind: EventKind,
     /// Hops from the seed.
@@ -53,7 +54,7 @@ pub struct ArchiveRequest {
 impl ArchiveRequest {
     /// A response archived as it is (no parse results): robots.txt,
     /// redirects, errors.
-    pub fn side(url: Url, response: FetchResponse, kind: EventKind) -> Self {
+    pub fn side(url: Url, response: Arc<FetchResponse>, kind: EventKind) -> Self {
         ArchiveRequest {
             url,
             response,

@@ -119,8 +119,8 @@ pub struct Job {
     pub entry: QueueEntry,
     /// Its URL.
     pub url: Url,
-    /// The response.
-    pub response: FetchResponse,
+    /// The response, shared with the archive.
+    pub response: Arc<FetchResponse>,
     /// Archived on an earlier run of the task (not to be archived twice).
     pub archived: bool,
     /// Its links admitted on an earlier run.
@@ -140,7 +140,7 @@ pub enum Task {
         /// Where it came from.
         url: Url,
         /// The response.
-        response: FetchResponse,
+        response: Arc<FetchResponse>,
     },
     /// Offer candidates (the sitemaps robots.txt names).
     Discover(Vec<Candidate>),
@@ -793,7 +793,7 @@ impl HostMachine {
                         Task::Process(Box::new(Job {
                             entry,
                             url,
-                            response,
+                            response: Arc::new(response),
                             archived: false,
                             admitted: false,
                         })),
@@ -868,7 +868,14 @@ impl HostMachine {
             }
         }
         if let Ok(response) = result {
-            self.run(Task::ArchiveRobots { url, response }, now, fx);
+            self.run(
+                Task::ArchiveRobots {
+                    url,
+                    response: Arc::new(response),
+                },
+                now,
+                fx,
+            );
         }
     }
 
