@@ -1,4 +1,4 @@
-//! trawl: a polite, durable, distributed web crawler on actix actors.
+//! trawl: a polite, durable web crawler on actix actors.
 //!
 //! # Layout
 //!

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-/// A polite, durable, distributed web crawler.
+/// A polite, durable web crawler.
 #[derive(Debug, Parser)]
 #[command(name = "trawl", version, about)]
 struct Args {

@@ -98,6 +98,21 @@ pub struct RobotsRecord {
     pub fetched_at_ms: u64,
     /// The body (at most [`MAX_ROBOTS_BYTES`]); empty unless 2xx.
     pub body: Vec<u8>,
+    /// For an unreachable robots.txt: the failed attempts so far and when
+    /// the next one is due, so a host that passivates or restarts goes on
+    /// backing off and gives the origin up on time, rather than starting
+    /// over.
+    #[serde(default)]
+    pub retry: Option<RobotsRetry>,
+}
+
+/// The retry state of an unreachable robots.txt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RobotsRetry {
+    /// Failed attempts in a row.
+    pub attempts: u32,
+    /// When the next attempt is due (Unix ms).
+    pub at_ms: u64,
 }
 
 /// How a fetch result is to be read.

@@ -38,6 +38,7 @@ pub fn main(args: RobotsArgs) -> anyhow::Result<ExitCode> {
         (None, _) => Vec::new(),
     };
     let record = RobotsRecord {
+        retry: None,
         status: (args.status != 0).then_some(args.status),
         fetched_at_ms: 0,
         body,

@@ -391,12 +391,17 @@ impl HostMachine {
             .parse()
             .ok()
             .or_else(|| settings.dns.lookup(&host));
+        let attempts = state
+            .attempts
+            .iter()
+            .map(|&(fp, failed, throttled)| (Fingerprint(fp), Attempts { failed, throttled }))
+            .collect();
         HostMachine {
             host,
             settings,
             metrics,
             head: Head::default(),
-            attempts: HashMap::new(),
+            attempts,
             politeness,
             origins: HashMap::new(),
             saved_robots: state.robots,
@@ -1024,6 +1029,11 @@ impl HostMachine {
         HostState {
             robots,
             schedule: Some(self.schedule(now)),
+            attempts: self
+                .attempts
+                .iter()
+                .map(|(fp, a)| (fp.0, a.failed, a.throttled))
+                .collect(),
         }
     }
 

@@ -18,7 +18,8 @@ use std::time::Duration;
 use url::Url;
 
 use super::{
-    robots_url, RobotsRecord, RobotsStatus, Rules, MAX_ROBOTS_BYTES, MAX_ROBOTS_REDIRECTS,
+    robots_url, RobotsRecord, RobotsRetry, RobotsStatus, Rules, MAX_ROBOTS_BYTES,
+    MAX_ROBOTS_REDIRECTS,
 };
 
 /// Attempts of an unreachable robots.txt before its origin may be given up.
@@ -126,10 +127,16 @@ impl OriginRobots {
         };
         match saved {
             Some(r) if r.status_class() == RobotsStatus::Unreachable => {
+                // Records of earlier releases carry no retry state: one
+                // attempt, due at once.
+                let retry = r.retry.unwrap_or(RobotsRetry {
+                    attempts: 1,
+                    at_ms: 0,
+                });
                 state.failing = Some(Failing {
                     since_ms: r.fetched_at_ms,
-                    attempts: 1,
-                    retry_at_ms: 0,
+                    attempts: retry.attempts.max(1),
+                    retry_at_ms: retry.at_ms,
                     status: r.status,
                 });
             }
@@ -147,6 +154,10 @@ impl OriginRobots {
         match (&self.good, &self.failing) {
             (Some((r, _)), _) => Some(r.clone()),
             (None, Some(f)) => Some(RobotsRecord {
+                retry: Some(RobotsRetry {
+                    attempts: f.attempts,
+                    at_ms: f.retry_at_ms,
+                }),
                 status: f.status,
                 fetched_at_ms: f.since_ms,
                 body: Vec::new(),
@@ -261,6 +272,7 @@ impl OriginRobots {
             }
         }
         let record = RobotsRecord {
+            retry: None,
             status: result.status,
             fetched_at_ms: now_ms,
             body: if matches!(result.status, Some(200..=299)) {
@@ -396,12 +408,29 @@ mod tests {
         assert_eq!(retries, [1000, 2000, 4000, 4000]);
         assert_eq!(o.give_up_at_ms(&s), Some(60_000));
         assert_eq!(o.need(60_000, &s), Need::GiveUp);
-        // Persisted and restored (passivation, restart), the clock goes on.
+        // Persisted and restored (passivation, restart), the clock and the
+        // count go on: the next attempt is still due when it was, and past
+        // the deadline the origin is given up at once.
         let saved = o.record().unwrap();
         assert_eq!((saved.status, saved.fetched_at_ms), (Some(503), 0));
-        let mut restored = OriginRobots::new(&page(), Some(saved), &s);
+        assert_eq!(
+            saved.retry,
+            Some(RobotsRetry {
+                attempts: 4,
+                at_ms: now
+            })
+        );
+        let restored = OriginRobots::new(&page(), Some(saved.clone()), &s);
+        assert_eq!(restored.need(now - 1, &s), Need::RetryAt(now));
         assert!(matches!(restored.need(30_000, &s), Need::Fetch(_)));
-        // Restored long after the deadline, it still tries again first.
+        assert_eq!(restored.need(120_000, &s), Need::GiveUp);
+        // A record of an earlier release (no retry state), restored long
+        // after the deadline, still tries again first.
+        let old = RobotsRecord {
+            retry: None,
+            ..saved
+        };
+        let mut restored = OriginRobots::new(&page(), Some(old), &s);
         let mut late = 120_000;
         for _ in 0..2 {
             let url = fetch_url(&restored, late);
@@ -428,6 +457,7 @@ mod tests {
     fn failed_refresh_keeps_the_last_good_copy() {
         let s = settings();
         let saved = RobotsRecord {
+            retry: None,
             status: Some(200),
             fetched_at_ms: 0,
             body: b"User-agent: *\nDisallow: /p/".to_vec(),

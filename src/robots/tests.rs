@@ -172,6 +172,7 @@ fn only_the_first_500_kib_are_parsed() {
 #[test]
 fn status_policy() {
     let record = |status, body: &str| RobotsRecord {
+        retry: None,
         status,
         fetched_at_ms: 0,
         body: body.as_bytes().to_vec(),

@@ -62,7 +62,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::frontier::{EntryKind, Priority};
 use crate::politeness::Schedule;
-use crate::robots::RobotsRecord;
+use crate::robots::{RobotsRecord, RobotsRetry};
 use crate::url::Fingerprint;
 
 /// The version byte of values written now: postcard, shapes as in this
@@ -358,6 +358,9 @@ struct StoredRobots<'a> {
     status: Option<u16>,
     fetched_at_ms: u64,
     body: Cow<'a, [u8]>,
+    /// Failed attempts and next attempt (Unix ms) of an unreachable one.
+    #[serde(default)]
+    retry: Option<(u32, u64)>,
 }
 
 const ROBOTS: &str = "robots records";
@@ -372,6 +375,7 @@ pub fn encode_robots(records: &BTreeMap<String, RobotsRecord>) -> Result<Vec<u8>
                 status: r.status,
                 fetched_at_ms: r.fetched_at_ms,
                 body: Cow::Borrowed(&r.body),
+                retry: r.retry.map(|t| (t.attempts, t.at_ms)),
             };
             (origin.as_str(), r)
         })
@@ -386,6 +390,9 @@ pub fn decode_robots(bytes: &[u8]) -> Result<BTreeMap<String, RobotsRecord>, Cod
         .into_iter()
         .map(|(origin, r)| {
             let r = RobotsRecord {
+                retry: r
+                    .retry
+                    .map(|(attempts, at_ms)| RobotsRetry { attempts, at_ms }),
                 status: r.status,
                 fetched_at_ms: r.fetched_at_ms,
                 body: r.body.into_owned(),
@@ -403,28 +410,50 @@ struct StoredSchedule {
     last_delay_ms: u64,
     failures: u32,
     parked_until_ms: u64,
+    /// Tries of URLs to be tried again: (fingerprint, failures, throttled).
+    #[serde(default)]
+    attempts: Vec<(u128, u32, u32)>,
 }
 
 /// Encodes a host's politeness schedule (the `schedules` value).
 pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, CodecError> {
+    encode_schedule_with_attempts(s, &[])
+}
+
+/// Encodes a host's politeness schedule with the tries of its URLs to be
+/// tried again (written when the host passivates).
+pub fn encode_schedule_with_attempts(
+    s: &Schedule,
+    attempts: &[(u128, u32, u32)],
+) -> Result<Vec<u8>, CodecError> {
     let stored = StoredSchedule {
         next_allowed_ms: s.next_allowed_ms,
         last_delay_ms: s.last_delay_ms,
         failures: s.failures,
         parked_until_ms: s.parked_until_ms,
+        attempts: attempts.to_vec(),
     };
     encode_value(SCHEDULE, &stored)
 }
 
 /// Decodes [`encode_schedule`]'s form, or an earlier release's JSON.
 pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, CodecError> {
+    decode_schedule_with_attempts(bytes).map(|(s, _)| s)
+}
+
+/// Decodes [`encode_schedule_with_attempts`]'s form.
+#[allow(clippy::type_complexity)]
+pub fn decode_schedule_with_attempts(
+    bytes: &[u8],
+) -> Result<(Schedule, Vec<(u128, u32, u32)>), CodecError> {
     let s: StoredSchedule = decode_value(SCHEDULE, bytes)?;
-    Ok(Schedule {
+    let schedule = Schedule {
         next_allowed_ms: s.next_allowed_ms,
         last_delay_ms: s.last_delay_ms,
         failures: s.failures,
         parked_until_ms: s.parked_until_ms,
-    })
+    };
+    Ok((schedule, s.attempts))
 }
 
 #[cfg(test)]
@@ -551,6 +580,7 @@ mod tests {
         records.insert(
             "http://a.test:80".to_owned(),
             RobotsRecord {
+                retry: None,
                 status: Some(200),
                 fetched_at_ms: 1_700_000_000_000,
                 body,
@@ -559,6 +589,7 @@ mod tests {
         records.insert(
             "https://a.test:443".to_owned(),
             RobotsRecord {
+                retry: None,
                 status: None,
                 fetched_at_ms: 5,
                 body: Vec::new(),

@@ -20,6 +20,12 @@ pub struct HostState {
     pub robots: BTreeMap<String, RobotsRecord>,
     /// The politeness schedule, if the host was ever fetched from.
     pub schedule: Option<Schedule>,
+    /// Tries so far of URLs still queued to be tried again, by URL
+    /// fingerprint: `(failures, throttled answers)`. Saved when the host
+    /// passivates, so a host that passivates between tries still gives a
+    /// URL up after `max_attempts` (stored with the schedule).
+    #[serde(default)]
+    pub attempts: Vec<(u128, u32, u32)>,
 }
 
 impl PartitionStore {
@@ -30,11 +36,19 @@ impl PartitionStore {
             None => BTreeMap::new(),
             Some(bytes) => codec::decode_robots(&bytes).map_err(|e| self.codec(e))?,
         };
-        let schedule = match self.get(CF_SCHEDULES, host.as_bytes())? {
-            None => None,
-            Some(bytes) => Some(codec::decode_schedule(&bytes).map_err(|e| self.codec(e))?),
+        let (schedule, attempts) = match self.get(CF_SCHEDULES, host.as_bytes())? {
+            None => (None, Vec::new()),
+            Some(bytes) => {
+                let (schedule, attempts) =
+                    codec::decode_schedule_with_attempts(&bytes).map_err(|e| self.codec(e))?;
+                (Some(schedule), attempts)
+            }
         };
-        Ok(HostState { robots, schedule })
+        Ok(HostState {
+            robots,
+            schedule,
+            attempts,
+        })
     }
 
     /// Saves the state of `host` in one write.
@@ -54,7 +68,8 @@ impl PartitionStore {
         let robots = codec::encode_robots(&state.robots).map_err(|e| self.codec(e))?;
         batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
         if let Some(schedule) = &state.schedule {
-            let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
+            let bytes = codec::encode_schedule_with_attempts(schedule, &state.attempts)
+                .map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
         Ok(())
@@ -72,6 +87,7 @@ mod tests {
         let store = open(dir.path());
         assert_eq!(store.host_state("a.test").unwrap(), HostState::default());
         let mut state = HostState {
+            attempts: vec![(7, 2, 1)],
             schedule: Some(Schedule {
                 next_allowed_ms: 42,
                 ..Schedule::default()
@@ -81,6 +97,7 @@ mod tests {
         state.robots.insert(
             "http://a.test:80".into(),
             RobotsRecord {
+                retry: None,
                 status: Some(200),
                 fetched_at_ms: 1,
                 body: b"User-agent: *\nDisallow: /x".to_vec(),

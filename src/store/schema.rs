@@ -349,6 +349,7 @@ mod tests {
         robots.insert(
             "http://a.test:80".to_owned(),
             RobotsRecord {
+                retry: None,
                 status: Some(200),
                 fetched_at_ms: 1_700_000_000_000,
                 body: b"User-agent: *\nDisallow: /private".to_vec(),
@@ -362,6 +363,7 @@ mod tests {
                 failures: 1,
                 parked_until_ms: 0,
             }),
+            attempts: Vec::new(),
         }
     }
 

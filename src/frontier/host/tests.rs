@@ -794,3 +794,40 @@ fn robots_txt_is_persisted_only_once_its_sitemaps_are_admitted() {
         .expect("saved after admission");
     assert!(saved.robots.contains_key("http://a.test:80"));
 }
+
+#[test]
+fn tries_survive_passivation_so_a_failing_url_is_given_up_on_time() {
+    // A 45 s Crawl-delay: the host passivates after every request.
+    let s = passivating(secs(30));
+    let mut h = Harness::new(s.clone());
+    h.q.push("http://a.test/1", Priority::SEED);
+    let fx = h.robots(200, "User-agent: *\nCrawl-delay: 45\n");
+    let mut state = match fx.iter().find(|e| matches!(e, Effect::Passivate { .. })) {
+        Some(Effect::Passivate { state, .. }) => state.clone(),
+        _ => panic!("passivated after robots.txt: {fx:?}"),
+    };
+    let mut failed = Vec::new();
+    for _ in 0..3 {
+        // Revived when due (persisted times round up a millisecond), from
+        // the saved state alone.
+        h.clock.advance(secs(46));
+        let mut m = HostMachine::new(
+            HOST.into(),
+            Arc::new(s.clone()),
+            Arc::new(Metrics::new()),
+            state.clone(),
+            h.now(),
+        );
+        let (id, url) = only_fetch(&m.wake(u8::MAX, &h.q, h.now()));
+        assert_eq!(url, "http://a.test/1");
+        h.clock.advance(ms(5));
+        let fx = m.fetched(id, Err(FetchError::Timeout), &h.q, h.now());
+        failed.extend(completions(&fx));
+        if let Some(Effect::Passivate { state: s, .. }) =
+            fx.iter().find(|e| matches!(e, Effect::Passivate { .. }))
+        {
+            state = s.clone();
+        }
+    }
+    assert_eq!(failed, [UrlState::Failed], "given up at the third try");
+}
