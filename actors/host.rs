@@ -54,6 +54,7 @@ impl HostActor {
         state: HostState,
         metrics: Arc<Metrics>,
         clock: SharedClock,
+        generation: u64,
     ) -> Self {
         let machine = HostMachine::new(host, settings, metrics, state, clock.now());
         HostActor {
@@ -61,7 +62,7 @@ impl HostActor {
             store,
             links,
             clock,
-            generation: 0,
+            generation,
             timer: None,
             drain_waiters: Vec::new(),
         }

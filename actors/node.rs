@@ -159,6 +159,7 @@ impl Node {
             slots: slots.clone(),
             clock: clock.clone(),
             metrics: metrics.clone(),
+            hold_until_ms: 0,
         };
         let restart_setup = setup.clone();
         let partitions: Vec<Addr<PartitionActor>> = stores
@@ -211,8 +212,11 @@ impl Node {
             tracing::error!(partition = id, "partition actor failed; restarting it");
             let mut settings = (*self.setup.settings).clone();
             settings.crashed = true;
+            // Requests of its former hosts may still be on the wire.
+            let hold = settings.request_timeout.as_millis() as u64;
             let setup = PartitionSetup {
                 settings: Arc::new(settings),
+                hold_until_ms: self.clock.now().unix_ms() + hold,
                 ..self.setup.clone()
             };
             let store = self.stores[id].clone();
@@ -287,6 +291,7 @@ fn host_settings(config: &Config, crashed: bool) -> HostSettings {
             .then(|| IpSlots::new(config.politeness.max_in_flight_per_ip)),
         dns: DnsOverrides::new(&config.dns.overrides),
         passivate_after: config.frontier.passivate_after,
+        request_timeout: config.fetch.timeout,
     }
 }
 

@@ -41,6 +41,9 @@ use crate::url::Fingerprint;
 const ACTIVATE_AHEAD_MS: u64 = 200;
 /// How often a partition with due hosts but no free slot looks again.
 const SLOT_POLL: Duration = Duration::from_millis(20);
+/// A host that passivated idle with entries still stored (its queue read
+/// failed) comes due again after this.
+const STRAY_WORK_DELAY_MS: u64 = 1_000;
 /// Messages waiting for a partition before senders wait in turn.
 const PARTITION_MAILBOX: usize = 1024;
 /// How often active host actors are checked for having died.
@@ -48,7 +51,9 @@ const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
 
 struct ActiveHost {
     addr: Addr<HostActor>,
-    /// Bumped by every wake; a host idle at an older generation has work.
+    /// The generation of its start or last wake, from the partition's one
+    /// counter: an idle report of another generation (new work came, or it
+    /// is from an earlier actor of the same host) is refused.
     generation: u64,
 }
 
@@ -65,6 +70,10 @@ pub struct PartitionSetup {
     pub clock: SharedClock,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// No host of the partition is activated before this (Unix ms): set
+    /// when a partition is restarted after a failure, since requests of its
+    /// former hosts may still be on the wire.
+    pub hold_until_ms: u64,
 }
 
 /// One partition.
@@ -84,6 +93,10 @@ pub struct PartitionActor {
     store_errors: u64,
     /// Host actors restarted after they died.
     host_restarts: u64,
+    /// The last generation handed out (see [`ActiveHost::generation`]).
+    generations: u64,
+    /// See [`PartitionSetup::hold_until_ms`].
+    hold_until_ms: u64,
     /// Queued, not completed (mirrors the store's queue size).
     queued: u64,
     /// Completed since start.
@@ -122,6 +135,7 @@ impl PartitionActor {
             slots,
             clock,
             metrics,
+            hold_until_ms,
         } = setup;
         PartitionActor {
             id,
@@ -135,6 +149,8 @@ impl PartitionActor {
             due_timer: None,
             store_errors: 0,
             host_restarts: 0,
+            generations: 0,
+            hold_until_ms,
             queued: 0,
             completed: 0,
             draining: false,
@@ -148,8 +164,9 @@ impl PartitionActor {
     /// in the due index keeps its place (it may not be contacted earlier);
     /// any other becomes due now.
     fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
+        let generation = self.next_generation();
         if let Some(active) = self.hosts.get_mut(host) {
-            active.generation += 1;
+            active.generation = generation;
             active.addr.do_send(Wake {
                 generation: active.generation,
                 levels,
@@ -206,8 +223,14 @@ impl PartitionActor {
         self.due_timer = Some((at_ms, handle));
     }
 
+    fn next_generation(&mut self) -> u64 {
+        self.generations += 1;
+        self.generations
+    }
+
     /// Starts the actor of `host` (a slot is taken) from its stored state.
     fn start_host(&mut self, host: String, ctx: &mut Context<Self>) {
+        let generation = self.next_generation();
         let state = match self.store.host_state(&host) {
             Ok(state) => state,
             Err(err) => {
@@ -230,16 +253,11 @@ impl PartitionActor {
             state,
             self.metrics.clone(),
             self.clock.clone(),
+            generation,
         )
         .start();
         self.metrics.active_hosts.inc();
-        self.hosts.insert(
-            host,
-            ActiveHost {
-                addr,
-                generation: 0,
-            },
-        );
+        self.hosts.insert(host, ActiveHost { addr, generation });
     }
 
     /// Brings back hosts whose actor died (a panic stops only that actor):
@@ -261,7 +279,10 @@ impl PartitionActor {
             self.hosts.remove(&host);
             self.metrics.active_hosts.dec();
             self.slots.give_back();
-            self.due.insert(&host, 0);
+            // A request of the dead actor may still be on the wire: its
+            // replacement starts no earlier than that request could end.
+            let hold = self.settings.request_timeout.as_millis() as u64;
+            self.due.insert(&host, self.clock.now().unix_ms() + hold);
             self.metrics.due_hosts.inc();
         }
         self.activate_due(ctx);
@@ -323,7 +344,8 @@ impl PartitionActor {
         self.queued = hosts.values().sum();
         self.metrics.frontier_size.add(self.queued as i64);
         for host in hosts.keys() {
-            self.due.insert(host, due.get(host).copied().unwrap_or(0));
+            let at = due.get(host).copied().unwrap_or(0);
+            self.due.insert(host, at.max(self.hold_until_ms));
         }
         self.metrics.due_hosts.add(self.due.len() as i64);
         if !hosts.is_empty() {
@@ -452,7 +474,17 @@ impl Handler<HostIdle> for PartitionActor {
         self.hosts.remove(&msg.host);
         self.metrics.active_hosts.dec();
         self.slots.give_back();
-        if let Some(due_ms) = msg.due_ms {
+        // A host that found nothing to do (or could not read its queue)
+        // while entries are still stored comes back shortly: no queued URL
+        // is left without a host that will fetch it.
+        let due_ms = msg.due_ms.or_else(|| {
+            let left: u64 = self
+                .store
+                .queued_by_priority(&msg.host)
+                .map_or(1, |levels| levels.iter().sum());
+            (left > 0).then(|| self.clock.now().unix_ms() + STRAY_WORK_DELAY_MS)
+        });
+        if let Some(due_ms) = due_ms {
             self.due.insert(&msg.host, due_ms);
             self.metrics.due_hosts.inc();
         }

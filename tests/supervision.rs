@@ -19,7 +19,9 @@ fn failed_partitions_are_restarted_and_lose_no_queued_url() {
     let data = tempfile::tempdir().unwrap();
     // A delay long enough that every partition still has work queued when
     // it is made to fail.
-    let config = config(data.path(), 30, PARTITIONS);
+    // A restarted partition's hosts wait out `fetch.timeout` first (a
+    // request of the failed ones may still be on the wire): keep it short.
+    let config = config_with(data.path(), 30, PARTITIONS, "[fetch]\ntimeout = \"1s\"\n");
     let seeds = web.seeds(port);
     let status = actix_rt::System::new().block_on(async move {
         let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
@@ -43,6 +45,10 @@ fn failed_partitions_are_restarted_and_lose_no_queued_url() {
     let pages = page_requests(&log, port);
     let thrice: Vec<_> = pages.iter().filter(|(_, n)| **n > 2).collect();
     assert!(thrice.is_empty(), "fetched more than twice: {thrice:?}");
+    // Politeness held across the restarts: the new hosts waited out any
+    // request the failed ones may still have had on the wire.
+    let report = audit_log(&web, &log, 30);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
 
 #[test]
@@ -50,7 +56,7 @@ fn a_host_actor_that_dies_comes_back_from_the_store() {
     let (web, server) = start_web(3, 20, 13);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let config = config(data.path(), 30, PARTITIONS);
+    let config = config_with(data.path(), 30, PARTITIONS, "[fetch]\ntimeout = \"1s\"\n");
     let seeds = web.seeds(port);
     let host = trawl::testweb::SyntheticWeb::host_name(0);
     let (status, crashed) = actix_rt::System::new().block_on(async move {
@@ -69,4 +75,6 @@ fn a_host_actor_that_dies_comes_back_from_the_store() {
     assert!(crashed, "the host was active when it was made to fail");
     assert_eq!(status.host_restarts, 1);
     assert_sites_complete(&log, &web, port);
+    let report = audit_log(&web, &log, 30);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
 }

@@ -83,6 +83,9 @@ pub struct HostSettings {
     pub dns: DnsOverrides,
     /// A host with nothing to do for longer than this is passivated.
     pub passivate_after: Duration,
+    /// The longest a request may take (`fetch.timeout`): how long a
+    /// request of a failed actor may still be on the wire.
+    pub request_timeout: Duration,
 }
 
 /// Where a host's queue is read from.
@@ -708,9 +711,13 @@ impl HostMachine {
         match what {
             Requested::Robots { origin, url } => {
                 // Read the file first: its Crawl-delay already governs the
-                // wait after this very request.
-                self.robots_fetched(origin, url, result, now, &mut fx);
+                // wait after this very request; the state is saved after the
+                // release, with the schedule that request set.
+                let save = self.robots_fetched(origin, url, result, now, &mut fx);
                 self.release(permit, now, wire_time, outcome);
+                if save {
+                    fx.push(Effect::Save(self.state(now)));
+                }
             }
             Requested::Entry { entry, url } => {
                 self.release(permit, now, wire_time, outcome);
@@ -722,12 +729,14 @@ impl HostMachine {
         fx
     }
 
-    /// The request `id` could not be handed to the fetcher (its mailbox is
-    /// closed or full): an internal condition, not the host's failure. The
-    /// permit is returned untouched and the entry goes back to the head.
+    /// The answer to request `id` was lost inside the node (the fetcher's
+    /// mailbox closed or its reply was dropped): an internal condition,
+    /// never counted against the host (no failure, no backoff, no try).
+    /// The request may still have reached the host, so the host owes its
+    /// ordinary delay before the URL is asked for again.
     pub fn fetch_lost(&mut self, id: TaskId, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
         if let Some(flight) = self.in_flight.remove(&id) {
-            self.politeness.cancel(flight.permit);
+            self.release(flight.permit, now, Duration::ZERO, Outcome::Success);
             match flight.what {
                 Requested::Entry { entry, .. } => self.head.retry.push_front(entry),
                 Requested::Robots { origin, .. } => {
@@ -810,6 +819,7 @@ impl HostMachine {
         }
     }
 
+    /// Takes a robots.txt answer; whether the host's state is to be saved.
     fn robots_fetched(
         &mut self,
         origin: String,
@@ -817,10 +827,10 @@ impl HostMachine {
         result: Result<FetchResponse, FetchError>,
         now: Now,
         fx: &mut Vec<Effect>,
-    ) {
+    ) -> bool {
         let now_ms = now.unix_ms();
         let Some(state) = self.origins.get_mut(&origin) else {
-            return;
+            return false;
         };
         let fetch_result = match &result {
             Ok(resp) => FetchResult {
@@ -832,7 +842,7 @@ impl HostMachine {
                 // The same next time: nothing of this origin is fetched.
                 tracing::debug!(host = %self.host, origin, reason, "robots.txt address denied; the origin's urls are recorded denied");
                 state.deny();
-                return;
+                return false;
             }
             Err(err) => {
                 tracing::debug!(host = %self.host, error = %err, "robots.txt unreachable");
@@ -843,6 +853,7 @@ impl HostMachine {
                 }
             }
         };
+        let mut save = false;
         match state.fetch_done(fetch_result, now_ms, &self.settings.robots) {
             Fetched::Stored(record) => {
                 let rules =
@@ -861,11 +872,11 @@ impl HostMachine {
                     self.announcing.insert(id, origin.clone());
                     self.run_as(id, Task::Discover(found), 0, now, fx);
                 } else {
-                    fx.push(Effect::Save(self.state(now)));
+                    save = true;
                 }
             }
             Fetched::Failed { retry_at_ms } => {
-                fx.push(Effect::Save(self.state(now)));
+                save = true;
                 tracing::debug!(host = %self.host, origin, retry_in_ms = retry_at_ms.saturating_sub(now_ms), "robots.txt fetch failed; will retry");
             }
             Fetched::Redirect(next) => {
@@ -882,6 +893,7 @@ impl HostMachine {
                 fx,
             );
         }
+        save
     }
 
     /// The answer to [`Effect::Run`] `id`, with the task given back. A
@@ -913,7 +925,9 @@ impl HostMachine {
                     .saturating_mul(1 << doublings)
                     .min(TASK_RETRY_MAX);
                 tracing::warn!(host = %self.host, task = task.label(), error = %failure, retry_in_s = wait.as_secs(), "a task failed; it will run again");
-                self.failing_tasks += 1;
+                if failures == 1 {
+                    self.failing_tasks += 1;
+                }
                 self.delayed.push((
                     Delayed {
                         at: now.at + wait,

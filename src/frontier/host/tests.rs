@@ -97,6 +97,7 @@ fn settings() -> HostSettings {
         // Long waits are asserted on the timer here; the passivation tests
         // set their own threshold.
         passivate_after: secs(30 * 24 * 3600),
+        request_timeout: secs(30),
     }
 }
 
@@ -626,7 +627,7 @@ fn a_failed_task_runs_again_with_backoff_and_is_not_the_hosts_failure() {
 }
 
 #[test]
-fn a_lost_request_returns_its_permit_untouched() {
+fn a_lost_answer_is_not_the_hosts_failure_but_owes_the_ordinary_delay() {
     let mut h = Harness::new(settings());
     h.q.push("http://a.test/1", Priority::SEED);
     h.robots(200, "");
@@ -634,10 +635,13 @@ fn a_lost_request_returns_its_permit_untouched() {
     let (id, _) = only_fetch(&h.timer());
     let now = h.now();
     let fx = h.m.fetch_lost(id, &h.q, now);
-    // Dispatched again at once: no delay or failure was charged.
-    let (_, url) = only_fetch(&fx);
-    assert_eq!(url, "http://a.test/1");
+    // The request may have reached the host: the floor delay, no backoff.
+    assert!(fetches(&fx).is_empty());
+    assert_eq!(wake_at(&fx), Some(now.at + secs(1)));
     assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).politeness.failures, 0);
+    h.clock.advance(secs(1));
+    let (_, url) = only_fetch(&h.timer());
+    assert_eq!(url, "http://a.test/1", "the same URL, first");
 }
 
 #[test]
