@@ -393,7 +393,8 @@ impl HostMachine {
             .trim_matches(['[', ']'])
             .parse()
             .ok()
-            .or_else(|| settings.dns.lookup(&host));
+            .or_else(|| settings.dns.lookup(&host))
+            .or(state.ip);
         let attempts = state
             .attempts
             .iter()
@@ -1048,6 +1049,7 @@ impl HostMachine {
                 .iter()
                 .map(|(fp, a)| (fp.0, a.failed, a.throttled))
                 .collect(),
+            ip: self.ip,
         }
     }
 

@@ -413,39 +413,49 @@ struct StoredSchedule {
     /// Tries of URLs to be tried again: (fingerprint, failures, throttled).
     #[serde(default)]
     attempts: Vec<(u128, u32, u32)>,
+    /// The address the host was last reached at.
+    #[serde(default)]
+    ip: Option<std::net::IpAddr>,
+}
+
+/// What a host remembers beside its schedule (written when it passivates).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostMemory {
+    /// Tries of URLs to be tried again: (fingerprint, failures, throttled).
+    pub attempts: Vec<(u128, u32, u32)>,
+    /// The address the host was last reached at.
+    pub ip: Option<std::net::IpAddr>,
 }
 
 /// Encodes a host's politeness schedule (the `schedules` value).
 pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, CodecError> {
-    encode_schedule_with_attempts(s, &[])
+    encode_schedule_with_memory(s, &HostMemory::default())
 }
 
-/// Encodes a host's politeness schedule with the tries of its URLs to be
-/// tried again (written when the host passivates).
-pub fn encode_schedule_with_attempts(
+/// Encodes a host's politeness schedule with what else it remembers
+/// (written when the host passivates).
+pub fn encode_schedule_with_memory(
     s: &Schedule,
-    attempts: &[(u128, u32, u32)],
+    memory: &HostMemory,
 ) -> Result<Vec<u8>, CodecError> {
     let stored = StoredSchedule {
         next_allowed_ms: s.next_allowed_ms,
         last_delay_ms: s.last_delay_ms,
         failures: s.failures,
         parked_until_ms: s.parked_until_ms,
-        attempts: attempts.to_vec(),
+        attempts: memory.attempts.clone(),
+        ip: memory.ip,
     };
     encode_value(SCHEDULE, &stored)
 }
 
 /// Decodes [`encode_schedule`]'s form, or an earlier release's JSON.
 pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, CodecError> {
-    decode_schedule_with_attempts(bytes).map(|(s, _)| s)
+    decode_schedule_with_memory(bytes).map(|(s, _)| s)
 }
 
-/// Decodes [`encode_schedule_with_attempts`]'s form.
-#[allow(clippy::type_complexity)]
-pub fn decode_schedule_with_attempts(
-    bytes: &[u8],
-) -> Result<(Schedule, Vec<(u128, u32, u32)>), CodecError> {
+/// Decodes [`encode_schedule_with_memory`]'s form.
+pub fn decode_schedule_with_memory(bytes: &[u8]) -> Result<(Schedule, HostMemory), CodecError> {
     let s: StoredSchedule = decode_value(SCHEDULE, bytes)?;
     let schedule = Schedule {
         next_allowed_ms: s.next_allowed_ms,
@@ -453,7 +463,11 @@ pub fn decode_schedule_with_attempts(
         failures: s.failures,
         parked_until_ms: s.parked_until_ms,
     };
-    Ok((schedule, s.attempts))
+    let memory = HostMemory {
+        attempts: s.attempts,
+        ip: s.ip,
+    };
+    Ok((schedule, memory))
 }
 
 #[cfg(test)]

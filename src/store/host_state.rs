@@ -26,6 +26,11 @@ pub struct HostState {
     /// URL up after `max_attempts` (stored with the schedule).
     #[serde(default)]
     pub attempts: Vec<(u128, u32, u32)>,
+    /// The address the host was last reached at, so per-IP politeness
+    /// applies from a revived host's first request (stored with the
+    /// schedule).
+    #[serde(default)]
+    pub ip: Option<std::net::IpAddr>,
 }
 
 impl PartitionStore {
@@ -36,18 +41,19 @@ impl PartitionStore {
             None => BTreeMap::new(),
             Some(bytes) => codec::decode_robots(&bytes).map_err(|e| self.codec(e))?,
         };
-        let (schedule, attempts) = match self.get(CF_SCHEDULES, host.as_bytes())? {
-            None => (None, Vec::new()),
+        let (schedule, memory) = match self.get(CF_SCHEDULES, host.as_bytes())? {
+            None => (None, codec::HostMemory::default()),
             Some(bytes) => {
-                let (schedule, attempts) =
-                    codec::decode_schedule_with_attempts(&bytes).map_err(|e| self.codec(e))?;
-                (Some(schedule), attempts)
+                let (schedule, memory) =
+                    codec::decode_schedule_with_memory(&bytes).map_err(|e| self.codec(e))?;
+                (Some(schedule), memory)
             }
         };
         Ok(HostState {
             robots,
             schedule,
-            attempts,
+            attempts: memory.attempts,
+            ip: memory.ip,
         })
     }
 
@@ -68,8 +74,12 @@ impl PartitionStore {
         let robots = codec::encode_robots(&state.robots).map_err(|e| self.codec(e))?;
         batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
         if let Some(schedule) = &state.schedule {
-            let bytes = codec::encode_schedule_with_attempts(schedule, &state.attempts)
-                .map_err(|e| self.codec(e))?;
+            let memory = codec::HostMemory {
+                attempts: state.attempts.clone(),
+                ip: state.ip,
+            };
+            let bytes =
+                codec::encode_schedule_with_memory(schedule, &memory).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
         Ok(())
@@ -88,6 +98,7 @@ mod tests {
         assert_eq!(store.host_state("a.test").unwrap(), HostState::default());
         let mut state = HostState {
             attempts: vec![(7, 2, 1)],
+            ip: Some("127.0.0.9".parse().unwrap()),
             schedule: Some(Schedule {
                 next_allowed_ms: 42,
                 ..Schedule::default()

@@ -364,6 +364,7 @@ mod tests {
                 parked_until_ms: 0,
             }),
             attempts: Vec::new(),
+            ip: None,
         }
     }
 
