@@ -45,18 +45,15 @@ pub struct HostActor {
 }
 
 impl HostActor {
-    /// A host resuming from its saved `state`.
+    /// The actor of `machine` (a host restored from its saved state),
+    /// started by its partition at wake `generation`.
     pub fn new(
-        host: String,
+        machine: HostMachine,
         store: Arc<PartitionStore>,
-        settings: Arc<HostSettings>,
         links: HostLinks,
-        state: HostState,
-        metrics: Arc<Metrics>,
         clock: SharedClock,
         generation: u64,
     ) -> Self {
-        let machine = HostMachine::new(host, settings, metrics, state, clock.now());
         HostActor {
             machine,
             store,

@@ -30,7 +30,7 @@ use super::messages::{
 };
 use crate::clock::SharedClock;
 use crate::frontier::due::{ActiveSlots, DueIndex};
-use crate::frontier::host::HostSettings;
+use crate::frontier::host::{HostMachine, HostSettings};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
 use crate::store::{Completion, PartitionStore};
@@ -245,13 +245,17 @@ impl PartitionActor {
             idle: me.clone().recipient(),
             save: me.recipient(),
         };
-        let addr = HostActor::new(
+        let machine = HostMachine::new(
             host.clone(),
-            self.store.clone(),
             self.settings.clone(),
-            links,
-            state,
             self.metrics.clone(),
+            state,
+            self.clock.now(),
+        );
+        let addr = HostActor::new(
+            machine,
+            self.store.clone(),
+            links,
             self.clock.clone(),
             generation,
         )
