@@ -10,6 +10,7 @@
 pub mod budget;
 pub mod due;
 pub mod host;
+pub mod recrawl;
 pub mod response;
 
 use serde::{Deserialize, Serialize};
