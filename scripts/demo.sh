@@ -4,4 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-cargo run --release --locked -- demo "$@"
+# Built with the tests' feature set (`--tests`), so a machine that ran
+# scripts/test.sh reuses its RocksDB build instead of compiling RocksDB's
+# C++ a second time (a plain `cargo run` resolves dependency features
+# without the dev-dependencies, which rebuilds librocksdb-sys).
+cargo build --release --locked --bins --tests
+exec "${CARGO_TARGET_DIR:-target}/release/trawl" demo "$@"
