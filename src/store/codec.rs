@@ -62,7 +62,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::frontier::{EntryKind, Priority};
 use crate::politeness::Schedule;
-use crate::robots::{RobotsRecord, RobotsRetry};
+use crate::robots::RobotsRecord;
 use crate::url::Fingerprint;
 
 /// The version byte of values written now: postcard, shapes as in this
@@ -358,9 +358,6 @@ struct StoredRobots<'a> {
     status: Option<u16>,
     fetched_at_ms: u64,
     body: Cow<'a, [u8]>,
-    /// Failed attempts and next attempt (Unix ms) of an unreachable one.
-    #[serde(default)]
-    retry: Option<(u32, u64)>,
 }
 
 const ROBOTS: &str = "robots records";
@@ -375,7 +372,6 @@ pub fn encode_robots(records: &BTreeMap<String, RobotsRecord>) -> Result<Vec<u8>
                 status: r.status,
                 fetched_at_ms: r.fetched_at_ms,
                 body: Cow::Borrowed(&r.body),
-                retry: r.retry.map(|t| (t.attempts, t.at_ms)),
             };
             (origin.as_str(), r)
         })
@@ -390,9 +386,7 @@ pub fn decode_robots(bytes: &[u8]) -> Result<BTreeMap<String, RobotsRecord>, Cod
         .into_iter()
         .map(|(origin, r)| {
             let r = RobotsRecord {
-                retry: r
-                    .retry
-                    .map(|(attempts, at_ms)| RobotsRetry { attempts, at_ms }),
+                retry: None,
                 status: r.status,
                 fetched_at_ms: r.fetched_at_ms,
                 body: r.body.into_owned(),
@@ -410,64 +404,63 @@ struct StoredSchedule {
     last_delay_ms: u64,
     failures: u32,
     parked_until_ms: u64,
-    /// Tries of URLs to be tried again: (fingerprint, failures, throttled).
-    #[serde(default)]
-    attempts: Vec<(u128, u32, u32)>,
-    /// The address the host was last reached at.
-    #[serde(default)]
-    ip: Option<std::net::IpAddr>,
 }
 
-/// What a host remembers beside its schedule (written when it passivates).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// What a host remembers beside its robots.txt copies and schedule,
+/// written when it passivates or drains (its own value, under
+/// [`memory_key`], so the completions that rewrite the schedule leave it
+/// alone). Version 1.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostMemory {
     /// Tries of URLs to be tried again: (fingerprint, failures, throttled).
     pub attempts: Vec<(u128, u32, u32)>,
     /// The address the host was last reached at.
     pub ip: Option<std::net::IpAddr>,
+    /// Unreachable robots.txt: (origin, failed attempts, next attempt in
+    /// Unix ms).
+    pub robots_retry: Vec<(String, u32, u64)>,
+}
+
+const MEMORY: &str = "host memory";
+
+/// The key of a host's [`HostMemory`] in the `schedules` family: the host
+/// name, a NUL (no host name has one) and `memory`.
+pub fn memory_key(host: &str) -> Vec<u8> {
+    let mut key = host_prefix(host);
+    key.extend_from_slice(b"memory");
+    key
+}
+
+/// Encodes a [`HostMemory`].
+pub fn encode_memory(m: &HostMemory) -> Result<Vec<u8>, CodecError> {
+    encode_value(MEMORY, m)
+}
+
+/// Decodes [`encode_memory`]'s form.
+pub fn decode_memory(bytes: &[u8]) -> Result<HostMemory, CodecError> {
+    decode_value(MEMORY, bytes)
 }
 
 /// Encodes a host's politeness schedule (the `schedules` value).
 pub fn encode_schedule(s: &Schedule) -> Result<Vec<u8>, CodecError> {
-    encode_schedule_with_memory(s, &HostMemory::default())
-}
-
-/// Encodes a host's politeness schedule with what else it remembers
-/// (written when the host passivates).
-pub fn encode_schedule_with_memory(
-    s: &Schedule,
-    memory: &HostMemory,
-) -> Result<Vec<u8>, CodecError> {
     let stored = StoredSchedule {
         next_allowed_ms: s.next_allowed_ms,
         last_delay_ms: s.last_delay_ms,
         failures: s.failures,
         parked_until_ms: s.parked_until_ms,
-        attempts: memory.attempts.clone(),
-        ip: memory.ip,
     };
     encode_value(SCHEDULE, &stored)
 }
 
 /// Decodes [`encode_schedule`]'s form, or an earlier release's JSON.
 pub fn decode_schedule(bytes: &[u8]) -> Result<Schedule, CodecError> {
-    decode_schedule_with_memory(bytes).map(|(s, _)| s)
-}
-
-/// Decodes [`encode_schedule_with_memory`]'s form.
-pub fn decode_schedule_with_memory(bytes: &[u8]) -> Result<(Schedule, HostMemory), CodecError> {
     let s: StoredSchedule = decode_value(SCHEDULE, bytes)?;
-    let schedule = Schedule {
+    Ok(Schedule {
         next_allowed_ms: s.next_allowed_ms,
         last_delay_ms: s.last_delay_ms,
         failures: s.failures,
         parked_until_ms: s.parked_until_ms,
-    };
-    let memory = HostMemory {
-        attempts: s.attempts,
-        ip: s.ip,
-    };
-    Ok((schedule, memory))
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use super::codec;
 use super::schema::{CF_HOSTS, CF_SCHEDULES};
 use super::{PartitionStore, StoreError};
 use crate::politeness::Schedule;
-use crate::robots::RobotsRecord;
+use crate::robots::{RobotsRecord, RobotsRetry};
 
 /// Durable state of a host: loaded when its actor activates, saved when it
 /// passivates (the schedule also with every completion).
@@ -37,18 +37,23 @@ impl PartitionStore {
     /// The saved state of `host` (empty if it has none). Reads the JSON of
     /// earlier releases too (see `codec.rs`).
     pub fn host_state(&self, host: &str) -> Result<HostState, StoreError> {
-        let robots = match self.get(CF_HOSTS, host.as_bytes())? {
+        let mut robots = match self.get(CF_HOSTS, host.as_bytes())? {
             None => BTreeMap::new(),
             Some(bytes) => codec::decode_robots(&bytes).map_err(|e| self.codec(e))?,
         };
-        let (schedule, memory) = match self.get(CF_SCHEDULES, host.as_bytes())? {
-            None => (None, codec::HostMemory::default()),
-            Some(bytes) => {
-                let (schedule, memory) =
-                    codec::decode_schedule_with_memory(&bytes).map_err(|e| self.codec(e))?;
-                (Some(schedule), memory)
-            }
+        let schedule = match self.get(CF_SCHEDULES, host.as_bytes())? {
+            None => None,
+            Some(bytes) => Some(codec::decode_schedule(&bytes).map_err(|e| self.codec(e))?),
         };
+        let memory = match self.get(CF_SCHEDULES, &codec::memory_key(host))? {
+            None => codec::HostMemory::default(),
+            Some(bytes) => codec::decode_memory(&bytes).map_err(|e| self.codec(e))?,
+        };
+        for (origin, attempts, at_ms) in memory.robots_retry {
+            if let Some(record) = robots.get_mut(&origin) {
+                record.retry = Some(RobotsRetry { attempts, at_ms });
+            }
+        }
         Ok(HostState {
             robots,
             schedule,
@@ -74,14 +79,20 @@ impl PartitionStore {
         let robots = codec::encode_robots(&state.robots).map_err(|e| self.codec(e))?;
         batch.put_cf(self.cf(CF_HOSTS), host.as_bytes(), robots);
         if let Some(schedule) = &state.schedule {
-            let memory = codec::HostMemory {
-                attempts: state.attempts.clone(),
-                ip: state.ip,
-            };
-            let bytes =
-                codec::encode_schedule_with_memory(schedule, &memory).map_err(|e| self.codec(e))?;
+            let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
+        let memory = codec::HostMemory {
+            attempts: state.attempts.clone(),
+            ip: state.ip,
+            robots_retry: state
+                .robots
+                .iter()
+                .filter_map(|(origin, r)| r.retry.map(|t| (origin.clone(), t.attempts, t.at_ms)))
+                .collect(),
+        };
+        let bytes = codec::encode_memory(&memory).map_err(|e| self.codec(e))?;
+        batch.put_cf(self.cf(CF_SCHEDULES), codec::memory_key(host), bytes);
         Ok(())
     }
 }
@@ -114,7 +125,32 @@ mod tests {
                 body: b"User-agent: *\nDisallow: /x".to_vec(),
             },
         );
+        state.robots.insert(
+            "http://a.test:8080".into(),
+            RobotsRecord {
+                retry: Some(RobotsRetry {
+                    attempts: 3,
+                    at_ms: 99,
+                }),
+                status: None,
+                fetched_at_ms: 5,
+                body: Vec::new(),
+            },
+        );
         store.save_host_state("a.test", &state).unwrap();
         assert_eq!(store.host_state("a.test").unwrap(), state);
+        // Completions rewrite the schedule; what the host remembers beside
+        // it (tries, address, robots.txt retries) stays.
+        let later = Schedule {
+            next_allowed_ms: 77,
+            ..Schedule::default()
+        };
+        store.complete(&[], &[("a.test", &later)]).unwrap();
+        let reread = store.host_state("a.test").unwrap();
+        assert_eq!(reread.schedule, Some(later));
+        assert_eq!(
+            (reread.attempts, reread.ip, reread.robots),
+            (state.attempts, state.ip, state.robots)
+        );
     }
 }
