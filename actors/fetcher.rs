@@ -55,6 +55,11 @@ impl Handler<Fetch> for FetcherPool {
         let metrics = self.metrics.clone();
         Box::pin(async move {
             let _slot = slots.acquire().await.expect("semaphore is never closed");
+            if msg.asker.strong_count() == 0 {
+                // Its host is gone (failed, or stopped): nobody would
+                // honour the politeness this request owes.
+                return Err(FetchError::Protocol("the asking host is gone".into()));
+            }
             let result = client.get(&msg.url).await;
             match &result {
                 Ok(resp) => {

@@ -108,8 +108,14 @@ impl HostActor {
     }
 
     fn fetch(&mut self, id: TaskId, url: url::Url, ctx: &mut Context<Self>) {
-        let fetch = self.links.pipeline.fetch.send(Fetch { url });
+        // Dropped with this future, so with the actor if it dies.
+        let asker = Arc::new(());
+        let fetch = self.links.pipeline.fetch.send(Fetch {
+            url,
+            asker: Arc::downgrade(&asker),
+        });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
+            drop(asker);
             let now = act.clock.now();
             let fx = match result {
                 Ok(result) => act.machine.fetched(id, result, &*act.store, now),

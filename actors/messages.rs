@@ -250,6 +250,10 @@ pub struct GetHost {
 pub struct Fetch {
     /// The URL.
     pub url: Url,
+    /// Alive while the asking host waits for the answer: a request whose
+    /// host died while it waited for a fetch slot is never started, so a
+    /// restarted host cannot overlap it (see the partition's supervision).
+    pub asker: std::sync::Weak<()>,
 }
 
 // -------------------------------------------------------------- ParserPool

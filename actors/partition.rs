@@ -97,6 +97,8 @@ pub struct PartitionActor {
     generations: u64,
     /// See [`PartitionSetup::hold_until_ms`].
     hold_until_ms: u64,
+    /// Hosts whose actor died, to be started owing their last delay.
+    restarted: std::collections::HashSet<String>,
     /// Queued, not completed (mirrors the store's queue size).
     queued: u64,
     /// Completed since start.
@@ -151,6 +153,7 @@ impl PartitionActor {
             host_restarts: 0,
             generations: 0,
             hold_until_ms,
+            restarted: Default::default(),
             queued: 0,
             completed: 0,
             draining: false,
@@ -245,9 +248,18 @@ impl PartitionActor {
             idle: me.clone().recipient(),
             save: me.recipient(),
         };
+        // A host restarted after its actor died owes its last delay again,
+        // as after a crash.
+        let settings = if self.restarted.remove(&host) {
+            let mut crashed = (*self.settings).clone();
+            crashed.crashed = true;
+            Arc::new(crashed)
+        } else {
+            self.settings.clone()
+        };
         let machine = HostMachine::new(
             host.clone(),
-            self.settings.clone(),
+            settings,
             self.metrics.clone(),
             state,
             self.clock.now(),
@@ -285,8 +297,11 @@ impl PartitionActor {
             self.slots.give_back();
             // A request of the dead actor may still be on the wire: its
             // replacement starts no earlier than that request could end.
-            let hold = self.settings.request_timeout.as_millis() as u64;
+            // (activation runs ACTIVATE_AHEAD_MS early), and owes its last
+            // delay after that, as after a crash.
+            let hold = self.settings.request_timeout.as_millis() as u64 + ACTIVATE_AHEAD_MS;
             self.due.insert(&host, self.clock.now().unix_ms() + hold);
+            self.restarted.insert(host);
             self.metrics.due_hosts.inc();
         }
         self.activate_due(ctx);
@@ -347,9 +362,16 @@ impl PartitionActor {
         let due = self.store.due_times()?;
         self.queued = hosts.values().sum();
         self.metrics.frontier_size.add(self.queued as i64);
+        // After a restart, nothing starts before the hold (activation runs
+        // ACTIVATE_AHEAD_MS early); the restarted partition's settings say
+        // `crashed`, so each host also owes its last delay.
+        let hold = match self.hold_until_ms {
+            0 => 0,
+            ms => ms + ACTIVATE_AHEAD_MS,
+        };
         for host in hosts.keys() {
             let at = due.get(host).copied().unwrap_or(0);
-            self.due.insert(host, at.max(self.hold_until_ms));
+            self.due.insert(host, at.max(hold));
         }
         self.metrics.due_hosts.add(self.due.len() as i64);
         if !hosts.is_empty() {

@@ -141,6 +141,10 @@ pub enum Outcome {
     },
     /// Other 5xx, timeout, connection error.
     Failure,
+    /// The answer was lost inside the crawler (not the host's doing): the
+    /// host owes at least its last delay again, its failure count is left
+    /// as it was.
+    Lost,
 }
 
 impl Outcome {
@@ -157,7 +161,7 @@ impl Outcome {
 
     /// Whether the request should be tried again later.
     pub fn is_retryable(&self) -> bool {
-        !matches!(self, Outcome::Success)
+        !matches!(self, Outcome::Success | Outcome::Lost)
     }
 }
 
@@ -387,6 +391,7 @@ impl HostPoliteness {
             Outcome::Throttled {
                 retry_after: Some(wait),
             } => raise(wait.min(policy.max_retry_after), WaitReason::RetryAfter),
+            Outcome::Lost => raise(self.last_delay, WaitReason::Delay),
             Outcome::Throttled { retry_after: None } | Outcome::Failure => {
                 self.failures += 1;
                 raise(policy.backoff(self.failures, jitter), WaitReason::Backoff);

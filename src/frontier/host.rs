@@ -737,7 +737,7 @@ impl HostMachine {
     /// ordinary delay before the URL is asked for again.
     pub fn fetch_lost(&mut self, id: TaskId, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
         if let Some(flight) = self.in_flight.remove(&id) {
-            self.release(flight.permit, now, Duration::ZERO, Outcome::Success);
+            self.release(flight.permit, now, Duration::ZERO, Outcome::Lost);
             match flight.what {
                 Requested::Entry { entry, .. } => self.head.retry.push_front(entry),
                 Requested::Robots { origin, .. } => {

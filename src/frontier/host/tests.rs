@@ -640,8 +640,18 @@ fn a_lost_answer_is_not_the_hosts_failure_but_owes_the_ordinary_delay() {
     assert_eq!(wake_at(&fx), Some(now.at + secs(1)));
     assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).politeness.failures, 0);
     h.clock.advance(secs(1));
-    let (_, url) = only_fetch(&h.timer());
+    let (id, url) = only_fetch(&h.timer());
     assert_eq!(url, "http://a.test/1", "the same URL, first");
+    // A failure, then a lost answer: the failure count is kept (not reset
+    // as a success would), and the backoff owed is owed again.
+    let fx = h.answer(id, ms(5), Ok(response(500, &[], "")));
+    let backoff = wake_at(&fx).unwrap() - h.now().at;
+    h.clock.advance(backoff);
+    let (id, _) = only_fetch(&h.timer());
+    let now = h.now();
+    let fx = h.m.fetch_lost(id, &h.q, now);
+    assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).politeness.failures, 1);
+    assert_eq!(wake_at(&fx), Some(now.at + backoff));
 }
 
 #[test]
