@@ -30,16 +30,10 @@ use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::config::Config;
-use crate::fetch::DnsOverrides;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::HostSettings;
-use crate::frontier::response::{RetryLimits, SitemapSettings};
 use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
-use crate::politeness::ip::IpSlots;
-use crate::politeness::Policy;
-use crate::robots::cache::RobotsSettings;
-use crate::sitemap::SitemapLimits;
 use crate::store::{Manifest, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError};
 
 /// How often the node checks whether the crawl ran out of work.
@@ -136,7 +130,7 @@ impl Node {
         let archive = ArchiveActor::start(&config, metrics.clone())?;
         let parser = ParserPool::start(&config.parse, config.fetch.max_body_bytes, metrics.clone());
         let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
-        let settings = Arc::new(host_settings(&config, crashed));
+        let settings = Arc::new(HostSettings::from_config(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)
             .map(|_| Arbiter::new())
             .collect();
@@ -258,40 +252,6 @@ impl Node {
                 }
             }
         }));
-    }
-}
-
-/// The settings every host of the node shares.
-fn host_settings(config: &Config, crashed: bool) -> HostSettings {
-    HostSettings {
-        policy: Policy::from(&config.politeness),
-        robots: RobotsSettings {
-            product_token: config.crawl.product_token().to_owned(),
-            ttl: config.robots.cache_ttl,
-            retry_base: config.robots.retry_base,
-            retry_max: config.robots.retry_max,
-            give_up_after: config.robots.give_up_after,
-        },
-        retries: RetryLimits {
-            max_attempts: config.fetch.max_attempts,
-            max_throttled_attempts: config.fetch.max_throttled_attempts,
-        },
-        max_redirects: config.fetch.max_redirects,
-        archive_non_html: config.fetch.archive_non_html,
-        sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
-            limits: SitemapLimits {
-                max_urls: config.sitemap.max_urls,
-                max_bytes: config.sitemap.max_bytes,
-            },
-            max_index_depth: config.sitemap.max_index_depth,
-            fresh_within: config.sitemap.fresh_within,
-        }),
-        crashed,
-        ip_slots: (config.politeness.max_in_flight_per_ip > 0)
-            .then(|| IpSlots::new(config.politeness.max_in_flight_per_ip)),
-        dns: DnsOverrides::new(&config.dns.overrides),
-        passivate_after: config.frontier.passivate_after,
-        request_timeout: config.fetch.timeout,
     }
 }
 

@@ -26,7 +26,7 @@ use super::host::HostActor;
 use super::messages::{
     AdmitBatch, Complete, Crash, CrashHost, Drain, DrainHost, Failure, GetHost, GetHostSnapshot,
     GetPartitionSnapshot, HostIdle, HostLinks, HostSnapshot, PartitionSnapshot, PipelineLinks,
-    PolitenessSnapshot, SaveHostState, Wake,
+    SaveHostState, Wake,
 };
 use crate::clock::SharedClock;
 use crate::frontier::due::{ActiveSlots, DueIndex};
@@ -630,29 +630,6 @@ fn stored_snapshot(
     let fail = |e: crate::store::StoreError| Failure::Store(e.to_string());
     let state = store.host_state(host).map_err(fail)?;
     let queued = store.queued_by_priority(host).map_err(fail)?;
-    let now_ms = now.unix_ms();
     let token = &settings.robots.product_token;
-    let robots: Vec<_> = state
-        .robots
-        .iter()
-        .map(|(origin, record)| crate::robots::RobotsSummary::of(origin, record, token))
-        .collect();
-    let schedule = state.schedule.unwrap_or_default();
-    Ok(HostSnapshot {
-        host: host.to_owned(),
-        active: false,
-        politeness: PolitenessSnapshot {
-            in_flight: 0,
-            next_allowed_in_ms: schedule.next_allowed_ms.saturating_sub(now_ms),
-            failures: schedule.failures,
-            parked: schedule.parked_until_ms > now_ms,
-            crawl_delay_ms: robots.iter().find_map(|r| r.crawl_delay_ms),
-        },
-        robots,
-        robots_failing: Vec::new(),
-        queued_by_priority: queued,
-        head: 0,
-        processing: 0,
-        failing_tasks: 0,
-    })
+    Ok(HostSnapshot::dormant(host, &state, queued, token, now))
 }

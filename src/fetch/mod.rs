@@ -119,6 +119,27 @@ pub struct FetchResponse {
 }
 
 impl FetchResponse {
+    /// A response as if received (unit tests of what responses mean):
+    /// `status`, `headers` (names lower-case) and `body`, started at the
+    /// epoch, no time on the wire.
+    #[cfg(test)]
+    pub(crate) fn synthetic(status: u16, headers: &[(&str, &str)], body: &str) -> Self {
+        FetchResponse {
+            status,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            head: Vec::new(),
+            request_head: Vec::new(),
+            body: Bytes::copy_from_slice(body.as_bytes()),
+            truncated: false,
+            ip: None,
+            started_at: SystemTime::UNIX_EPOCH,
+            elapsed: Duration::ZERO,
+        }
+    }
+
     /// The first value of header `name` (lower-case).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers

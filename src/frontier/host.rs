@@ -88,6 +88,43 @@ pub struct HostSettings {
     pub request_timeout: Duration,
 }
 
+impl HostSettings {
+    /// The settings of every host of a node running `config`; `crashed`:
+    /// the previous run did not stop cleanly.
+    pub fn from_config(config: &crate::config::Config, crashed: bool) -> Self {
+        HostSettings {
+            policy: Policy::from(&config.politeness),
+            robots: RobotsSettings {
+                product_token: config.crawl.product_token().to_owned(),
+                ttl: config.robots.cache_ttl,
+                retry_base: config.robots.retry_base,
+                retry_max: config.robots.retry_max,
+                give_up_after: config.robots.give_up_after,
+            },
+            retries: RetryLimits {
+                max_attempts: config.fetch.max_attempts,
+                max_throttled_attempts: config.fetch.max_throttled_attempts,
+            },
+            max_redirects: config.fetch.max_redirects,
+            archive_non_html: config.fetch.archive_non_html,
+            sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
+                limits: crate::sitemap::SitemapLimits {
+                    max_urls: config.sitemap.max_urls,
+                    max_bytes: config.sitemap.max_bytes,
+                },
+                max_index_depth: config.sitemap.max_index_depth,
+                fresh_within: config.sitemap.fresh_within,
+            }),
+            crashed,
+            ip_slots: (config.politeness.max_in_flight_per_ip > 0)
+                .then(|| IpSlots::new(config.politeness.max_in_flight_per_ip)),
+            dns: DnsOverrides::new(&config.dns.overrides),
+            passivate_after: config.frontier.passivate_after,
+            request_timeout: config.fetch.timeout,
+        }
+    }
+}
+
 /// Where a host's queue is read from.
 pub trait QueueSource {
     /// Up to `n` entries of `host`'s queue of `priority` after key `after`.
@@ -547,19 +584,7 @@ impl HostMachine {
             self.politeness.cancel(permit);
             return false;
         };
-        let id = self.next_id();
-        fx.push(Effect::Fetch {
-            id,
-            url: url.clone(),
-        });
-        self.in_flight.insert(
-            id,
-            InFlight {
-                what: Requested::Entry { entry, url },
-                permit,
-                _ip_slot: slot,
-            },
-        );
+        self.send(Requested::Entry { entry, url }, permit, slot, fx);
         true
     }
 
@@ -630,15 +655,26 @@ impl HostMachine {
         if let Some(state) = self.origins.get_mut(&origin) {
             state.fetch_started(url.clone());
         }
+        self.send(Requested::Robots { origin, url }, permit, slot, fx);
+    }
+
+    /// Hands out the request `what` under its permit (and IP slot).
+    fn send(
+        &mut self,
+        what: Requested,
+        permit: Permit,
+        slot: Option<IpSlot>,
+        fx: &mut Vec<Effect>,
+    ) {
         let id = self.next_id();
-        fx.push(Effect::Fetch {
-            id,
-            url: url.clone(),
-        });
+        let url = match &what {
+            Requested::Robots { url, .. } | Requested::Entry { url, .. } => url.clone(),
+        };
+        fx.push(Effect::Fetch { id, url });
         self.in_flight.insert(
             id,
             InFlight {
-                what: Requested::Robots { origin, url },
+                what,
                 permit,
                 _ip_slot: slot,
             },
@@ -1112,6 +1148,43 @@ pub struct HostSnapshot {
     pub processing: usize,
     /// Tasks that failed (store, archive) and wait to run again.
     pub failing_tasks: u64,
+}
+
+impl HostSnapshot {
+    /// The snapshot of a host without an actor, from its stored `state`
+    /// and queue sizes, as seen at `now`.
+    pub fn dormant(
+        host: &str,
+        state: &HostState,
+        queued_by_priority: [u64; LEVELS],
+        product_token: &str,
+        now: Now,
+    ) -> Self {
+        let now_ms = now.unix_ms();
+        let robots: Vec<_> = state
+            .robots
+            .iter()
+            .map(|(origin, record)| RobotsSummary::of(origin, record, product_token))
+            .collect();
+        let schedule = state.schedule.unwrap_or_default();
+        HostSnapshot {
+            host: host.to_owned(),
+            active: false,
+            politeness: PolitenessSnapshot {
+                in_flight: 0,
+                next_allowed_in_ms: schedule.next_allowed_ms.saturating_sub(now_ms),
+                failures: schedule.failures,
+                parked: schedule.parked_until_ms > now_ms,
+                crawl_delay_ms: robots.iter().find_map(|r| r.crawl_delay_ms),
+            },
+            robots,
+            robots_failing: Vec::new(),
+            queued_by_priority,
+            head: 0,
+            processing: 0,
+            failing_tasks: 0,
+        }
+    }
 }
 
 /// The politeness part of a [`HostSnapshot`].

@@ -3,9 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
-
-use bytes::Bytes;
+use std::time::Duration;
 
 use super::*;
 use crate::clock::{Clock, ManualClock};
@@ -212,20 +210,7 @@ impl Harness {
 }
 
 fn response(status: u16, headers: &[(&str, &str)], body: &str) -> FetchResponse {
-    FetchResponse {
-        status,
-        headers: headers
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect(),
-        head: Vec::new(),
-        request_head: Vec::new(),
-        body: Bytes::copy_from_slice(body.as_bytes()),
-        truncated: false,
-        ip: None,
-        started_at: SystemTime::UNIX_EPOCH,
-        elapsed: Duration::ZERO,
-    }
+    FetchResponse::synthetic(status, headers, body)
 }
 
 fn html() -> FetchResponse {

@@ -1,24 +1,9 @@
 //! What a response means, decided without I/O.
 
-use bytes::Bytes;
-
 use super::*;
 
 fn response(status: u16, headers: &[(&str, &str)]) -> FetchResponse {
-    FetchResponse {
-        status,
-        headers: headers
-            .iter()
-            .map(|(n, v)| (n.to_string(), v.to_string()))
-            .collect(),
-        head: Vec::new(),
-        request_head: Vec::new(),
-        body: Bytes::from_static(b"body"),
-        truncated: false,
-        ip: None,
-        started_at: SystemTime::UNIX_EPOCH,
-        elapsed: Duration::ZERO,
-    }
+    FetchResponse::synthetic(status, headers, "body")
 }
 
 fn url() -> Url {
