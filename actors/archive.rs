@@ -10,13 +10,15 @@ use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 
-use super::messages::{Archive, ArchiveSnapshot, CloseArchive, Failure, GetArchiveSnapshot};
-use crate::archive::Archiver;
+use super::messages::{
+    Archive, ArchiveRemoval, ArchiveSnapshot, CloseArchive, Failure, GetArchiveSnapshot,
+};
+use crate::archive::{Archived, Archiver};
 use crate::config::Config;
 use crate::dedup::DedupIndex;
 use crate::events::EventWriter;
 use crate::metrics::Metrics;
-use crate::warc::{WarcRef, WarcSettings, WarcWriter};
+use crate::warc::{WarcSettings, WarcWriter};
 
 /// The archive's thread.
 pub struct ArchiveActor {
@@ -64,6 +66,7 @@ impl ArchiveActor {
         let events = EventWriter::open(&config.data_path(&config.events.path))?;
         let dedup = DedupIndex::open(&config.data_path(&config.dedup.dir))?;
         let settings = config.dedup.clone();
+        let change_distance = config.recrawl.change_distance;
         // SyncArbiter wants a factory; the writers exist once, so the single
         // thread takes them on its first (and only) start.
         let slot = Arc::new(Mutex::new(Some((warc, events, dedup))));
@@ -74,7 +77,14 @@ impl ArchiveActor {
                 .take()
                 .expect("the archive actor is started once");
             ArchiveActor {
-                archiver: Archiver::new(warc, events, dedup, settings.clone(), metrics.clone()),
+                archiver: Archiver::new(
+                    warc,
+                    events,
+                    dedup,
+                    settings.clone(),
+                    change_distance,
+                    metrics.clone(),
+                ),
             }
         }))
     }
@@ -85,12 +95,22 @@ impl Actor for ArchiveActor {
 }
 
 impl Handler<Archive> for ArchiveActor {
-    type Result = Result<Option<WarcRef>, Failure>;
+    type Result = Result<Archived, Failure>;
 
     fn handle(&mut self, msg: Archive, _: &mut Self::Context) -> Self::Result {
         let url = msg.url.clone();
         self.archiver.store(msg).inspect_err(|err| {
             tracing::error!(url = %url, error = %err, "archiving failed");
+        })
+    }
+}
+
+impl Handler<ArchiveRemoval> for ArchiveActor {
+    type Result = Result<(), Failure>;
+
+    fn handle(&mut self, msg: ArchiveRemoval, _: &mut Self::Context) -> Self::Result {
+        self.archiver.removed(&msg.0).inspect_err(|err| {
+            tracing::error!(url = %msg.0.url, error = %err, "writing a removed event failed");
         })
     }
 }

@@ -60,7 +60,7 @@ impl Handler<Fetch> for FetcherPool {
                 // honour the politeness this request owes.
                 return Err(FetchError::Protocol("the asking host is gone".into()));
             }
-            let result = client.get(&msg.url).await;
+            let result = client.get_with(&msg.url, &msg.validators).await;
             match &result {
                 Ok(resp) => {
                     metrics.count_status(resp.status);

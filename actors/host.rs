@@ -20,17 +20,22 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{
-    Archive, Complete, Crash, Discover, DrainHost, Failure, Fetch, GetHostSnapshot, HostIdle,
-    HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
+    Archive, ArchiveRemoval, Complete, Crash, Discover, DrainHost, Failure, Fetch,
+    GetHostSnapshot, HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
 };
+use crate::archive::Archived;
 use crate::clock::SharedClock;
 use crate::events::EventKind;
-use crate::frontier::host::{Effect, HostMachine, HostSettings, Job, Task, TaskId};
+use crate::fetch::Validators;
+use crate::frontier::host::{
+    Effect, Finish, HostMachine, HostSettings, Job, Removed, Task, TaskId,
+};
+use crate::frontier::lifecycle::{self, Observed};
 use crate::frontier::response::{self, Plan};
 use crate::frontier::EntryKind;
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::{Completion, HostState, PartitionStore, UrlState};
+use crate::store::{Completion, HostState, PartitionStore};
 
 /// One active host.
 pub struct HostActor {
@@ -74,7 +79,11 @@ impl HostActor {
     fn apply(&mut self, effects: Vec<Effect>, ctx: &mut Context<Self>) {
         for effect in effects {
             match effect {
-                Effect::Fetch { id, url } => self.fetch(id, url, ctx),
+                Effect::Fetch {
+                    id,
+                    url,
+                    validators,
+                } => self.fetch(id, url, validators, ctx),
                 Effect::Run { id, task, schedule } => self.run(id, task, schedule, ctx),
                 Effect::Save(state) => self.links.save.do_send(SaveHostState {
                     host: self.machine.host().to_owned(),
@@ -107,11 +116,18 @@ impl HostActor {
         }
     }
 
-    fn fetch(&mut self, id: TaskId, url: url::Url, ctx: &mut Context<Self>) {
+    fn fetch(
+        &mut self,
+        id: TaskId,
+        url: url::Url,
+        validators: Validators,
+        ctx: &mut Context<Self>,
+    ) {
         // Dropped with this future, so with the actor if it dies.
         let asker = Arc::new(());
         let fetch = self.links.pipeline.fetch.send(Fetch {
             url,
+            validators,
             asker: Arc::downgrade(&asker),
         });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
@@ -188,15 +204,16 @@ impl Runner {
     async fn run(self, mut task: Task) -> (Task, Result<(), Failure>) {
         let result = match &mut task {
             Task::Process(job) => self.process(job).await,
-            Task::Complete(completion) => self.complete(completion.clone()).await,
-            Task::ArchiveRobots { url, response } => {
-                self.archive(Archive::side(
+            Task::Complete(finish) => self.finish(finish).await,
+            Task::RecordTries(completion) => self.complete(completion.clone()).await,
+            Task::ArchiveRobots { url, response } => self
+                .archive(Archive::side(
                     url.clone(),
                     response.clone(),
                     EventKind::Robots,
                 ))
                 .await
-            }
+                .map(drop),
             Task::Discover(found) => self.discover(found.clone()).await,
         };
         (task, result)
@@ -213,9 +230,25 @@ impl Runner {
             .await?
     }
 
-    async fn archive(&self, msg: Archive) -> Result<(), Failure> {
-        self.links.pipeline.archive.send(msg).await??;
-        Ok(())
+    /// Reports the removal (once), then records the entry finished.
+    async fn finish(&self, finish: &mut Finish) -> Result<(), Failure> {
+        if let Some(removed) = &finish.removed {
+            self.removed(removed.clone()).await?;
+            finish.removed = None;
+        }
+        self.complete(finish.completion.clone()).await
+    }
+
+    async fn removed(&self, removed: Removed) -> Result<(), Failure> {
+        self.links
+            .pipeline
+            .removed
+            .send(ArchiveRemoval(removed))
+            .await?
+    }
+
+    async fn archive(&self, msg: Archive) -> Result<Archived, Failure> {
+        Ok(self.links.pipeline.archive.send(msg).await??)
     }
 
     async fn discover(&self, candidates: Vec<crate::frontier::Candidate>) -> Result<(), Failure> {
@@ -229,24 +262,32 @@ impl Runner {
         Ok(())
     }
 
-    /// Parse or read, archive, admit what was found, complete: the steps
+    /// Parse or read, archive, admit what was found, settle the URL's
+    /// record (its next refresh, or its removal), complete: the steps
     /// [`response::plan`] chose. Steps done on an earlier run are skipped.
     async fn process(&self, job: &mut Job) -> Result<(), Failure> {
         let value = &job.entry.value;
-        let status = job.response.status;
+        let previous = job.entry.previous.as_ref().and_then(|r| r.last.clone());
         let plan = response::plan(
             &value.kind,
             value.depth,
             &job.url,
             &job.response,
+            previous.as_ref().is_some_and(|v| v.copy.is_some() && v.digest.is_some()),
             self.settings.archive_non_html,
             self.settings.max_redirects,
             &self.metrics,
         );
         let header =
             response::header_directives(&job.response, &self.settings.robots.product_token);
+        let not_modified = plan == Plan::NotModified;
         let (found, mut archive) = match plan {
             Plan::NotArchived => (Vec::new(), None),
+            Plan::NotModified => {
+                let mut record = self.record(job, None);
+                record.not_modified = true;
+                (Vec::new(), Some(record))
+            }
             Plan::ReadSitemap => (self.read_sitemap(job).await?, Some(self.record(job, None))),
             Plan::ParseHtml => {
                 let parsed = self
@@ -275,22 +316,83 @@ impl Runner {
                 (found.into_iter().collect(), Some(self.record(job, meta)))
             }
         };
-        if let Some(mut record) = archive.take().filter(|_| !job.archived) {
+        let simhash = archive.as_ref().and_then(|a| a.simhash);
+        if let Some(mut record) = archive.take().filter(|_| job.archived.is_none()) {
             record.links_out = found.len();
-            self.archive(record).await?;
-            job.archived = true;
+            record.previous = previous.clone();
+            job.archived = Some(self.archive(record).await?);
         }
+        let archived = job.archived.clone();
         if !job.admitted {
             self.discover(found).await?;
             job.admitted = true;
         }
+        let seen = self.observed(job, archived, simhash, not_modified);
+        let settled = lifecycle::fetched(
+            job.entry.previous.as_deref(),
+            job.entry.value.depth,
+            seen,
+            self.clock.now().unix_ms(),
+            &self.settings.recrawl,
+        );
+        if let (Some(reason), false) = (settled.removed, job.removal_noted) {
+            self.removed(Removed {
+                url: job.url.clone(),
+                reason,
+                last_status: Some(job.response.status),
+                depth: job.entry.value.depth,
+                at_ms: self.clock.now().unix_ms(),
+            })
+            .await?;
+            job.removal_noted = true;
+        }
+        job.next_due_ms = settled.record.next_due_ms;
         self.complete(Completion {
-            fp: value.fp,
-            queue_key: job.entry.key.clone(),
-            depth: value.depth,
-            state: UrlState::Fetched(status),
+            key: job.entry.key.clone(),
+            recrawl: job.entry.recrawl,
+            value: job.entry.value.clone(),
+            record: settled.record,
         })
         .await
+    }
+
+    /// What this fetch saw, for the URL's record; counts the refresh.
+    /// `archived` is `None` when nothing was archived (a type not kept:
+    /// then what is known of the response is its status and validators).
+    fn observed(
+        &self,
+        job: &Job,
+        archived: Option<Archived>,
+        simhash: Option<u64>,
+        not_modified: bool,
+    ) -> Observed {
+        let response = &job.response;
+        let (digest, copy, changed) = match archived {
+            Some(a) => (Some(a.digest), a.copy, a.changed),
+            None => (None, None, None),
+        };
+        if job.entry.recrawl {
+            let result = match (not_modified, changed) {
+                (true, _) => Some("not_modified"),
+                (false, Some(true)) => Some("changed"),
+                (false, Some(false)) => Some("unchanged"),
+                (false, None) => None,
+            };
+            if let Some(result) = result {
+                self.metrics.refreshes.with_label_values(&[result]).inc();
+            }
+        }
+        Observed {
+            at_ms: crate::clock::unix_ms(response.started_at),
+            status: response.status,
+            etag: response.header("etag").map(str::to_owned),
+            last_modified: response.header("last-modified").map(str::to_owned),
+            digest,
+            simhash,
+            copy,
+            not_modified,
+            changed,
+        }
     }
 
     /// The archive message of a page or sitemap response.

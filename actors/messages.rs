@@ -24,7 +24,6 @@ use crate::politeness::Schedule;
 use crate::sitemap::{ParsedSitemap, SitemapLimits};
 use crate::store::{AdmitEntry, Completion, HostState};
 use crate::url::Fingerprint;
-use crate::warc::WarcRef;
 
 pub use crate::error::Failure;
 
@@ -48,6 +47,8 @@ pub struct PipelineLinks {
     pub parse_sitemap: Recipient<ParseSitemap>,
     /// Archive.
     pub archive: Recipient<Archive>,
+    /// Archive: `removed` events.
+    pub removed: Recipient<ArchiveRemoval>,
     /// SeenSet.
     pub discover: Recipient<Discover>,
 }
@@ -212,6 +213,8 @@ pub struct PartitionSnapshot {
     pub host_restarts: u64,
     /// Draining for shutdown.
     pub draining: bool,
+    /// Scheduled refreshes by when they are due.
+    pub refresh_due: crate::store::DueCounts,
 }
 
 // --------------------------------------------------------------- HostActor
@@ -250,6 +253,8 @@ pub struct GetHost {
 pub struct Fetch {
     /// The URL.
     pub url: Url,
+    /// Validators of the copy on record: the request is conditional.
+    pub validators: crate::fetch::Validators,
     /// Alive while the asking host waits for the answer: a request whose
     /// host died while it waited for a fetch slot is never started, so a
     /// restarted host cannot overlap it (see the partition's supervision).
@@ -285,12 +290,18 @@ pub struct Parse {
 // ----------------------------------------------------------------- Archive
 
 /// Archives one response (WARC records and its output event). Replies
-/// with where it was stored, or `None` when dedup chose not to store it.
+/// with where it was stored (if dedup stored it), its digest, and whether
+/// it changed since the copy on record.
 pub type Archive = crate::archive::ArchiveRequest;
 
 impl Message for crate::archive::ArchiveRequest {
-    type Result = Result<Option<WarcRef>, Failure>;
+    type Result = Result<crate::archive::Archived, Failure>;
 }
+
+/// Writes the `removed` event of a URL that left the crawl.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct ArchiveRemoval(pub crate::frontier::host::Removed);
 
 /// Flushes and closes the current WARC file and syncs the events file.
 #[derive(Debug, Clone, Copy, Message)]

@@ -144,6 +144,7 @@ impl Node {
             parse: parser.clone().recipient(),
             parse_sitemap: parser.recipient(),
             archive: archive.clone().recipient(),
+            removed: archive.clone().recipient(),
             discover: seen_addr.clone().recipient(),
         };
         let slots = ActiveSlots::new(config.frontier.active_hosts_cap(config.fetch.concurrency));
@@ -241,7 +242,7 @@ impl Node {
             // restarted) may hold work: the node is not idle then.
             let all_answered = snaps.iter().all(Result::is_ok);
             for snap in snaps.into_iter().flatten() {
-                totals.queued += snap.queued;
+                totals.queued += snap.queued + snap.refresh_due.now;
                 totals.completed += snap.completed;
                 totals.active_hosts += snap.active_hosts;
             }
@@ -286,6 +287,7 @@ impl Handler<Seed> for Node {
                 depth: 0,
                 priority: Priority::SEED,
                 kind: EntryKind::Page,
+                lastmod_ms: None,
             })
             .collect();
         let unparsed = offered - candidates.len();
@@ -337,6 +339,9 @@ pub struct NodeStatus {
     pub active_hosts_cap: usize,
     /// Dormant hosts with work, waiting in the due indexes.
     pub due_hosts: usize,
+    /// Scheduled refreshes due now, within the hour and within the day
+    /// (to the minute: a URL counts once the minute it is due in ended).
+    pub refresh_due: crate::store::DueCounts,
     /// Partitions restarted after their actor failed.
     pub partition_restarts: u64,
     /// Host actors restarted after they died.
@@ -382,6 +387,10 @@ impl Handler<GetStatus> for Node {
                 active_hosts_peak: peak,
                 active_hosts_cap: cap,
                 due_hosts: partitions.iter().map(|p| p.due_hosts).sum(),
+                refresh_due: partitions.iter().fold(Default::default(), |mut sum, p| {
+                    sum += p.refresh_due;
+                    sum
+                }),
                 partition_restarts,
                 host_restarts: partitions.iter().map(|p| p.host_restarts).sum(),
                 shutting_down,

@@ -30,10 +30,10 @@ use super::messages::{
 };
 use crate::clock::SharedClock;
 use crate::frontier::due::{ActiveSlots, DueIndex};
-use crate::frontier::host::{HostMachine, HostSettings};
+use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::{Completion, PartitionStore};
+use crate::store::{Completion, DueCounts, PartitionStore};
 use crate::url::Fingerprint;
 
 /// A dormant host is activated this long before it comes due, so its
@@ -107,6 +107,8 @@ pub struct PartitionActor {
     draining: bool,
     /// Completions waiting for the next write.
     pending: PendingCompletions,
+    /// Refresh counts last added to the node's gauges.
+    refresh_due: DueCounts,
     metrics: Arc<Metrics>,
 }
 
@@ -158,14 +160,18 @@ impl PartitionActor {
             completed: 0,
             draining: false,
             pending: PendingCompletions::default(),
+            refresh_due: DueCounts::default(),
             metrics,
         }
     }
 
     /// Tells `host` it has new work at the priority `levels` (a bit per
-    /// level). An active host reads its queue again; a dormant one waiting
-    /// in the due index keeps its place (it may not be contacted earlier);
-    /// any other becomes due now.
+    /// level; [`RECRAWL_BIT`]: refreshes made due now). An active host
+    /// reads its queue again; a dormant one waiting in the due index keeps
+    /// its place (it may not be contacted earlier), unless refreshes were
+    /// made due: it may be waiting for a later refresh, and its restored
+    /// politeness state still spaces its requests; any other becomes due
+    /// now.
     fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
         let generation = self.next_generation();
         if let Some(active) = self.hosts.get_mut(host) {
@@ -176,9 +182,13 @@ impl PartitionActor {
             });
             return;
         }
-        if !self.due.contains(host) {
-            self.due.insert(host, 0);
-            self.metrics.due_hosts.inc();
+        match self.due.due_ms(host) {
+            None => {
+                self.due.insert(host, 0);
+                self.metrics.due_hosts.inc();
+            }
+            Some(due) if levels & RECRAWL_BIT != 0 && due > 0 => self.due.insert(host, 0),
+            Some(_) => {}
         }
         self.activate_due(ctx);
     }
@@ -305,6 +315,18 @@ impl PartitionActor {
             self.metrics.due_hosts.inc();
         }
         self.activate_due(ctx);
+        self.report_refresh_due();
+    }
+
+    /// Moves the node's refresh gauges by this partition's change since
+    /// the last report.
+    fn report_refresh_due(&mut self) {
+        let now = self.store.due_counts(self.clock.now().unix_ms());
+        let gauge = |within: &str| self.metrics.refresh_due.with_label_values(&[within]);
+        gauge("now").add(now.now as i64 - self.refresh_due.now as i64);
+        gauge("hour").add(now.within_hour as i64 - self.refresh_due.within_hour as i64);
+        gauge("day").add(now.within_day as i64 - self.refresh_due.within_day as i64);
+        self.refresh_due = now;
     }
 
     fn snapshot(&self) -> PartitionSnapshot {
@@ -317,6 +339,7 @@ impl PartitionActor {
             store_errors: self.store_errors,
             host_restarts: self.host_restarts,
             draining: self.draining,
+            refresh_due: self.store.due_counts(self.clock.now().unix_ms()),
         }
     }
 }
@@ -345,6 +368,11 @@ impl Actor for PartitionActor {
         self.metrics.active_hosts.sub(self.hosts.len() as i64);
         self.metrics.due_hosts.sub(self.due.len() as i64);
         self.metrics.frontier_size.sub(self.queued as i64);
+        let gone = std::mem::take(&mut self.refresh_due);
+        let gauge = |within: &str| self.metrics.refresh_due.with_label_values(&[within]);
+        gauge("now").sub(gone.now as i64);
+        gauge("hour").sub(gone.within_hour as i64);
+        gauge("day").sub(gone.within_day as i64);
     }
 
     fn stopping(&mut self, _: &mut Self::Context) -> Running {
@@ -356,10 +384,12 @@ impl Actor for PartitionActor {
 
 impl PartitionActor {
     /// Fills the due index from the store: every host with queued work,
-    /// due when it passivated (or at once). Activates nobody.
+    /// due when it passivated (or at once), and every host with scheduled
+    /// refreshes, due at its first. Activates nobody.
     fn open_due_index(&mut self) -> Result<(), crate::store::StoreError> {
         let hosts = self.store.queued_by_host()?;
         let due = self.store.due_times()?;
+        let refreshes = self.store.recrawl_hosts()?;
         self.queued = hosts.values().sum();
         self.metrics.frontier_size.add(self.queued as i64);
         // After a restart, nothing starts before the hold (activation runs
@@ -371,6 +401,14 @@ impl PartitionActor {
         };
         for host in hosts.keys() {
             let at = due.get(host).copied().unwrap_or(0);
+            self.due.insert(host, at.max(hold));
+        }
+        for (host, first) in &refreshes {
+            // Its politeness still applies once it is active.
+            let at = match self.due.due_ms(host) {
+                Some(queued) => queued.min(*first),
+                None => *first,
+            };
             self.due.insert(host, at.max(hold));
         }
         self.metrics.due_hosts.add(self.due.len() as i64);
@@ -390,7 +428,8 @@ impl Handler<AdmitBatch> for PartitionActor {
     type Result = Result<Vec<Fingerprint>, Failure>;
 
     fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
-        let outcome = self.store.admit(msg.entries).map_err(|err| {
+        let now_ms = self.clock.now().unix_ms();
+        let outcome = self.store.admit_at(msg.entries, now_ms).map_err(|err| {
             tracing::error!(partition = self.id, error = %err, "admit failed");
             self.store_errors += 1;
             Failure::Store(err.to_string())
@@ -418,6 +457,9 @@ impl Handler<AdmitBatch> for PartitionActor {
         let mut hosts: BTreeMap<&str, u8> = BTreeMap::new();
         for e in &admitted {
             *hosts.entry(e.host.as_str()).or_default() |= 1 << e.priority.level();
+        }
+        for e in &outcome.refreshed {
+            *hosts.entry(e.host.as_str()).or_default() |= RECRAWL_BIT;
         }
         for (host, levels) in hosts {
             self.wake(host, levels, ctx);
@@ -451,10 +493,14 @@ impl PartitionActor {
             self.store_errors += 1;
         }
         if result.is_ok() {
-            let n = pending.completions.len() as u64;
+            let n = PartitionStore::new_urls_done(&pending.completions);
             self.queued = self.queued.saturating_sub(n);
-            self.completed += n;
             self.metrics.frontier_size.sub(n as i64);
+            self.completed += pending
+                .completions
+                .iter()
+                .filter(|c| c.record.state != crate::store::UrlState::RetryDue)
+                .count() as u64;
         }
         for waiter in pending.waiters {
             let _ = waiter.send(result.clone());

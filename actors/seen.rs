@@ -95,6 +95,7 @@ impl SeenSet {
             kind: c.kind,
             queue,
             referrer: c.referrer,
+            lastmod_ms: c.lastmod_ms,
         })
     }
 

@@ -103,6 +103,7 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
                 kind: EntryKind::Page,
                 queue: true,
                 referrer: None,
+                lastmod_ms: None,
             }
         })
         .collect()

@@ -14,6 +14,13 @@
 //!    identical payloads (and similar pages) are compared with; a
 //!    near-duplicate never does, so similarity does not drift.
 //!
+//! On a refetch it also judges whether the content changed since the copy
+//! on record ([`lifecycle::judge_change`]), says so in the event, and
+//! answers it with the payload's digest and where the payload now is, for
+//! the URL's record. A 304 confirming the copy on record becomes a
+//! `server-not-modified` revisit pointing at that copy. A URL leaving the
+//! crawl gets a `removed` event ([`Archiver::removed`]).
+//!
 //! The Archive actor (`actors/archive.rs`) runs this on its own thread
 //! (gzip and file writes are blocking work) and does nothing else.
 
@@ -23,6 +30,9 @@ use url::Url;
 
 use crate::config::DedupConfig;
 use crate::dedup::{DedupIndex, NearAction, Original, Verdict};
+use crate::frontier::host::Removed;
+use crate::frontier::lifecycle;
+use crate::store::{StoredCopy, Visit};
 use crate::error::Failure;
 use crate::events::{Event, EventKind, EventWriter};
 use crate::fetch::FetchResponse;
@@ -49,6 +59,25 @@ pub struct ArchiveRequest {
     pub links_out: usize,
     /// Simhash of the page's visible text, if it is an HTML page.
     pub simhash: Option<u64>,
+    /// The URL's last visit on record (a refresh), to judge change against.
+    pub previous: Option<Visit>,
+    /// A 304 confirming `previous`'s copy: archived as a
+    /// `server-not-modified` revisit of it.
+    pub not_modified: bool,
+}
+
+/// What archiving a response produced, for the URL's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Archived {
+    /// Where its record is, unless dedup chose not to store it.
+    pub at: Option<WarcRef>,
+    /// The payload's SHA-256 (of a 304: the confirmed copy's).
+    pub digest: [u8; 32],
+    /// Where this payload is stored in full, if it is.
+    pub copy: Option<StoredCopy>,
+    /// Whether the content changed since `previous` (`None` on a first
+    /// fetch).
+    pub changed: Option<bool>,
 }
 
 impl ArchiveRequest {
@@ -64,6 +93,8 @@ impl ArchiveRequest {
             robots_meta: None,
             links_out: 0,
             simhash: None,
+            previous: None,
+            not_modified: false,
         }
     }
 
@@ -98,6 +129,11 @@ pub struct Archiver {
     /// exits, or exit races the C++ teardown of its background threads.
     dedup: Option<DedupIndex>,
     settings: DedupConfig,
+    /// `[recrawl] change_distance`.
+    change_distance: u32,
+    /// The last record written is a new original whose simhash later
+    /// pages are compared with (see [`Archiver::write`]).
+    index_simhash: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -108,6 +144,7 @@ impl Archiver {
         events: EventWriter,
         dedup: DedupIndex,
         settings: DedupConfig,
+        change_distance: u32,
         metrics: Arc<Metrics>,
     ) -> Self {
         Archiver {
@@ -115,6 +152,8 @@ impl Archiver {
             events,
             dedup: Some(dedup),
             settings,
+            change_distance,
+            index_simhash: false,
             metrics,
         }
     }
@@ -141,11 +180,11 @@ impl Archiver {
         self.metrics.duplicates.with_label_values(&[kind]).inc();
     }
 
-    /// Archives `req`: where its response record is, or `None` when dedup
-    /// chose not to store it.
-    pub fn store(&mut self, req: ArchiveRequest) -> Result<Option<WarcRef>, Failure> {
-        let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
-        let resp = &req.response;
+    /// Archives `req`: where its record is (none when dedup chose not to
+    /// store it), its digest, where its payload is stored in full, and
+    /// whether it changed since the copy on record.
+    pub fn store(&mut self, req: ArchiveRequest) -> Result<Archived, Failure> {
+        let resp = req.response.clone();
         let date = chrono::DateTime::<chrono::Utc>::from(resp.started_at);
         let exchange = Exchange {
             target_uri: req.url.as_str(),
@@ -156,13 +195,77 @@ impl Archiver {
             payload: &resp.body,
             truncated: resp.truncated.then_some("length"),
         };
+        if req.not_modified {
+            let confirmed = req.previous.as_ref().and_then(|v| Some((v.digest?, v.copy.clone()?)));
+            if let Some((digest, copy)) = confirmed {
+                return self.store_not_modified(&req, &exchange, digest, copy);
+            }
+        }
         let sha256 = crate::warc::payload_sha256(&resp.body);
         let verdict = self.verdict(&req, &sha256)?;
+        let changed = lifecycle::judge_change(
+            req.previous.as_ref(),
+            resp.status,
+            false,
+            &sha256,
+            req.simhash,
+            self.change_distance,
+        );
+        let Some((stored, duplicate_of, copy)) = self.write(&req, &exchange, sha256, verdict)? else {
+            return Ok(Archived {
+                at: None,
+                digest: sha256,
+                copy: None,
+                changed,
+            });
+        };
+        let event = Event {
+            duplicate_of,
+            changed,
+            ..Self::event(&req, date, &stored.at, &sha256)
+        };
+        self.append(event)?;
+        // Only a stored original enters the index, after its records.
+        let original = copy
+            .as_ref()
+            .filter(|c| c.record_id == stored.record_id && req.is_dedup_candidate());
+        if let Some(c) = original {
+            let original = Original {
+                uri: c.uri.clone(),
+                date: c.date.clone(),
+                record_id: c.record_id.clone(),
+            };
+            let near = req
+                .simhash
+                .filter(|_| self.index_simhash && self.settings.near_duplicates != NearAction::Off);
+            self.index()?
+                .remember(&sha256, Some(&original), near, &original.uri)
+                .map_err(|e| Failure::Archive(e.to_string()))?;
+        }
+        Ok(Archived {
+            at: Some(stored.at),
+            digest: sha256,
+            copy,
+            changed,
+        })
+    }
+
+    /// Writes the records of `verdict`: what was stored, the URL it
+    /// duplicates (if any) and where its payload is in full (this record,
+    /// or the original of an identical payload); `None` when dedup skips
+    /// it.
+    fn write(
+        &mut self,
+        req: &ArchiveRequest,
+        exchange: &Exchange<'_>,
+        sha256: [u8; 32],
+        verdict: Verdict,
+    ) -> Result<Option<(Stored, Option<String>, Option<StoredCopy>)>, Failure> {
+        let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
         let records_before = self.warc.bytes();
-        // `in_full`: the payload is in this record, so later identical
-        // payloads can point at it; `index_simhash`: later pages are
-        // compared with this one.
-        let (stored, duplicate_of, in_full, index_simhash) = match verdict {
+        // `index_simhash`: later pages are compared with this one.
+        self.index_simhash = false;
+        let (stored, duplicate_of, copy) = match verdict {
             Verdict::Skip => {
                 self.count("near_skipped");
                 return Ok(None);
@@ -171,67 +274,154 @@ impl Archiver {
                 self.count("exact");
                 let stored = self
                     .warc
-                    .write_revisit(&exchange, sha256, &original)
+                    .write_revisit(exchange, sha256, &original)
                     .map_err(|e| fail(&e))?;
-                (stored, Some(original.uri), false, false)
+                let copy = StoredCopy {
+                    uri: original.uri.clone(),
+                    date: original.date,
+                    record_id: original.record_id,
+                };
+                (stored, Some(original.uri), Some(copy))
             }
             Verdict::Near(url) => {
                 self.count("near_flagged");
                 let stored = self
                     .warc
-                    .write_digested(&exchange, sha256)
+                    .write_digested(exchange, sha256)
                     .map_err(|e| fail(&e))?;
-                (stored, Some(url), true, false)
+                let copy = Self::own_copy(req, exchange, &stored);
+                (stored, Some(url), Some(copy))
             }
             Verdict::New => {
                 let stored = self
                     .warc
-                    .write_digested(&exchange, sha256)
+                    .write_digested(exchange, sha256)
                     .map_err(|e| fail(&e))?;
-                (stored, None, true, true)
+                self.index_simhash = true;
+                let copy = Self::own_copy(req, exchange, &stored);
+                (stored, None, Some(copy))
             }
         };
-        // A response stored in full is the original of later identical
-        // payloads, flagged near-duplicates included.
-        let original = (in_full && req.is_dedup_candidate()).then(|| Original {
+        self.metrics.warc_records.inc_by(2);
+        self.metrics
+            .warc_bytes
+            .inc_by(self.warc.bytes() - records_before);
+        // Only a whole 2xx payload is a copy a later revisit may point at.
+        let whole = (200..300).contains(&req.response.status) && !req.response.truncated;
+        let copy = copy.filter(|_| whole);
+        Ok(Some((stored, duplicate_of, copy)))
+    }
+
+    /// The copy this response's own record holds.
+    fn own_copy(req: &ArchiveRequest, exchange: &Exchange<'_>, stored: &Stored) -> StoredCopy {
+        StoredCopy {
             uri: req.url.to_string(),
-            date: crate::warc::warc_date(date),
+            date: crate::warc::warc_date(exchange.date),
             record_id: stored.record_id.clone(),
-        });
-        let Stored { at, .. } = stored;
+        }
+    }
+
+    /// A 304 confirming `copy` (whose payload digest is `digest`): a
+    /// `server-not-modified` revisit pointing at it, and its event.
+    fn store_not_modified(
+        &mut self,
+        req: &ArchiveRequest,
+        exchange: &Exchange<'_>,
+        digest: [u8; 32],
+        copy: StoredCopy,
+    ) -> Result<Archived, Failure> {
+        let original = Original {
+            uri: copy.uri.clone(),
+            date: copy.date.clone(),
+            record_id: copy.record_id.clone(),
+        };
+        let records_before = self.warc.bytes();
+        let stored = self
+            .warc
+            .write_not_modified(exchange, digest, &original)
+            .map_err(|e| Failure::Archive(e.to_string()))?;
         self.metrics.warc_records.inc_by(2);
         self.metrics
             .warc_bytes
             .inc_by(self.warc.bytes() - records_before);
         let event = Event {
+            duplicate_of: Some(copy.uri.clone()),
+            changed: Some(false),
+            ..Self::event(req, exchange.date, &stored.at, &digest)
+        };
+        self.append(event)?;
+        Ok(Archived {
+            at: Some(stored.at),
+            digest,
+            copy: Some(copy),
+            changed: Some(false),
+        })
+    }
+
+    /// The event of a stored response.
+    fn event(
+        req: &ArchiveRequest,
+        date: chrono::DateTime<chrono::Utc>,
+        at: &WarcRef,
+        sha256: &[u8; 32],
+    ) -> Event {
+        let resp = &req.response;
+        Event {
             url: req.url.to_string(),
-            canonical_url: req.canonical.map(String::from),
+            canonical_url: req.canonical.as_ref().map(|u| u.to_string()),
             fetched_at: date.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             status: resp.status,
             content_type: resp.header("content-type").map(str::to_owned),
-            warc_ref: at.clone(),
-            content_sha256: data_encoding::HEXLOWER.encode(&sha256),
+            warc_ref: Some(at.clone()),
+            content_sha256: Some(data_encoding::HEXLOWER.encode(sha256)),
             simhash: req.simhash.map(|h| format!("{h:016x}")),
-            duplicate_of,
-            robots_meta: req.robots_meta,
+            duplicate_of: None,
+            robots_meta: req.robots_meta.clone(),
             links_out: req.links_out,
             kind: req.kind,
             depth: req.depth,
-        };
-        // The WARC bytes reach the OS before the event that points at them.
+            changed: None,
+            reason: None,
+        }
+    }
+
+    /// Appends an event after the WARC bytes it points at reached the OS.
+    fn append(&mut self, event: Event) -> Result<(), Failure> {
+        let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
         self.warc.flush().map_err(|e| fail(&e))?;
         self.events.append(&event).map_err(|e| fail(&e))?;
-        self.events.flush().map_err(|e| fail(&e))?;
-        // Only a stored original enters the index, after its records.
-        if let Some(original) = &original {
-            let near = req
-                .simhash
-                .filter(|_| index_simhash && self.settings.near_duplicates != NearAction::Off);
-            self.index()?
-                .remember(&sha256, Some(original), near, &original.uri)
-                .map_err(|e| fail(&e))?;
-        }
-        Ok(Some(at))
+        self.events.flush().map_err(|e| fail(&e))
+    }
+
+    /// Writes the `removed` event of a URL that left the crawl.
+    pub fn removed(&mut self, removed: &Removed) -> Result<(), Failure> {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(removed.at_ms);
+        let at = chrono::DateTime::<chrono::Utc>::from(at);
+        let event = Event {
+            url: removed.url.to_string(),
+            canonical_url: None,
+            fetched_at: at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            status: removed.last_status.unwrap_or(0),
+            content_type: None,
+            warc_ref: None,
+            content_sha256: None,
+            simhash: None,
+            duplicate_of: None,
+            robots_meta: None,
+            links_out: 0,
+            kind: EventKind::Removed,
+            depth: removed.depth,
+            changed: None,
+            reason: Some(removed.reason.as_str().to_owned()),
+        };
+        self.metrics
+            .removed
+            .with_label_values(&[removed.reason.as_str()])
+            .inc();
+        self.events
+            .append(&event)
+            .and_then(|()| self.events.flush())
+            .map_err(|e| Failure::Archive(e.to_string()))
     }
 
     /// Closes the WARC file, syncs the events file and closes the index.

@@ -87,6 +87,34 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// Which hosts are active at once.
     pub frontier: FrontierConfig,
+    /// Refreshing fetched URLs.
+    pub recrawl: RecrawlConfig,
+}
+
+/// `[recrawl]`: when fetched URLs are fetched again (the scheduler is
+/// `src/frontier/recrawl.rs`; a URL's life is `src/frontier/lifecycle.rs`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecrawlConfig {
+    /// Fetch URLs again; off makes every URL a one-time fetch.
+    pub enabled: bool,
+    /// No URL is fetched again sooner than this after its last fetch.
+    #[serde(with = "humantime_serde")]
+    pub min_interval: Duration,
+    /// Every URL is fetched again at least this often.
+    #[serde(with = "humantime_serde")]
+    pub max_interval: Duration,
+    /// The interval of a URL without history, and the reference of the
+    /// scheduler: a URL changing once per `default_interval` is fetched
+    /// once per `default_interval`.
+    #[serde(with = "humantime_serde")]
+    pub default_interval: Duration,
+    /// The share of a host's requests that refreshes may take while new
+    /// URLs of the host are also waiting (0 < share ≤ 1).
+    pub refresh_share: f64,
+    /// Visible texts whose simhashes differ in at most this many bits are
+    /// "unchanged" even when their bytes differ (a clock in a footer).
+    pub change_distance: u32,
 }
 
 /// `[frontier]`: which hosts have a live actor.
@@ -554,6 +582,16 @@ impl Config {
         if !(rate > 0.0 && rate < 0.5) {
             return invalid("seen.false_positive_rate must be between 0 and 0.5");
         }
+        let r = &self.recrawl;
+        if r.min_interval.is_zero() || r.min_interval > r.max_interval {
+            return invalid("recrawl.min_interval must be above zero and at most recrawl.max_interval");
+        }
+        if !(r.refresh_share > 0.0 && r.refresh_share <= 1.0) {
+            return invalid("recrawl.refresh_share must be above 0 and at most 1");
+        }
+        if r.change_distance > 64 {
+            return invalid("recrawl.change_distance must be at most 64");
+        }
         for pattern in self.dns.overrides.keys() {
             let bare = pattern.strip_prefix("*.").unwrap_or(pattern);
             if bare.is_empty() || bare.contains('*') {
@@ -637,6 +675,26 @@ mod tests {
         assert_eq!(config.dns.overrides["*.test"].to_string(), "127.0.0.1");
         assert_eq!(config.fetch.allow_addresses[0].to_string(), "127.0.0.0/8");
         assert!(layer("[dns.overrides]\n\"a.*.test\" = \"127.0.0.1\"\n").is_err());
+    }
+
+    #[test]
+    fn recrawl_defaults_and_bounds() {
+        let r = Config::defaults().recrawl;
+        assert!(r.enabled);
+        assert_eq!(r.min_interval, Duration::from_secs(86_400));
+        assert_eq!(r.max_interval, Duration::from_secs(90 * 86_400));
+        for (bad, key) in [
+            ("min_interval = \"100d\"", "recrawl.min_interval"),
+            ("min_interval = \"0s\"", "recrawl.min_interval"),
+            ("refresh_share = 0.0", "recrawl.refresh_share"),
+            ("refresh_share = 1.5", "recrawl.refresh_share"),
+            ("change_distance = 65", "recrawl.change_distance"),
+        ] {
+            let err = layer(&format!("[recrawl]\n{bad}\n")).unwrap_err();
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
+        let seconds = layer("[recrawl]\nmin_interval = \"2s\"\n").unwrap();
+        assert_eq!(seconds.recrawl.min_interval, Duration::from_secs(2));
     }
 
     #[test]

@@ -23,14 +23,19 @@ pub struct Event {
     pub canonical_url: Option<String>,
     /// RFC 3339 time the request started.
     pub fetched_at: String,
-    /// HTTP status.
+    /// HTTP status (for `removed`, of the URL's last response; 0 if it
+    /// had none).
     pub status: u16,
     /// Content-Type header, if any.
     pub content_type: Option<String>,
-    /// Where the response record is.
-    pub warc_ref: WarcRef,
-    /// Hex SHA-256 of the payload.
-    pub content_sha256: String,
+    /// Where the response (or revisit) record is; absent from `removed`
+    /// events, which record no response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warc_ref: Option<WarcRef>,
+    /// Hex SHA-256 of the payload (of a 304, the payload it confirmed);
+    /// absent from `removed` events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_sha256: Option<String>,
     /// 64-bit simhash (hex) of the visible text of an HTML page; null for
     /// other responses and pages of fewer than ten words.
     pub simhash: Option<String>,
@@ -46,6 +51,16 @@ pub struct Event {
     pub kind: EventKind,
     /// Hops from the seed.
     pub depth: u32,
+    /// On a refetch, whether the content changed since the last fetch
+    /// (a 304 or an identical or near-identical payload: `false`); null on
+    /// a URL's first fetch.
+    #[serde(default)]
+    pub changed: Option<bool>,
+    /// Why a URL was `removed`: `gone` (404/410 twice in a row),
+    /// `disallowed` (robots.txt now disallows it), `moved` (301/308);
+    /// absent from other events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What kind of fetch an event records.
@@ -58,6 +73,8 @@ pub enum EventKind {
     Robots,
     /// A sitemap fetch.
     Sitemap,
+    /// A URL left the crawl (see `reason`); no record.
+    Removed,
 }
 
 /// Appends events to a JSON-lines file.
@@ -161,18 +178,20 @@ mod tests {
             fetched_at: "2026-11-30T00:00:00Z".into(),
             status: 200,
             content_type: Some("text/html".into()),
-            warc_ref: WarcRef {
+            warc_ref: Some(WarcRef {
                 file: "f.warc.gz".into(),
                 offset: 1,
                 length: 2,
-            },
-            content_sha256: "00".into(),
+            }),
+            content_sha256: Some("00".into()),
             simhash: None,
             duplicate_of: None,
             robots_meta: None,
             links_out: 3,
             kind: EventKind::Page,
             depth: 0,
+            changed: None,
+            reason: None,
         }
     }
 
@@ -203,5 +222,7 @@ mod tests {
         let line = std::fs::read_to_string(&path).unwrap();
         assert!(line.contains("\"kind\":\"page\""));
         assert!(line.contains("\"simhash\":null"));
+        assert!(line.contains("\"changed\":null"));
+        assert!(!line.contains("reason"), "only removals have a reason");
     }
 }

@@ -4,8 +4,8 @@
 //! URL or a host name, which would grow the series without limit.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 
 /// The node's metrics and the registry that exports them.
@@ -66,6 +66,15 @@ pub struct Metrics {
     /// reason (`size`, `attributes`, `depth`, `work`, `time`; see
     /// [`crate::parse::CutReason`]).
     pub parse_cuts: IntCounterVec,
+    /// Refetches done, by result (`not_modified`: a 304; `changed`;
+    /// `unchanged`: same payload, or text within `change_distance`).
+    pub refreshes: IntCounterVec,
+    /// URLs removed from the crawl, by reason (`gone`, `disallowed`,
+    /// `moved`).
+    pub removed: IntCounterVec,
+    /// Scheduled refreshes due, by horizon (`now`, `hour`, `day`; each
+    /// includes the earlier ones).
+    pub refresh_due: IntGaugeVec,
 }
 
 impl Metrics {
@@ -198,6 +207,30 @@ impl Metrics {
                 "HTML parses stopped at a bound before the end of the page (what was read before is kept), by reason.",
                 "reason",
             ),
+            refreshes: counter_vec(
+                "trawl_refreshes_total",
+                "Refetches of URLs fetched before, by result.",
+                "result",
+            ),
+            removed: counter_vec(
+                "trawl_removed_total",
+                "URLs removed from the crawl, by reason.",
+                "reason",
+            ),
+            refresh_due: {
+                let m = IntGaugeVec::new(
+                    Opts::new(
+                        "trawl_refresh_due_urls",
+                        "Scheduled refreshes due now, within the hour and within the day (minute resolution).",
+                    ),
+                    &["within"],
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("unique metric");
+                m
+            },
             registry,
         }
     }

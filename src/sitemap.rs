@@ -226,8 +226,9 @@ fn collect(field: Field, loc: &mut String, lastmod: &mut String, text: &str) {
 /// What a crawl takes from a read sitemap.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selection {
-    /// Pages to queue, with their priority (fresh lastmod: high).
-    pub pages: Vec<(Url, Priority)>,
+    /// Pages to queue, with their priority (fresh lastmod: high) and
+    /// lastmod (a refresh is due when it is newer than the last fetch).
+    pub pages: Vec<(Url, Priority, Option<DateTime<Utc>>)>,
     /// Child sitemaps of an index, within the depth limit.
     pub sitemaps: Vec<Url>,
     /// Entries of another host than the sitemap's or its submitter's.
@@ -266,7 +267,7 @@ pub fn select_entries(
             _ => {
                 let fresh = entry.lastmod.is_some_and(|t| t >= fresh_since);
                 let priority = if fresh { Priority::HIGH } else { Priority::LOW };
-                selection.pages.push((url, priority));
+                selection.pages.push((url, priority, entry.lastmod));
             }
         }
     }
@@ -397,7 +398,7 @@ mod tests {
         let at = Url::parse("http://a.test/sitemap.xml").unwrap();
         let since = parse_lastmod("2026-11-23").unwrap();
         let s = select_entries(&parsed, &at, Some("b.test"), 1, 2, since);
-        let pages: Vec<_> = s.pages.iter().map(|(u, p)| (u.as_str(), *p)).collect();
+        let pages: Vec<_> = s.pages.iter().map(|(u, p, _)| (u.as_str(), *p)).collect();
         assert_eq!(
             pages,
             [

@@ -261,6 +261,16 @@ impl HttpClient {
 
     /// GETs `url`, reading the body up to the cap within the deadline.
     pub async fn get(&self, url: &Url) -> Result<FetchResponse, FetchError> {
+        self.get_with(url, &Validators::default()).await
+    }
+
+    /// GETs `url`, conditionally on `validators` (RFC 9110 §13): a server
+    /// whose copy still matches answers 304 with no body.
+    pub async fn get_with(
+        &self,
+        url: &Url,
+        validators: &Validators,
+    ) -> Result<FetchResponse, FetchError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(FetchError::BadUrl(format!("scheme {}", url.scheme())));
         }
@@ -281,12 +291,15 @@ impl HttpClient {
         }
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let request_head = request_head(url, &self.user_agent);
-        let request = self
+        let request_head = request_head(url, &self.user_agent, validators);
+        let mut request = self
             .client
             .get(url.as_str())
             .insert_header(("User-Agent", self.user_agent.as_str()))
             .insert_header(("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"));
+        for (name, value) in validators.headers() {
+            request = request.insert_header((name, value));
+        }
         let first_byte = started + self.limits.first_byte_timeout.min(self.limits.timeout);
         let mut response = tokio::time::timeout_at(first_byte.into(), request.send())
             .await
@@ -417,7 +430,7 @@ fn classify_send_error(err: awc::error::SendRequestError) -> FetchError {
 }
 
 /// The request head as sent (awc writes these headers and `Host`).
-fn request_head(url: &Url, user_agent: &str) -> Vec<u8> {
+fn request_head(url: &Url, user_agent: &str, validators: &Validators) -> Vec<u8> {
     let target = match url.query() {
         Some(q) => format!("{}?{}", url.path(), q),
         None => url.path().to_owned(),
@@ -426,10 +439,51 @@ fn request_head(url: &Url, user_agent: &str) -> Vec<u8> {
         Some(port) => format!("{}:{}", url.host_str().unwrap_or(""), port),
         None => url.host_str().unwrap_or("").to_owned(),
     };
-    format!(
-        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\nAccept: text/html,application/xhtml+xml,*/*;q=0.8\r\n\r\n"
-    )
-    .into_bytes()
+    let mut head = format!(
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: {user_agent}\r\nAccept: text/html,application/xhtml+xml,*/*;q=0.8\r\n"
+    );
+    for (name, value) in validators.headers() {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    head.into_bytes()
+}
+
+/// The validators of the copy on record, sent back on a refetch as
+/// `If-None-Match` and `If-Modified-Since`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    /// The copy's `ETag`.
+    pub etag: Option<String>,
+    /// The copy's `Last-Modified`.
+    pub last_modified: Option<String>,
+}
+
+impl Validators {
+    /// The longest validator sent back: a server's header of any length
+    /// is not echoed.
+    const MAX_LEN: usize = 512;
+
+    /// The conditional headers to send: values as the server sent them,
+    /// if they are visible ASCII of a sane length (anything else cannot be
+    /// a valid validator, and must not break the request).
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        let sane = |v: &&String| {
+            !v.is_empty() && v.len() <= Self::MAX_LEN && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        };
+        let etag = self.etag.as_ref().filter(sane).map(|v| ("If-None-Match", v.as_str()));
+        let date = self
+            .last_modified
+            .as_ref()
+            .filter(sane)
+            .map(|v| ("If-Modified-Since", v.as_str()));
+        etag.into_iter().chain(date)
+    }
+
+    /// Whether any header would be sent.
+    pub fn is_empty(&self) -> bool {
+        self.headers().next().is_none()
+    }
 }
 
 /// The response head for the archive. `Transfer-Encoding` is left out: the
@@ -470,9 +524,19 @@ mod tests {
     #[test]
     fn heads_are_well_formed() {
         let url = Url::parse("http://a.test:8080/x?y=1").unwrap();
-        let req = String::from_utf8(request_head(&url, "trawl/0.1")).unwrap();
+        let plain = Validators::default();
+        let req = String::from_utf8(request_head(&url, "trawl/0.1", &plain)).unwrap();
         assert!(req.starts_with("GET /x?y=1 HTTP/1.1\r\nHost: a.test:8080\r\n"));
         assert!(req.ends_with("\r\n\r\n"));
+        assert!(!req.contains("If-"));
+        let conditional = Validators {
+            etag: Some("\"v1\"".into()),
+            last_modified: Some("Tue, 15 Nov 1994 12:45:26 GMT".into()),
+        };
+        let req = String::from_utf8(request_head(&url, "trawl/0.1", &conditional)).unwrap();
+        assert!(req.contains("\r\nIf-None-Match: \"v1\"\r\n"), "{req}");
+        assert!(req.contains("\r\nIf-Modified-Since: Tue, 15 Nov 1994 12:45:26 GMT\r\n"));
+        assert!(req.ends_with("GMT\r\n\r\n"));
         let head = response_head(
             awc::http::Version::HTTP_11,
             awc::http::StatusCode::NOT_FOUND,
@@ -485,6 +549,20 @@ mod tests {
             String::from_utf8(head).unwrap(),
             "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn hostile_validators_are_not_sent_back() {
+        let v = Validators {
+            etag: Some("\"a\"\r\nX-Injected: 1".into()),
+            last_modified: Some("x".repeat(10_000)),
+        };
+        assert!(v.is_empty());
+        let ok = Validators {
+            etag: Some("W/\"weak\"".into()),
+            last_modified: Some(String::new()),
+        };
+        assert_eq!(ok.headers().collect::<Vec<_>>(), [("If-None-Match", "W/\"weak\"")]);
     }
 
     #[test]

@@ -21,15 +21,20 @@
 //!    (adaptive, with a ceiling), Crawl-delay, Retry-After, backoff and
 //!    parking; with per-IP politeness also with a slot of its address;
 //! 3. the next URL comes from the priority queues by a biased choice
-//!    ([`LevelPicker`]); URLs to try again go first;
+//!    ([`LevelPicker`]); URLs to try again go first; refreshes that are
+//!    due (the `recrawl` schedule, see [`super::lifecycle`]) take turns
+//!    with new URLs, at most `refresh_share` of the turns while both wait,
+//!    and are asked for conditionally (the validators of the copy on
+//!    record);
 //! 4. a final response becomes a [`Task::Process`] (parse or read, archive,
 //!    admit what it links to, then complete the entry in the store, see
 //!    [`super::response`]); a task that fails (store or archive down, an
 //!    internal mailbox closed) is kept and run again with backoff, and is
 //!    never counted against the host;
-//! 5. when nothing is queued, in flight or running the host reports idle;
-//!    when its next possible request is more than `passivate_after` away it
-//!    asks to be passivated until then: the partition's due index wakes it.
+//! 5. when nothing is queued, in flight or running the host reports idle
+//!    (with the time its next refresh is due, if any); when its next
+//!    possible request is more than `passivate_after` away it asks to be
+//!    passivated until then: the partition's due index wakes it.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -39,17 +44,20 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use url::Url;
 
+use super::lifecycle::{self, RecrawlSettings};
 use super::response::{self, Attempts, RetryLimits, SitemapSettings};
 use super::{Candidate, LevelPicker, Priority, LEVELS};
 use crate::clock::Now;
 use crate::error::Failure;
-use crate::fetch::{DnsOverrides, FetchError, FetchResponse};
+use crate::fetch::{DnsOverrides, FetchError, FetchResponse, Validators};
 use crate::metrics::Metrics;
 use crate::politeness::ip::{IpSlot, IpSlots, SlotFreed};
 use crate::politeness::{HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
 use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
 use crate::robots::{self, RobotsRecord, RobotsSummary};
-use crate::store::{Completion, HostState, QueueEntry, StoreError, UrlState};
+use crate::store::{
+    Completion, HostState, QueueEntry, Removal, StoreError, Tries, UrlRecord, UrlState,
+};
 use crate::url::Fingerprint;
 
 /// Queue entries read from the store at a time, per priority level.
@@ -58,6 +66,9 @@ const REFILL: usize = 32;
 const TASK_RETRY_BASE: Duration = Duration::from_secs(1);
 /// Longest wait between two runs of a failing task.
 const TASK_RETRY_MAX: Duration = Duration::from_secs(60);
+/// The bit of [`HostMachine::wake`]'s `levels` that says refreshes were
+/// made due (the priority levels use the bits below it).
+pub const RECRAWL_BIT: u8 = 1 << LEVELS;
 
 /// Settings shared by every host of a node.
 #[derive(Debug, Clone)]
@@ -86,6 +97,8 @@ pub struct HostSettings {
     /// The longest a request may take (`fetch.timeout`): how long a
     /// request of a failed actor may still be on the wire.
     pub request_timeout: Duration,
+    /// `[recrawl]`.
+    pub recrawl: RecrawlSettings,
 }
 
 impl HostSettings {
@@ -121,11 +134,12 @@ impl HostSettings {
             dns: DnsOverrides::new(&config.dns.overrides),
             passivate_after: config.frontier.passivate_after,
             request_timeout: config.fetch.timeout,
+            recrawl: RecrawlSettings::from_config(&config.recrawl),
         }
     }
 }
 
-/// Where a host's queue is read from.
+/// Where a host's queue, refresh schedule and URL records are read from.
 pub trait QueueSource {
     /// Up to `n` entries of `host`'s queue of `priority` after key `after`.
     fn queue_page(
@@ -135,6 +149,22 @@ pub trait QueueSource {
         after: Option<&[u8]>,
         n: usize,
     ) -> Result<Vec<QueueEntry>, StoreError>;
+
+    /// Up to `n` refreshes of `host` due by `due_by_ms` after key `after`,
+    /// with their records.
+    fn recrawl_page(
+        &self,
+        host: &str,
+        due_by_ms: u64,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError>;
+
+    /// When `host`'s next refresh after key `after` is due.
+    fn next_recrawl_ms(&self, host: &str, after: Option<&[u8]>) -> Result<Option<u64>, StoreError>;
+
+    /// A URL's record (read for the tries of a URL that failed).
+    fn url_record(&self, fp: Fingerprint) -> Result<Option<UrlRecord>, StoreError>;
 }
 
 impl QueueSource for crate::store::PartitionStore {
@@ -146,6 +176,24 @@ impl QueueSource for crate::store::PartitionStore {
         n: usize,
     ) -> Result<Vec<QueueEntry>, StoreError> {
         crate::store::PartitionStore::queue_page(self, host, priority, after, n)
+    }
+
+    fn recrawl_page(
+        &self,
+        host: &str,
+        due_by_ms: u64,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        crate::store::PartitionStore::recrawl_page(self, host, due_by_ms, after, n)
+    }
+
+    fn next_recrawl_ms(&self, host: &str, after: Option<&[u8]>) -> Result<Option<u64>, StoreError> {
+        crate::store::PartitionStore::next_recrawl_ms(self, host, after)
+    }
+
+    fn url_record(&self, fp: Fingerprint) -> Result<Option<UrlRecord>, StoreError> {
+        crate::store::PartitionStore::url_record(self, fp)
     }
 }
 
@@ -161,10 +209,41 @@ pub struct Job {
     pub url: Url,
     /// The response, shared with the archive.
     pub response: Arc<FetchResponse>,
-    /// Archived on an earlier run of the task (not to be archived twice).
-    pub archived: bool,
+    /// The archive's answer on an earlier run of the task (not to be
+    /// archived twice).
+    pub archived: Option<crate::archive::Archived>,
     /// Its links admitted on an earlier run.
     pub admitted: bool,
+    /// Its `removed` event written on an earlier run.
+    pub removal_noted: bool,
+    /// When the URL is due again, once the task settled its record (for
+    /// the host's refresh schedule).
+    pub next_due_ms: Option<u64>,
+}
+
+/// A URL leaving the crawl: what its `removed` event says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// The URL.
+    pub url: Url,
+    /// Why.
+    pub reason: Removal,
+    /// The status of its last response, if it had one.
+    pub last_status: Option<u16>,
+    /// Hops from the seed.
+    pub depth: u32,
+    /// When it was removed (Unix ms).
+    pub at_ms: u64,
+}
+
+/// An entry finished without a response to process.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// What the store records.
+    pub completion: Completion,
+    /// The removal to report first, if the URL left the crawl (cleared
+    /// once reported, so a rerun does not report it twice).
+    pub removed: Option<Removed>,
 }
 
 /// Work the host hands out to be run off its own thread of control.
@@ -174,7 +253,10 @@ pub enum Task {
     /// entry (see [`super::response`]).
     Process(Box<Job>),
     /// Record an entry finished without a response to process.
-    Complete(Completion),
+    Complete(Box<Finish>),
+    /// Store the tries of a URL to be tried again (best effort: the tries
+    /// are also in memory; a failed write is not run again).
+    RecordTries(Completion),
     /// Archive a response that completes no entry (robots.txt).
     ArchiveRobots {
         /// Where it came from.
@@ -192,8 +274,18 @@ impl Task {
         match self {
             Task::Process(_) => "process",
             Task::Complete(_) => "complete",
+            Task::RecordTries(_) => "record_tries",
             Task::ArchiveRobots { .. } => "archive_robots",
             Task::Discover(_) => "discover",
+        }
+    }
+
+    /// When the URL it settled is due again, once it ran.
+    fn next_due_ms(&self) -> Option<u64> {
+        match self {
+            Task::Process(job) => job.next_due_ms,
+            Task::Complete(finish) => finish.completion.record.next_due_ms,
+            _ => None,
         }
     }
 }
@@ -207,6 +299,8 @@ pub enum Effect {
         id: TaskId,
         /// The URL.
         url: Url,
+        /// Validators of the copy on record (a refresh): ask conditionally.
+        validators: Validators,
     },
     /// Run `task` with the host's schedule `schedule` (completions persist
     /// it); answer with [`HostMachine::task_done`].
@@ -244,7 +338,7 @@ pub enum Effect {
 impl std::fmt::Debug for Effect {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Effect::Fetch { id, url } => write!(f, "Fetch({id}, {url})"),
+            Effect::Fetch { id, url, .. } => write!(f, "Fetch({id}, {url})"),
             Effect::Run { id, task, .. } => write!(f, "Run({id}, {task:?})"),
             Effect::Save(_) => write!(f, "Save"),
             Effect::WakeAt(at) => write!(f, "WakeAt({at:?})"),
@@ -280,10 +374,21 @@ struct Delayed {
 enum Source {
     Retry,
     Level(usize),
+    Recrawl,
+}
+
+/// What the host knows of its refreshes not yet read from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RecrawlNext {
+    /// Read the store to find out.
+    Unknown,
+    /// None is due before this (Unix ms).
+    At(u64),
+    /// There are none.
+    Never,
 }
 
 /// The in-memory head of a host's durable queues.
-#[derive(Default)]
 struct Head {
     /// Entries read from the store, not yet dispatched, per priority.
     queues: [VecDeque<QueueEntry>; LEVELS],
@@ -292,22 +397,53 @@ struct Head {
     /// The store had nothing more at the last refill of each level.
     exhausted: [bool; LEVELS],
     picker: LevelPicker,
-    /// The level picked and not yet consumed (a wait keeps the choice).
-    chosen: Option<usize>,
+    /// The source picked and not yet consumed (a wait keeps the choice).
+    chosen: Option<Source>,
     /// Entries to try again, before anything else.
     retry: VecDeque<QueueEntry>,
+    /// Due refreshes read from the store, not yet dispatched.
+    recrawl: VecDeque<QueueEntry>,
+    /// Key of the last refresh read.
+    recrawl_cursor: Option<Vec<u8>>,
+    recrawl_next: RecrawlNext,
+    /// Turns owed to refreshes while new URLs also wait (see
+    /// [`Head::refresh_turn`]).
+    refresh_credit: f64,
+}
+
+impl Default for Head {
+    fn default() -> Self {
+        Head {
+            queues: Default::default(),
+            cursors: Default::default(),
+            exhausted: [false; LEVELS],
+            picker: LevelPicker::default(),
+            chosen: None,
+            retry: VecDeque::new(),
+            recrawl: VecDeque::new(),
+            recrawl_cursor: None,
+            recrawl_next: RecrawlNext::Unknown,
+            refresh_credit: 0.0,
+        }
+    }
 }
 
 impl Head {
-    /// Retries first, then the level the picker chose (kept until its
-    /// entry is taken).
-    fn choose(&mut self, host: &str, queue: &dyn QueueSource) -> Option<Source> {
+    /// Retries first, then the source chosen before (kept until its entry
+    /// is taken), then due refreshes and new URLs in turn.
+    fn choose(
+        &mut self,
+        host: &str,
+        queue: &dyn QueueSource,
+        now_ms: u64,
+        refresh_share: f64,
+    ) -> Option<Source> {
         if !self.retry.is_empty() {
             return Some(Source::Retry);
         }
-        if let Some(level) = self.chosen {
-            if !self.queues[level].is_empty() {
-                return Some(Source::Level(level));
+        if let Some(source) = self.chosen {
+            if self.peek(source).is_some() {
+                return Some(source);
             }
         }
         for level in 0..LEVELS {
@@ -315,15 +451,40 @@ impl Head {
                 self.refill(host, level, queue);
             }
         }
-        let queues = &self.queues;
-        self.chosen = self.picker.pick(|l| !queues[l].is_empty());
-        self.chosen.map(Source::Level)
+        if self.recrawl.is_empty() {
+            self.refill_recrawl(host, queue, now_ms);
+        }
+        let new_work = self.queues.iter().any(|q| !q.is_empty());
+        let refresh = !self.recrawl.is_empty();
+        self.chosen = match (new_work, refresh) {
+            (_, true) if !new_work || self.refresh_turn(refresh_share) => Some(Source::Recrawl),
+            (true, _) => {
+                let queues = &self.queues;
+                self.picker.pick(|l| !queues[l].is_empty()).map(Source::Level)
+            }
+            _ => None,
+        };
+        self.chosen
+    }
+
+    /// Whether a refresh takes this turn while new URLs also wait: each
+    /// turn earns `share` of a refresh, and a refresh spends one (a
+    /// deficit counter), so refreshes get `share` of the turns.
+    fn refresh_turn(&mut self, share: f64) -> bool {
+        self.refresh_credit = (self.refresh_credit + share).min(1.0);
+        if self.refresh_credit >= 1.0 - 1e-9 {
+            self.refresh_credit -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 
     fn peek(&self, source: Source) -> Option<&QueueEntry> {
         match source {
             Source::Retry => self.retry.front(),
             Source::Level(l) => self.queues[l].front(),
+            Source::Recrawl => self.recrawl.front(),
         }
     }
 
@@ -333,6 +494,10 @@ impl Head {
             Source::Level(l) => {
                 self.chosen = None;
                 self.queues[l].pop_front()
+            }
+            Source::Recrawl => {
+                self.chosen = None;
+                self.recrawl.pop_front()
             }
         }
     }
@@ -357,14 +522,70 @@ impl Head {
         }
     }
 
+    /// Loads the refreshes due by `now_ms`, unless none can be: when none
+    /// is, learns when the next one will be. A read error leaves them in
+    /// the store until the next wake.
+    fn refill_recrawl(&mut self, host: &str, queue: &dyn QueueSource, now_ms: u64) {
+        match self.recrawl_next {
+            RecrawlNext::Never => return,
+            RecrawlNext::At(at) if at > now_ms => return,
+            _ => {}
+        }
+        let after = self.recrawl_cursor.as_deref();
+        let read = queue
+            .recrawl_page(host, now_ms, after, REFILL)
+            .and_then(|page| match page.is_empty() {
+                true => queue.next_recrawl_ms(host, after).map(|next| (page, next)),
+                false => Ok((page, None)),
+            });
+        match read {
+            Ok((page, next)) if page.is_empty() => {
+                self.recrawl_next = next.map_or(RecrawlNext::Never, RecrawlNext::At);
+            }
+            Ok((page, _)) => {
+                self.recrawl_cursor = page.last().map(|e| e.key.clone());
+                self.recrawl.extend(page);
+                self.recrawl_next = RecrawlNext::Unknown;
+            }
+            Err(err) => {
+                tracing::error!(host, error = %err, "cannot read the refresh schedule");
+                self.recrawl_next = RecrawlNext::Never;
+            }
+        }
+    }
+
+    /// A refresh was scheduled at `due_ms` (a completion of this host):
+    /// the host knows it is coming without reading the store.
+    fn recrawl_scheduled(&mut self, due_ms: u64) {
+        self.recrawl_next = match self.recrawl_next {
+            RecrawlNext::Never => RecrawlNext::At(due_ms),
+            RecrawlNext::At(at) => RecrawlNext::At(at.min(due_ms)),
+            RecrawlNext::Unknown => RecrawlNext::Unknown,
+        };
+    }
+
+    /// When the next refresh not yet loaded is due, if one is known to be.
+    fn next_refresh_ms(&self) -> Option<u64> {
+        match self.recrawl_next {
+            RecrawlNext::At(at) => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Nothing to dispatch now: no new URL, no due refresh loaded, no
+    /// retry (refreshes due later may remain, see
+    /// [`Head::next_refresh_ms`]).
     fn is_empty(&self) -> bool {
         self.retry.is_empty()
+            && self.recrawl.is_empty()
             && self.queues.iter().all(VecDeque::is_empty)
             && self.exhausted.iter().all(|&e| e)
     }
 
     fn len(&self) -> usize {
-        self.retry.len() + self.queues.iter().map(VecDeque::len).sum::<usize>()
+        self.retry.len()
+            + self.recrawl.len()
+            + self.queues.iter().map(VecDeque::len).sum::<usize>()
     }
 }
 
@@ -483,12 +704,16 @@ impl HostMachine {
         self.metrics.clone()
     }
 
-    /// New work was queued at the priority `levels` (a bit per level).
+    /// New work was queued at the priority `levels` (a bit per level;
+    /// [`RECRAWL_BIT`]: refreshes were made due).
     pub fn wake(&mut self, levels: u8, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
         for (level, exhausted) in self.head.exhausted.iter_mut().enumerate() {
             if levels & (1 << level) != 0 {
                 *exhausted = false;
             }
+        }
+        if levels & RECRAWL_BIT != 0 {
+            self.head.recrawl_next = RecrawlNext::Unknown;
         }
         self.poll(queue, now)
     }
@@ -510,8 +735,9 @@ impl HostMachine {
     pub fn poll(&mut self, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
         let mut fx = Vec::new();
         self.run_due_tasks(now, &mut fx);
+        let share = self.settings.recrawl.refresh_share;
         while !self.draining && !self.passivating {
-            let Some(source) = self.head.choose(&self.host, queue) else {
+            let Some(source) = self.head.choose(&self.host, queue, now.unix_ms(), share) else {
                 break;
             };
             if !self.dispatch_one(source, now, &mut fx) {
@@ -584,7 +810,14 @@ impl HostMachine {
             self.politeness.cancel(permit);
             return false;
         };
-        self.send(Requested::Entry { entry, url }, permit, slot, fx);
+        let validators = validators(&entry);
+        self.send(
+            Requested::Entry { entry, url },
+            validators,
+            permit,
+            slot,
+            fx,
+        );
         true
     }
 
@@ -655,13 +888,15 @@ impl HostMachine {
         if let Some(state) = self.origins.get_mut(&origin) {
             state.fetch_started(url.clone());
         }
-        self.send(Requested::Robots { origin, url }, permit, slot, fx);
+        let plain = Validators::default();
+        self.send(Requested::Robots { origin, url }, plain, permit, slot, fx);
     }
 
     /// Hands out the request `what` under its permit (and IP slot).
     fn send(
         &mut self,
         what: Requested,
+        validators: Validators,
         permit: Permit,
         slot: Option<IpSlot>,
         fx: &mut Vec<Effect>,
@@ -670,7 +905,11 @@ impl HostMachine {
         let url = match &what {
             Requested::Robots { url, .. } | Requested::Entry { url, .. } => url.clone(),
         };
-        fx.push(Effect::Fetch { id, url });
+        fx.push(Effect::Fetch {
+            id,
+            url,
+            validators,
+        });
         self.in_flight.insert(
             id,
             InFlight {
@@ -694,15 +933,37 @@ impl HostMachine {
         }
     }
 
+    /// Finishes `entry` without a response (`state` says why): its record
+    /// settled by [`lifecycle::unfetched`], a removal reported first.
     fn complete(&mut self, entry: QueueEntry, state: UrlState, now: Now, fx: &mut Vec<Effect>) {
         self.attempts.remove(&entry.value.fp);
-        let completion = Completion {
-            fp: entry.value.fp,
-            queue_key: entry.key,
-            depth: entry.value.depth,
+        let settled = lifecycle::unfetched(
+            entry.previous.as_deref(),
+            entry.value.depth,
             state,
+            now.unix_ms(),
+            &self.settings.recrawl,
+        );
+        let removed = settled.removed.and_then(|reason| {
+            Some(Removed {
+                url: Url::parse(&entry.value.url).ok()?,
+                reason,
+                last_status: settled.record.last.as_ref().map(|v| v.status),
+                depth: entry.value.depth,
+                at_ms: now.unix_ms(),
+            })
+        });
+        let completion = Completion {
+            key: entry.key,
+            recrawl: entry.recrawl,
+            value: entry.value,
+            record: settled.record,
         };
-        self.run(Task::Complete(completion), now, fx);
+        let finish = Finish {
+            completion,
+            removed,
+        };
+        self.run(Task::Complete(Box::new(finish)), now, fx);
     }
 
     fn run(&mut self, task: Task, now: Now, fx: &mut Vec<Effect>) {
@@ -758,7 +1019,7 @@ impl HostMachine {
             }
             Requested::Entry { entry, url } => {
                 self.release(permit, now, wire_time, outcome);
-                self.entry_fetched(entry, url, result, now, &mut fx);
+                self.entry_fetched(entry, url, result, queue, now, &mut fx);
             }
         }
         drop(_ip_slot);
@@ -823,16 +1084,34 @@ impl HostMachine {
         entry: QueueEntry,
         url: Url,
         result: Result<FetchResponse, FetchError>,
+        queue: &dyn QueueSource,
         now: Now,
         fx: &mut Vec<Effect>,
     ) {
         let fp = entry.value.fp;
+        if !self.attempts.contains_key(&fp) && response::may_retry(&result) {
+            let tries = self.stored_tries(&entry, queue);
+            self.attempts.insert(fp, tries);
+        }
         let attempts = self.attempts.entry(fp).or_default();
         match response::classify(&result, attempts, self.settings.retries) {
             response::Retry::Again => {
                 // Not archived: the server did not serve the page this time.
                 self.metrics.urls.with_label_values(&["retried"]).inc();
                 tracing::debug!(host = %self.host, %url, "will try again");
+                let tries = Tries {
+                    failed: attempts.failed,
+                    throttled: attempts.throttled,
+                };
+                let record =
+                    lifecycle::retry(entry.previous.as_deref(), entry.value.depth, tries);
+                let completion = Completion {
+                    key: entry.key.clone(),
+                    recrawl: entry.recrawl,
+                    value: entry.value.clone(),
+                    record,
+                };
+                self.run(Task::RecordTries(completion), now, fx);
                 self.head.retry.push_back(entry);
             }
             response::Retry::Denied => self.complete(entry, UrlState::Denied, now, fx),
@@ -845,8 +1124,10 @@ impl HostMachine {
                             entry,
                             url,
                             response: Arc::new(response),
-                            archived: false,
+                            archived: None,
                             admitted: false,
+                            removal_noted: false,
+                            next_due_ms: None,
                         })),
                         now,
                         fx,
@@ -854,6 +1135,22 @@ impl HostMachine {
                 }
             }
         }
+    }
+
+    /// The tries a URL had before this run (stored with its record), so a
+    /// restart does not give a failing URL fresh tries.
+    fn stored_tries(&self, entry: &QueueEntry, queue: &dyn QueueSource) -> Attempts {
+        let record = match &entry.previous {
+            Some(previous) => Some((**previous).clone()),
+            None => queue.url_record(entry.value.fp).unwrap_or_else(|err| {
+                tracing::warn!(host = %self.host, error = %err, "cannot read a url's tries");
+                None
+            }),
+        };
+        record.map_or_else(Attempts::default, |r| Attempts {
+            failed: r.tries.failed,
+            throttled: r.tries.throttled,
+        })
     }
 
     /// Takes a robots.txt answer; whether the host's state is to be saved.
@@ -952,7 +1249,9 @@ impl HostMachine {
                 .pipeline_failures
                 .with_label_values(&[task.label(), failure.stage()])
                 .inc();
-            if self.draining {
+            if let Task::RecordTries(_) = task {
+                tracing::warn!(host = %self.host, error = %failure, "cannot store a url's tries; they are kept in memory");
+            } else if self.draining {
                 // The entry stays queued in the store for the next run.
                 tracing::warn!(host = %self.host, task = task.label(), error = %failure, "a task failed while draining; its url stays queued");
             } else {
@@ -977,6 +1276,9 @@ impl HostMachine {
         } else {
             if failures > 0 {
                 self.failing_tasks = self.failing_tasks.saturating_sub(1);
+            }
+            if let Some(due_ms) = task.next_due_ms() {
+                self.head.recrawl_scheduled(due_ms);
             }
             if self.announcing.remove(&id).is_some() {
                 let mut fx = vec![Effect::Save(self.state(now))];
@@ -1047,7 +1349,16 @@ impl HostMachine {
             return;
         }
         let due_ms = if self.head.is_empty() {
-            None
+            // Only refreshes due later, if any: wait for the next one
+            // here when it is close, else in the due index.
+            match self.head.next_refresh_ms() {
+                None => None,
+                Some(at_ms) if at_ms > now.unix_ms() + self.passivate_after_ms() => Some(at_ms),
+                Some(at_ms) => {
+                    self.arm(now.instant_at_ms(at_ms), fx);
+                    return;
+                }
+            }
         } else {
             match self.armed {
                 Some(at) if at > now.at + self.settings.passivate_after => Some(now.ms_at(at)),
@@ -1059,6 +1370,10 @@ impl HostMachine {
             state: self.state(now),
             due_ms,
         });
+    }
+
+    fn passivate_after_ms(&self) -> u64 {
+        self.settings.passivate_after.as_millis() as u64
     }
 
     /// The host's politeness schedule as persisted.
@@ -1080,11 +1395,8 @@ impl HostMachine {
         HostState {
             robots,
             schedule: Some(self.schedule(now)),
-            attempts: self
-                .attempts
-                .iter()
-                .map(|(fp, a)| (fp.0, a.failed, a.throttled))
-                .collect(),
+            // A URL's tries are in its record (written as they happen).
+            attempts: Vec::new(),
             ip: self.ip,
         }
     }
@@ -1123,6 +1435,19 @@ impl HostMachine {
             processing: self.running.len() + self.delayed.len(),
             failing_tasks: self.failing_tasks,
         }
+    }
+}
+
+/// The validators a refresh of `entry` is asked with: those of the copy on
+/// record, when a copy is (a 304 must confirm something the archive has).
+fn validators(entry: &QueueEntry) -> Validators {
+    let last = entry.previous.as_ref().and_then(|r| r.last.as_ref());
+    match last {
+        Some(v) if v.copy.is_some() && v.digest.is_some() => Validators {
+            etag: v.etag.clone(),
+            last_modified: v.last_modified.clone(),
+        },
+        _ => Validators::default(),
     }
 }
 

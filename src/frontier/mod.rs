@@ -10,6 +10,7 @@
 pub mod budget;
 pub mod due;
 pub mod host;
+pub mod lifecycle;
 pub mod recrawl;
 pub mod response;
 
@@ -95,6 +96,8 @@ pub struct Candidate {
     /// Registrable domain of the page it was found on (links and
     /// redirects), for domain budgets.
     pub referrer: Option<String>,
+    /// The `lastmod` of the sitemap entry it comes from (Unix ms).
+    pub lastmod_ms: Option<u64>,
 }
 
 impl Candidate {
@@ -106,6 +109,7 @@ impl Candidate {
             priority: Priority::NORMAL,
             kind: EntryKind::Page,
             referrer: Some(crate::url::registrable_domain(crate::url::host_key(from)).to_owned()),
+            lastmod_ms: None,
         }
     }
 }

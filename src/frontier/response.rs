@@ -108,6 +108,15 @@ pub fn classify(
     }
 }
 
+/// Whether [`classify`] may answer [`Retry::Again`] for `result`: the
+/// only results for which a URL's earlier tries matter.
+pub fn may_retry(result: &Result<FetchResponse, FetchError>) -> bool {
+    match result {
+        Err(err) => err.is_transient(),
+        Ok(resp) => matches!(resp.status, 429 | 500..=599),
+    }
+}
+
 /// The politeness outcome of a fetch result at `now`.
 pub fn politeness_outcome(
     result: &Result<FetchResponse, FetchError>,
@@ -134,20 +143,29 @@ pub enum Plan {
     },
     /// A non-HTML 2xx with `archive_non_html` off: count it, store nothing.
     NotArchived,
+    /// A 304 to a conditional refetch: the copy on record is current;
+    /// archived as a `server-not-modified` revisit of it.
+    NotModified,
 }
 
 /// Plans a final response of a queue entry of `kind` at `depth` fetched
-/// from `url`.
+/// from `url`; `has_copy`: the URL's payload is on record (so a 304
+/// confirms it; without one a 304 is archived like any response).
+#[allow(clippy::too_many_arguments)]
 pub fn plan(
     kind: &EntryKind,
     depth: u32,
     url: &Url,
     response: &FetchResponse,
+    has_copy: bool,
     archive_non_html: bool,
     max_redirects: u32,
     metrics: &Metrics,
 ) -> Plan {
     let ok = (200..300).contains(&response.status);
+    if response.status == 304 && has_copy {
+        return Plan::NotModified;
+    }
     match kind {
         EntryKind::Sitemap { .. } if ok => Plan::ReadSitemap,
         EntryKind::Sitemap { .. } => Plan::Archive { found: None },
@@ -236,6 +254,7 @@ pub fn redirect_target(
             hops: hops.saturating_add(1),
         },
         referrer: Some(crate::url::registrable_domain(crate::url::host_key(url)).to_owned()),
+        lastmod_ms: None,
     })
 }
 
@@ -283,16 +302,18 @@ pub fn sitemap_candidates(
         depth: child_depth,
         priority: Priority::HIGH,
         kind: kind.clone(),
+        lastmod_ms: None,
     });
     let pages = selection
         .pages
         .into_iter()
-        .map(|(url, priority)| Candidate {
+        .map(|(url, priority, lastmod)| Candidate {
             referrer: None,
             url,
             depth: 0,
             priority,
             kind: EntryKind::Page,
+            lastmod_ms: lastmod.and_then(|t| u64::try_from(t.timestamp_millis()).ok()),
         });
     let found: Vec<Candidate> = sitemaps.chain(pages).collect();
     count("queued", found.len());
@@ -313,6 +334,7 @@ pub fn robots_sitemaps(robots_url: &Url, sitemaps: &[String], host: &str) -> Vec
             kind: EntryKind::Sitemap {
                 submitter: submitter.clone(),
             },
+            lastmod_ms: None,
         })
         .collect();
     if candidates.is_empty() {
@@ -323,6 +345,7 @@ pub fn robots_sitemaps(robots_url: &Url, sitemaps: &[String], host: &str) -> Vec
                 depth: 0,
                 priority: Priority::HIGH,
                 kind: EntryKind::Sitemap { submitter: None },
+                lastmod_ms: None,
             });
         }
     }

@@ -9,9 +9,11 @@ use rocksdb::WriteBatch;
 
 use super::budgets;
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
-use super::schema::{CF_META, CF_QUEUED, CF_URLS, META_SEQ};
+use super::queue::DueChanges;
+use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_URLS, META_SEQ};
 use super::{PartitionStore, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
+use crate::frontier::lifecycle::{self, Offer};
 use crate::frontier::{EntryKind, Priority};
 use crate::url::Fingerprint;
 
@@ -35,6 +37,26 @@ pub struct AdmitEntry {
     pub queue: bool,
     /// Registrable domain of the page linking to it, if it is a link.
     pub referrer: Option<String>,
+    /// The `lastmod` of the sitemap entry that lists it (Unix ms): newer
+    /// than the URL's last fetch, it makes a seen URL due at once.
+    pub lastmod_ms: Option<u64>,
+}
+
+impl AdmitEntry {
+    /// What the offer means for a URL seen before (see
+    /// [`lifecycle::due_again`]).
+    fn offer(&self) -> Offer {
+        Offer {
+            seed: self.priority == Priority::SEED,
+            lastmod_ms: self.lastmod_ms,
+        }
+    }
+
+    /// Whether the offer could change a seen URL's record: only seeds and
+    /// sitemap entries with a `lastmod` are worth a read.
+    fn may_bring_back(&self) -> bool {
+        self.queue && (self.priority == Priority::SEED || self.lastmod_ms.is_some())
+    }
 }
 
 /// What [`PartitionStore::admit`] did with a batch.
@@ -47,6 +69,10 @@ pub struct Admitted {
     pub over_budget: Vec<OverBudget>,
     /// What the seen filter answered for the batch's distinct URLs.
     pub filter: FilterCounts,
+    /// Seen URLs the offer made due at once (a seed for a removed URL, a
+    /// sitemap `lastmod` newer than the last fetch): scheduled for refresh
+    /// now, their hosts to be woken.
+    pub refreshed: Vec<AdmitEntry>,
 }
 
 /// The seen filter's answers for one batch.
@@ -70,6 +96,12 @@ impl PartitionStore {
     /// Only entries the seen filter may have seen are looked up (see
     /// `dedup/bloom.rs`); in Bloom mode none are.
     pub fn admit(&self, entries: Vec<AdmitEntry>) -> Result<Admitted, StoreError> {
+        self.admit_at(entries, 0)
+    }
+
+    /// [`PartitionStore::admit`] at `now_ms`: seen URLs an offer makes due
+    /// ([`Admitted::refreshed`]) are due at that time.
+    pub fn admit_at(&self, entries: Vec<AdmitEntry>, now_ms: u64) -> Result<Admitted, StoreError> {
         // A poisoned lock only means a panic mid-batch: the cache may be
         // ahead of the store, so it is dropped, like after any failure.
         let mut book = self.book.lock().unwrap_or_else(|poisoned| {
@@ -78,7 +110,7 @@ impl PartitionStore {
             book
         });
         book.trim();
-        let result = self.admit_with(&mut book, entries);
+        let result = self.admit_with(&mut book, entries, now_ms);
         if result.is_err() {
             // Counts of a batch that was not written must not be kept.
             book.clear();
@@ -90,6 +122,7 @@ impl PartitionStore {
         &self,
         book: &mut budgets::Book,
         mut entries: Vec<AdmitEntry>,
+        now_ms: u64,
     ) -> Result<Admitted, StoreError> {
         let mut batch = WriteBatch::default();
         let budgets = !self.budget.is_unlimited();
@@ -120,14 +153,17 @@ impl PartitionStore {
         let mut over_budget = Vec::new();
         let mut filter = FilterCounts::default();
         let mut fresh = Vec::new();
+        let mut refreshed = Vec::new();
+        let mut due = DueChanges::default();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
             let key = entry.fp.to_bytes();
-            let seen = match (maybe, self.seen.mode()) {
-                (false, _) => false,
-                (true, SeenMode::Bloom) => true,
+            let (seen, stored) = match (maybe, self.seen.mode()) {
+                (false, _) => (false, None),
+                (true, SeenMode::Bloom) => (true, None),
                 (true, SeenMode::Exact) => {
                     let hit = found.next().expect("one lookup per probed entry");
-                    hit.map_err(|e| self.rocks(e))?.is_some()
+                    let hit = hit.map_err(|e| self.rocks(e))?;
+                    (hit.is_some(), hit)
                 }
             };
             match (maybe, seen) {
@@ -136,6 +172,19 @@ impl PartitionStore {
                 (true, false) => filter.false_positive += 1,
             }
             if seen {
+                if entry.may_bring_back() {
+                    let stored = match stored {
+                        Some(bytes) => Some(bytes.to_vec()),
+                        None => self.get(CF_URLS, &key)?,
+                    };
+                    if let Some(bytes) = stored {
+                        let record = UrlRecord::decode(&bytes).map_err(|e| self.codec(e))?;
+                        if lifecycle::due_again(&record, entry.offer()) {
+                            self.bring_back(&mut batch, &entry, record, now_ms, &mut due)?;
+                            refreshed.push(entry);
+                        }
+                    }
+                }
                 continue;
             }
             // Pages are budgeted; sitemaps (a few per host) are not.
@@ -147,18 +196,12 @@ impl PartitionStore {
             }
             fresh.push(entry.fp);
             if !entry.queue {
-                let record = UrlRecord {
-                    state: UrlState::Excluded,
-                    depth: entry.depth,
-                };
-                batch.put_cf(urls, key, record.encode());
+                let record = UrlRecord::new(UrlState::Excluded, entry.depth);
+                batch.put_cf(urls, key, record.encode().map_err(|e| self.codec(e))?);
                 continue;
             }
-            let record = UrlRecord {
-                state: UrlState::Queued,
-                depth: entry.depth,
-            };
-            batch.put_cf(urls, key, record.encode());
+            let record = UrlRecord::new(UrlState::Queued, entry.depth);
+            batch.put_cf(urls, key, record.encode().map_err(|e| self.codec(e))?);
             let value = QueueValue {
                 fp: entry.fp,
                 depth: entry.depth,
@@ -178,6 +221,7 @@ impl PartitionStore {
                 entries: admitted,
                 over_budget,
                 filter,
+                refreshed,
             });
         }
         batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
@@ -190,6 +234,7 @@ impl PartitionStore {
         }
         self.write(batch)?;
         self.next_seq.store(seq, Ordering::Relaxed);
+        due.apply(&mut self.due_book());
         // After the write: the filter never claims what the store lacks.
         for fp in fresh {
             self.seen.insert(fp);
@@ -198,7 +243,44 @@ impl PartitionStore {
             entries: admitted,
             over_budget,
             filter,
+            refreshed,
         })
+    }
+
+    /// Makes a seen URL due at `now_ms` in `batch`: its record back in the
+    /// crawl ([`lifecycle::bring_back`]), its refresh key moved to now.
+    fn bring_back(
+        &self,
+        batch: &mut WriteBatch,
+        entry: &AdmitEntry,
+        record: UrlRecord,
+        now_ms: u64,
+        due: &mut DueChanges,
+    ) -> Result<(), StoreError> {
+        let recrawl = self.cf(CF_RECRAWL);
+        if let Some(old) = record.next_due_ms {
+            let old_key = codec::recrawl_key(&entry.host, old, entry.fp);
+            if self.get(CF_RECRAWL, &old_key)?.is_some() {
+                batch.delete_cf(recrawl, old_key);
+                due.removed.push(old);
+            }
+        }
+        let record = lifecycle::bring_back(record, now_ms);
+        let value = QueueValue {
+            fp: entry.fp,
+            depth: record.depth,
+            kind: entry.kind.clone(),
+            url: entry.url.clone(),
+        };
+        batch.put_cf(
+            recrawl,
+            codec::recrawl_key(&entry.host, now_ms, entry.fp),
+            value.encode().map_err(|e| self.codec(e))?,
+        );
+        due.added.push(now_ms);
+        let bytes = record.encode().map_err(|e| self.codec(e))?;
+        batch.put_cf(self.cf(CF_URLS), entry.fp.to_bytes(), bytes);
+        Ok(())
     }
 
     /// The record of a URL, if it was ever admitted.
@@ -207,7 +289,7 @@ impl PartitionStore {
             None => Ok(None),
             Some(bytes) => UrlRecord::decode(&bytes)
                 .map(Some)
-                .ok_or_else(|| self.corrupt("url record")),
+                .map_err(|e| self.codec(e)),
         }
     }
 }

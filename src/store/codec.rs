@@ -4,7 +4,11 @@
 //! # Keys
 //!
 //! Keys are designed for RocksDB's byte order:
-//! - `urls`: 16-byte big-endian fingerprint → [`UrlRecord`];
+//! - `urls`: 16-byte big-endian fingerprint → [`UrlRecord`] (its own
+//!   versioned format, see `record.rs`);
+//! - `recrawl`: `host ‖ 0x00 ‖ due (u64 BE, Unix ms) ‖ fingerprint` →
+//!   [`QueueValue`]: fetched URLs by the time they are due again, one
+//!   host's in due order;
 //! - `queue.v1`: `host ‖ 0x00 ‖ priority (u8) ‖ seq (u64 BE)` →
 //!   [`QueueValue`], so one host's queue of one priority is one contiguous
 //!   key range in admission order;
@@ -44,10 +48,6 @@
 //!   `schema.rs`); [`QueueValue::decode_legacy`] reads it.
 //!
 //! Kept as they are, on purpose:
-//! - [`UrlRecord`], 7 fixed bytes written for every admitted and completed
-//!   URL: already compact, and unambiguous for a successor, since its first
-//!   byte (the state tag) is 1 to 6: a future versioned record uses a
-//!   version byte of 0x80 or more.
 //! - Counters (`meta` seq, `queued`, `budgets`) are fixed-width integers:
 //!   the `queued` merge operator adds them in place, and 8 bytes are all
 //!   they will ever be.
@@ -137,73 +137,7 @@ pub fn decode_value<T: DeserializeOwned>(
     }
 }
 
-/// What the store knows about a URL it has seen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UrlState {
-    /// Durably queued, not yet completed (possibly in flight).
-    Queued,
-    /// Fetched and fully processed, with its HTTP status.
-    Fetched(u16),
-    /// Fetch failed without a response.
-    Failed,
-    /// Not fetched: robots.txt disallows it.
-    Disallowed,
-    /// Not fetched: robots.txt stayed unreachable past `give_up_after`.
-    RobotsUnreachable,
-    /// Recorded, never fetched: excluded by `[scope] deny_extensions`.
-    Excluded,
-    /// Not fetched: the SSRF guard denies its address.
-    Denied,
-}
-
-/// The `urls` value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UrlRecord {
-    /// Where the URL is in its life.
-    pub state: UrlState,
-    /// Hops from the seed it was admitted at.
-    pub depth: u32,
-}
-
-impl UrlRecord {
-    /// Seven bytes: state tag, depth (LE), status (LE).
-    pub fn encode(&self) -> [u8; 7] {
-        let (tag, status) = match self.state {
-            UrlState::Queued => (1, 0),
-            UrlState::Fetched(s) => (2, s),
-            UrlState::Failed => (3, 0),
-            UrlState::Disallowed => (4, 0),
-            UrlState::RobotsUnreachable => (5, 0),
-            UrlState::Excluded => (6, 0),
-            UrlState::Denied => (7, 0),
-        };
-        let mut out = [0u8; 7];
-        out[0] = tag;
-        out[1..5].copy_from_slice(&self.depth.to_le_bytes());
-        out[5..7].copy_from_slice(&status.to_le_bytes());
-        out
-    }
-
-    /// Decodes [`UrlRecord::encode`]'s form.
-    pub fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() != 7 {
-            return None;
-        }
-        let depth = u32::from_le_bytes(bytes[1..5].try_into().ok()?);
-        let status = u16::from_le_bytes(bytes[5..7].try_into().ok()?);
-        let state = match bytes[0] {
-            1 => UrlState::Queued,
-            2 => UrlState::Fetched(status),
-            3 => UrlState::Failed,
-            4 => UrlState::Disallowed,
-            5 => UrlState::RobotsUnreachable,
-            6 => UrlState::Excluded,
-            7 => UrlState::Denied,
-            _ => return None,
-        };
-        Some(UrlRecord { state, depth })
-    }
-}
+pub use super::record::{UrlRecord, UrlState};
 
 /// The key prefix of all of one host's queues.
 pub fn host_prefix(host: &str) -> Vec<u8> {
@@ -237,6 +171,21 @@ pub fn queue_key_priority(key: &[u8]) -> Option<Priority> {
 pub fn queue_key_host(key: &[u8]) -> Option<&str> {
     let end = key.iter().position(|&b| b == 0)?;
     std::str::from_utf8(&key[..end]).ok()
+}
+
+/// The `recrawl` key of `fp` of `host`, due at `due_ms`.
+pub fn recrawl_key(host: &str, due_ms: u64, fp: Fingerprint) -> Vec<u8> {
+    let mut key = host_prefix(host);
+    key.extend_from_slice(&due_ms.to_be_bytes());
+    key.extend_from_slice(&fp.to_bytes());
+    key
+}
+
+/// The due time (Unix ms) of a `recrawl` key.
+pub fn recrawl_key_due(key: &[u8]) -> Option<u64> {
+    let end = key.iter().position(|&b| b == 0)?;
+    let due = key.get(end + 1..end + 9)?;
+    Some(u64::from_be_bytes(due.try_into().ok()?))
 }
 
 /// The `queue` value: what a host needs to fetch the entry.
@@ -469,19 +418,15 @@ mod tests {
     use crate::store::test_support::encode_legacy_queue_value;
 
     #[test]
-    fn url_record_round_trips() {
-        for state in [
-            UrlState::Queued,
-            UrlState::Fetched(404),
-            UrlState::Failed,
-            UrlState::Disallowed,
-            UrlState::RobotsUnreachable,
-        ] {
-            let rec = UrlRecord { state, depth: 7 };
-            assert_eq!(UrlRecord::decode(&rec.encode()), Some(rec));
-        }
-        assert_eq!(UrlRecord::decode(&[9, 0, 0, 0, 0, 0, 0]), None);
-        assert_eq!(UrlRecord::decode(&[1]), None);
+    fn recrawl_keys_sort_by_host_then_due_time() {
+        let fp = Fingerprint(u128::MAX);
+        let early = recrawl_key("a.test", 5, fp);
+        let late = recrawl_key("a.test", 256, Fingerprint(0));
+        assert!(early < late);
+        assert!(late < recrawl_key("a.test.b", 0, fp));
+        assert_eq!(recrawl_key_due(&late), Some(256));
+        assert_eq!(queue_key_host(&late), Some("a.test"));
+        assert_eq!(recrawl_key_due(b"a.test"), None);
     }
 
     #[test]

@@ -22,9 +22,11 @@ mod admission;
 mod budgets;
 pub mod codec;
 mod due;
+mod recrawl;
 mod files;
 mod host_state;
 mod queue;
+mod record;
 mod schema;
 
 use std::path::PathBuf;
@@ -34,10 +36,12 @@ use rocksdb::{WriteBatch, WriteOptions, DB};
 
 pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
-pub use codec::{CodecError, QueueValue, UrlRecord, UrlState};
+pub use codec::{CodecError, QueueValue};
+pub use record::{Lifecycle, Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
 pub use files::{Manifest, RunMarker};
 pub use host_state::HostState;
 pub use queue::{Completion, QueueEntry};
+pub use recrawl::DueCounts;
 pub use schema::StoreEnv;
 
 use crate::frontier::budget::BudgetSettings;
@@ -101,6 +105,8 @@ pub struct PartitionStore {
     /// Where the queue is: the versioned family, or (only in a store opened
     /// read-only before its first writable open) the unversioned one.
     queue: schema::QueueFamily,
+    /// Scheduled refreshes by due minute (`recrawl.rs`).
+    due_book: std::sync::Mutex<recrawl::DueBook>,
 }
 
 impl PartitionStore {
@@ -168,6 +174,7 @@ mod test_support {
             kind: EntryKind::Page,
             queue: true,
             referrer: None,
+            lastmod_ms: None,
         }
     }
 

@@ -1,25 +1,32 @@
 //! A partition's durable queues: pages of one host's queue, the counts of
 //! queued entries, and completions (which also save politeness schedules,
-//! so a completion and the delay it imposes are one write).
+//! so a completion and the delay it imposes are one write, and schedule the
+//! URL's next refresh, so a URL is never both finished and unscheduled).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
-use super::schema::{CF_META, CF_QUEUED, CF_SCHEDULES, CF_URLS, META_COUNTS};
+use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_SCHEDULES, CF_URLS, META_COUNTS};
 use super::{PartitionStore, StoreError};
 use crate::frontier::{Priority, LEVELS};
 use crate::politeness::Schedule;
 use crate::url::Fingerprint;
 
-/// One entry of a host's durable queue.
+/// One entry of a host's durable queue, or of its refresh schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueEntry {
-    /// The queue key; completing the entry deletes it.
+    /// The queue (or `recrawl`) key; completing the entry deletes it.
     pub key: Vec<u8>,
     /// The decoded value.
     pub value: QueueValue,
+    /// A refresh (its key is in `recrawl`), not a new URL.
+    pub recrawl: bool,
+    /// The URL's record when the entry was read (refreshes only: new URLs
+    /// have no history worth a read).
+    pub previous: Option<Arc<UrlRecord>>,
 }
 
 impl QueueEntry {
@@ -29,17 +36,27 @@ impl QueueEntry {
     }
 }
 
-/// A finished queue entry.
+/// A queue entry finished, or tried and to be tried again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
+    /// Its key (in the queue, or in `recrawl` for a refresh).
+    pub key: Vec<u8>,
+    /// A refresh.
+    pub recrawl: bool,
+    /// What the entry holds.
+    pub value: QueueValue,
+    /// The URL's record from now on (see `frontier/lifecycle.rs`). With
+    /// [`UrlState::RetryDue`] only the record (its tries) is written and
+    /// the entry stays where it is; otherwise the entry is deleted and, if
+    /// the record is due again, scheduled at that time.
+    pub record: UrlRecord,
+}
+
+impl Completion {
     /// The URL's fingerprint.
-    pub fp: Fingerprint,
-    /// Its queue key.
-    pub queue_key: Vec<u8>,
-    /// Hops from the seed.
-    pub depth: u32,
-    /// Final state (never `Queued`).
-    pub state: UrlState,
+    pub fn fp(&self) -> Fingerprint {
+        self.value.fp
+    }
 }
 
 impl PartitionStore {
@@ -57,21 +74,41 @@ impl PartitionStore {
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);
         }
         let mut done: HashMap<&str, i64> = HashMap::new();
+        let mut due = DueChanges::default();
         for c in completions {
-            let record = UrlRecord {
-                state: c.state,
-                depth: c.depth,
-            };
-            batch.put_cf(self.cf(CF_URLS), c.fp.to_bytes(), record.encode());
-            batch.delete_cf(self.queue_cf(), &c.queue_key);
-            let host =
-                codec::queue_key_host(&c.queue_key).ok_or_else(|| self.corrupt("queue key"))?;
-            *done.entry(host).or_default() -= 1;
+            let record = c.record.encode().map_err(|e| self.codec(e))?;
+            batch.put_cf(self.cf(CF_URLS), c.fp().to_bytes(), record);
+            if c.record.state == UrlState::RetryDue {
+                continue;
+            }
+            let host = codec::queue_key_host(&c.key).ok_or_else(|| self.corrupt("queue key"))?;
+            if c.recrawl {
+                // A refresh made due again at admission meanwhile had its
+                // key moved: only a key still there is counted out.
+                if self.get(CF_RECRAWL, &c.key)?.is_some() {
+                    due.removed.extend(codec::recrawl_key_due(&c.key));
+                }
+                batch.delete_cf(self.cf(CF_RECRAWL), &c.key);
+            } else {
+                batch.delete_cf(self.queue_cf(), &c.key);
+                *done.entry(host).or_default() -= 1;
+            }
+            if let Some(due_ms) = c.record.next_due_ms {
+                let key = codec::recrawl_key(host, due_ms, c.fp());
+                batch.put_cf(
+                    self.cf(CF_RECRAWL),
+                    key,
+                    c.value.encode().map_err(|e| self.codec(e))?,
+                );
+                due.added.push(due_ms);
+            }
         }
         for (host, delta) in done {
             batch.merge_cf(self.cf(CF_QUEUED), host, delta.to_be_bytes());
         }
-        self.write(batch)
+        self.write(batch)?;
+        due.apply(&mut self.due_book());
+        Ok(())
     }
 
     /// Up to `limit` entries of `host`'s queue at `priority` after key
@@ -102,6 +139,8 @@ impl PartitionStore {
             out.push(QueueEntry {
                 key: key.into_vec(),
                 value,
+                recrawl: false,
+                previous: None,
             });
         }
         Ok(out)
@@ -179,9 +218,36 @@ impl PartitionStore {
         Ok(urls)
     }
 
+    /// The completions of new URLs (queue entries) among `completions`.
+    pub fn new_urls_done(completions: &[Completion]) -> u64 {
+        completions
+            .iter()
+            .filter(|c| !c.recrawl && c.record.state != UrlState::RetryDue)
+            .count() as u64
+    }
+
     /// The family holding the queue (see `schema.rs`).
     pub(super) fn queue_cf(&self) -> &rocksdb::ColumnFamily {
         self.cf(self.queue.name())
+    }
+}
+
+/// Refresh times a write adds and removes, applied to the [`super::recrawl::DueBook`]
+/// once the write succeeded.
+#[derive(Default)]
+pub(super) struct DueChanges {
+    pub(super) added: Vec<u64>,
+    pub(super) removed: Vec<u64>,
+}
+
+impl DueChanges {
+    pub(super) fn apply(self, book: &mut super::recrawl::DueBook) {
+        for ms in self.added {
+            book.add(ms);
+        }
+        for ms in self.removed {
+            book.remove(ms);
+        }
     }
 }
 
@@ -189,6 +255,15 @@ impl PartitionStore {
 mod tests {
     use super::*;
     use crate::store::test_support::{entry, open, pages};
+
+    fn finished(e: &QueueEntry, state: UrlState) -> Completion {
+        Completion {
+            key: e.key.clone(),
+            recrawl: e.recrawl,
+            value: e.value.clone(),
+            record: UrlRecord::new(state, e.value.depth),
+        }
+    }
 
     #[test]
     fn queue_counts_are_kept_with_the_queue_and_survive_a_reopen() {
@@ -217,12 +292,7 @@ mod tests {
                 .unwrap();
             let done: Vec<Completion> = head
                 .iter()
-                .map(|e| Completion {
-                    fp: e.value.fp,
-                    queue_key: e.key.clone(),
-                    depth: 1,
-                    state: UrlState::Fetched(200),
-                })
+                .map(|e| finished(&e, UrlState::Fetched(200)))
                 .collect();
             store.complete(&done, &[]).unwrap();
             assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));
@@ -232,12 +302,7 @@ mod tests {
         let last = store
             .queue_page("a.test", Priority::NORMAL, None, 1)
             .unwrap();
-        let done = Completion {
-            fp: last[0].value.fp,
-            queue_key: last[0].key.clone(),
-            depth: 1,
-            state: UrlState::Failed,
-        };
+        let done = finished(&last[0], UrlState::Failed);
         store.complete(&[done], &[]).unwrap();
         assert_eq!(
             store.queued_by_host().unwrap(),
@@ -271,12 +336,7 @@ mod tests {
             3,
             "other hosts' and other priorities' keys are not in the range"
         );
-        let done = Completion {
-            fp: first[0].value.fp,
-            queue_key: first[0].key.clone(),
-            depth: 1,
-            state: UrlState::Fetched(200),
-        };
+        let done = finished(&first[0], UrlState::Fetched(200));
         let schedule = Schedule {
             next_allowed_ms: 7,
             ..Schedule::default()

@@ -39,7 +39,9 @@ pub(super) const CF_QUEUED: &str = "queued";
 pub(super) const META_COUNTS: &[u8] = b"queued-counts";
 /// host → when a passivated host comes due (see `due.rs`).
 pub(super) const CF_DUE: &str = "due";
-pub(super) const ALL_CFS: [&str; 8] = [
+/// Fetched URLs by the time they are due again (`recrawl.rs`).
+pub(super) const CF_RECRAWL: &str = "recrawl";
+pub(super) const ALL_CFS: [&str; 9] = [
     CF_URLS,
     CF_QUEUE,
     CF_HOSTS,
@@ -48,6 +50,7 @@ pub(super) const ALL_CFS: [&str; 8] = [
     CF_BUDGETS,
     CF_QUEUED,
     CF_DUE,
+    CF_RECRAWL,
 ];
 
 /// Where a store's queue is, and in which layout.
@@ -204,6 +207,7 @@ impl PartitionStore {
         store.seen = SeenFilter::new(env.seen);
         store.budget = env.budget;
         store.rebuild_seen_filter()?;
+        store.load_due_book()?;
         Ok(store)
     }
 
@@ -301,6 +305,7 @@ impl PartitionStore {
             next_seq: AtomicU64::new(0),
             sync_writes,
             queue,
+            due_book: Default::default(),
         };
         let seq = match store.get(CF_META, META_SEQ)? {
             Some(bytes) => u64::from_be_bytes(
@@ -396,12 +401,9 @@ mod tests {
                 db.put_cf(cf(CF_QUEUE), &key, value.encode().unwrap())
                     .unwrap();
             }
-            let record = UrlRecord {
-                state: UrlState::Queued,
-                depth: 1,
-            };
-            db.put_cf(cf("urls"), value.fp.to_bytes(), record.encode())
-                .unwrap();
+            // The seven-byte record of that release.
+            let record = UrlRecord::encode_legacy(UrlState::Queued, 1).unwrap();
+            db.put_cf(cf("urls"), value.fp.to_bytes(), record).unwrap();
         }
         db.put_cf(cf("meta"), META_SEQ, (urls as u64).to_be_bytes())
             .unwrap();
@@ -432,6 +434,9 @@ mod tests {
             let store = PartitionStore::open_read_only(dir.path(), 0).unwrap();
             assert_eq!(store.queued_urls().unwrap(), urls);
             assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
+            // No refresh schedule in that release: none to read.
+            assert!(store.recrawl_page("a.test", u64::MAX, None, 9).unwrap().is_empty());
+            assert_eq!(store.recrawl_hosts().unwrap().len(), 0);
         }
         assert!(families(&path).iter().any(|f| f == "queue"));
         {
@@ -455,10 +460,40 @@ mod tests {
             store.save_host_state("a.test", &old_host_state()).unwrap();
             let raw = store.get(CF_HOSTS, b"a.test").unwrap().unwrap();
             assert_eq!(raw[0], codec::VERSION);
+            // Its seven-byte URL records read as records without history,
+            // and are rewritten in the versioned form when they change.
+            let fp = crate::url::Fingerprint::of(&url(0));
+            let old = store.url_record(fp).unwrap().unwrap();
+            assert_eq!(old, UrlRecord::new(UrlState::Queued, 1));
+            let head = store.queue_page("a.test", Priority::NORMAL, None, 1).unwrap();
+            let mut record = old.clone();
+            record.state = UrlState::Fetched(200);
+            record.next_due_ms = Some(5_000);
+            let done = crate::store::Completion {
+                key: head[0].key.clone(),
+                recrawl: false,
+                value: head[0].value.clone(),
+                record: record.clone(),
+            };
+            store.complete(&[done], &[]).unwrap();
+            let raw = store.get(CF_URLS, &fp.to_bytes()).unwrap().unwrap();
+            assert_eq!(raw[0], crate::store::record::RECORD_VERSION);
+            assert_eq!(store.url_record(fp).unwrap(), Some(record));
+            assert_eq!(store.recrawl_hosts().unwrap()["a.test"], 5_000);
         }
         let store = open(dir.path());
-        let all: Vec<String> = (0..4).map(url).collect();
+        let all: Vec<String> = (1..4).map(url).collect();
         assert_eq!(queued(&store), all);
+        let due = store.recrawl_page("a.test", 5_000, None, 9).unwrap();
+        assert_eq!(due.len(), 1, "the schedule survives a reopen");
+        assert_eq!(due[0].value.url, url(0));
+        assert!(due[0].recrawl);
+        assert_eq!(
+            due[0].previous.as_ref().map(|r| r.state),
+            Some(UrlState::Fetched(200))
+        );
+        assert!(store.recrawl_page("a.test", 4_999, None, 9).unwrap().is_empty());
+        assert_eq!(store.due_counts(5_000 + 60_000).now, 1);
         assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
         let store = PartitionStore::open_read_only(dir.path(), 0);
         assert_eq!(store.unwrap().queued_urls().unwrap(), all);

@@ -141,7 +141,25 @@ impl WarcWriter {
         payload_sha256: [u8; 32],
         original: &crate::dedup::Original,
     ) -> Result<Stored, WarcError> {
-        let (revisit, request) = record::revisit_records(exchange, &payload_sha256, original);
+        let profile = record::IDENTICAL_PAYLOAD_PROFILE;
+        let (revisit, request) =
+            record::revisit_records(exchange, &payload_sha256, original, profile);
+        self.write_pair(&revisit, &request, payload_sha256)
+    }
+
+    /// Writes a `server-not-modified` revisit record (and the request
+    /// record) for a 304 that confirmed the copy in `original`, whose
+    /// payload digest is `payload_sha256`: the record says where the
+    /// current content is, and carries that content's digest.
+    pub fn write_not_modified(
+        &mut self,
+        exchange: &Exchange<'_>,
+        payload_sha256: [u8; 32],
+        original: &crate::dedup::Original,
+    ) -> Result<Stored, WarcError> {
+        let profile = record::SERVER_NOT_MODIFIED_PROFILE;
+        let (revisit, request) =
+            record::revisit_records(exchange, &payload_sha256, original, profile);
         self.write_pair(&revisit, &request, payload_sha256)
     }
 

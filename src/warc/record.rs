@@ -121,6 +121,11 @@ pub fn payload_sha256(payload: &[u8]) -> [u8; 32] {
 pub const IDENTICAL_PAYLOAD_PROFILE: &str =
     "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest";
 
+/// The WARC 1.1 revisit profile for a 304 answer to a conditional request:
+/// the server confirmed that the copy referred to is current.
+pub const SERVER_NOT_MODIFIED_PROFILE: &str =
+    "http://netpreserve.org/warc/1.1/revisit/server-not-modified";
+
 /// The response record and the request record (concurrent to it) of one
 /// exchange whose payload has the SHA-256 `payload_sha256`.
 pub fn exchange_records(ex: &Exchange<'_>, payload_sha256: &[u8; 32]) -> (Record, Record) {
@@ -156,6 +161,7 @@ pub fn revisit_records(
     ex: &Exchange<'_>,
     payload_sha256: &[u8; 32],
     original: &crate::dedup::Original,
+    profile: &str,
 ) -> (Record, Record) {
     let revisit_id = new_record_id();
     let date = warc_date(ex.date);
@@ -170,7 +176,7 @@ pub fn revisit_records(
         headers.push(("WARC-IP-Address", ip.to_string()));
     }
     headers.extend([
-        ("WARC-Profile", IDENTICAL_PAYLOAD_PROFILE.to_owned()),
+        ("WARC-Profile", profile.to_owned()),
         ("WARC-Refers-To", original.record_id.clone()),
         ("WARC-Refers-To-Target-URI", original.uri.clone()),
         ("WARC-Refers-To-Date", original.date.clone()),

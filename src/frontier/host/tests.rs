@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::clock::{Clock, ManualClock};
 use crate::frontier::EntryKind;
-use crate::store::codec::{queue_key, queue_prefix, QueueValue};
+use crate::store::codec::{host_prefix, queue_key, queue_prefix, recrawl_key, QueueValue};
 
 const HOST: &str = "a.test";
 
@@ -20,11 +20,13 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// A host's durable queue in a map.
+/// A host's durable queue, refresh schedule and URL records in maps.
 #[derive(Default)]
 struct FakeQueue {
     entries: RefCell<BTreeMap<Vec<u8>, QueueEntry>>,
     seq: RefCell<u64>,
+    refreshes: RefCell<BTreeMap<Vec<u8>, QueueEntry>>,
+    records: RefCell<HashMap<Fingerprint, UrlRecord>>,
 }
 
 impl FakeQueue {
@@ -38,14 +40,40 @@ impl FakeQueue {
             kind: EntryKind::Page,
             url: url.to_owned(),
         };
-        self.entries
-            .borrow_mut()
-            .insert(key.clone(), QueueEntry { key, value });
+        let entry = QueueEntry {
+            key: key.clone(),
+            value,
+            recrawl: false,
+            previous: None,
+        };
+        self.entries.borrow_mut().insert(key, entry);
+    }
+
+    /// Schedules a refresh of `url`, fetched before as `record`, at
+    /// `due_ms`.
+    fn schedule(&self, url: &str, due_ms: u64, record: UrlRecord) {
+        let fp = crate::url::Fingerprint::of(url);
+        let key = recrawl_key(HOST, due_ms, fp);
+        let value = QueueValue {
+            fp,
+            depth: 0,
+            kind: EntryKind::Page,
+            url: url.to_owned(),
+        };
+        self.records.borrow_mut().insert(fp, record);
+        let entry = QueueEntry {
+            key: key.clone(),
+            value,
+            recrawl: true,
+            previous: None,
+        };
+        self.refreshes.borrow_mut().insert(key, entry);
     }
 
     /// Completing an entry removes it, as the partition would.
     fn remove(&self, key: &[u8]) {
         self.entries.borrow_mut().remove(key);
+        self.refreshes.borrow_mut().remove(key);
     }
 }
 
@@ -67,6 +95,45 @@ impl QueueSource for FakeQueue {
             .take(n)
             .map(|(_, e)| e.clone())
             .collect())
+    }
+
+    fn recrawl_page(
+        &self,
+        host: &str,
+        due_by_ms: u64,
+        after: Option<&[u8]>,
+        n: usize,
+    ) -> Result<Vec<QueueEntry>, StoreError> {
+        let prefix = host_prefix(host);
+        let records = self.records.borrow();
+        Ok(self
+            .refreshes
+            .borrow()
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
+            .take_while(|(k, _)| crate::store::codec::recrawl_key_due(k).unwrap() <= due_by_ms)
+            .take(n)
+            .map(|(_, e)| QueueEntry {
+                previous: records.get(&e.value.fp).cloned().map(Arc::new),
+                ..e.clone()
+            })
+            .collect())
+    }
+
+    fn next_recrawl_ms(&self, host: &str, after: Option<&[u8]>) -> Result<Option<u64>, StoreError> {
+        let prefix = host_prefix(host);
+        Ok(self
+            .refreshes
+            .borrow()
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .find(|(k, _)| after.is_none_or(|a| k.as_slice() > a))
+            .and_then(|(k, _)| crate::store::codec::recrawl_key_due(k)))
+    }
+
+    fn url_record(&self, fp: Fingerprint) -> Result<Option<UrlRecord>, StoreError> {
+        Ok(self.records.borrow().get(&fp).cloned())
     }
 }
 
@@ -96,6 +163,16 @@ fn settings() -> HostSettings {
         // set their own threshold.
         passivate_after: secs(30 * 24 * 3600),
         request_timeout: secs(30),
+        recrawl: RecrawlSettings {
+            enabled: true,
+            policy: crate::frontier::recrawl::RecrawlPolicy {
+                min_interval: secs(60),
+                max_interval: secs(90 * 86_400),
+                default_interval: secs(3600),
+            },
+            refresh_share: 0.5,
+            change_distance: 3,
+        },
     }
 }
 
@@ -179,7 +256,7 @@ impl Harness {
         let mut out = Vec::new();
         for (id, task) in runs(fx) {
             if let Task::Complete(c) = &task {
-                self.q.remove(&c.queue_key);
+                self.q.remove(&c.completion.key);
             }
             if let Task::Process(job) = &task {
                 self.q.remove(&job.entry.key);
@@ -220,7 +297,7 @@ fn html() -> FetchResponse {
 fn fetches(fx: &[Effect]) -> Vec<(TaskId, String)> {
     fx.iter()
         .filter_map(|e| match e {
-            Effect::Fetch { id, url } => Some((*id, url.to_string())),
+            Effect::Fetch { id, url, .. } => Some((*id, url.to_string())),
             _ => None,
         })
         .collect()
@@ -252,7 +329,7 @@ fn completions(fx: &[Effect]) -> Vec<UrlState> {
     runs(fx)
         .into_iter()
         .filter_map(|(_, t)| match t {
-            Task::Complete(c) => Some(c.state),
+            Task::Complete(c) => Some(c.completion.record.state),
             _ => None,
         })
         .collect()

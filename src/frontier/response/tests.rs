@@ -80,27 +80,38 @@ fn plans_follow_the_kind_and_the_status() {
     let html = response(200, &[("content-type", "text/html")]);
     let pdf = response(200, &[("content-type", "application/pdf")]);
     assert_eq!(
-        plan(&sitemap, 0, &url(), &html, true, 5, &m),
+        plan(&sitemap, 0, &url(), &html, false, true, 5, &m),
         Plan::ReadSitemap
     );
     assert_eq!(
-        plan(&sitemap, 0, &url(), &response(404, &[]), true, 5, &m),
+        plan(&sitemap, 0, &url(), &response(404, &[]), false, true, 5, &m),
         Plan::Archive { found: None }
     );
-    assert_eq!(plan(&page, 0, &url(), &html, true, 5, &m), Plan::ParseHtml);
+    assert_eq!(plan(&page, 0, &url(), &html, false, true, 5, &m), Plan::ParseHtml);
     assert_eq!(
-        plan(&page, 0, &url(), &pdf, true, 5, &m),
+        plan(&page, 0, &url(), &pdf, false, true, 5, &m),
         Plan::Archive { found: None }
     );
     assert_eq!(
-        plan(&page, 0, &url(), &pdf, false, 5, &m),
+        plan(&page, 0, &url(), &pdf, false, false, 5, &m),
         Plan::NotArchived
     );
     assert_eq!(m.urls.with_label_values(&["not_archived_type"]).get(), 1);
     assert_eq!(
-        plan(&page, 0, &url(), &response(404, &[]), false, 5, &m),
+        plan(&page, 0, &url(), &response(404, &[]), false, false, 5, &m),
         Plan::Archive { found: None },
         "an error page is archived whatever its type"
+    );
+    let not_modified = response(304, &[]);
+    assert_eq!(
+        plan(&page, 0, &url(), &not_modified, true, true, 5, &m),
+        Plan::NotModified,
+        "a 304 confirming the copy on record"
+    );
+    assert_eq!(
+        plan(&page, 0, &url(), &not_modified, false, true, 5, &m),
+        Plan::Archive { found: None },
+        "a 304 with no copy on record is archived as it is"
     );
 }
 
@@ -108,7 +119,7 @@ fn plans_follow_the_kind_and_the_status() {
 fn a_redirect_target_is_a_new_url_one_hop_further_until_the_limit() {
     let m = Metrics::new();
     let moved = response(301, &[("location", "../other.html")]);
-    let Plan::Archive { found: Some(c) } = plan(&EntryKind::Page, 4, &url(), &moved, true, 2, &m)
+    let Plan::Archive { found: Some(c) } = plan(&EntryKind::Page, 4, &url(), &moved, false, true, 2, &m)
     else {
         panic!("a redirect target")
     };
@@ -118,7 +129,7 @@ fn a_redirect_target_is_a_new_url_one_hop_further_until_the_limit() {
     assert_eq!(c.referrer.as_deref(), Some("a.test"));
     let two = EntryKind::Redirected { hops: 2 };
     assert_eq!(
-        plan(&two, 4, &url(), &moved, true, 2, &m),
+        plan(&two, 4, &url(), &moved, false, true, 2, &m),
         Plan::Archive { found: None }
     );
     assert_eq!(m.redirects.with_label_values(&["too_many"]).get(), 1);
@@ -129,6 +140,7 @@ fn a_redirect_target_is_a_new_url_one_hop_further_until_the_limit() {
             0,
             &url(),
             &response(302, &[]),
+            false,
             true,
             2,
             &m
