@@ -30,6 +30,14 @@ pub struct RequestRecord {
     pub end: Instant,
     /// The earliest next request the server asked for (Retry-After).
     pub not_before: Option<Instant>,
+    /// The request's `If-None-Match` (several fields joined with `, `),
+    /// so a test can tell a conditional refetch from a plain one.
+    pub if_none_match: Option<String>,
+    /// The request's `If-Modified-Since`.
+    pub if_modified_since: Option<String>,
+    /// The ETag the response carried (with a 200 or a 304), which names
+    /// the version served.
+    pub etag: Option<String>,
 }
 
 /// What the audit expects of one host.
@@ -171,6 +179,9 @@ mod tests {
             start: t0 + Duration::from_millis(start_ms),
             end: t0 + Duration::from_millis(end_ms),
             not_before: None,
+            if_none_match: None,
+            if_modified_since: None,
+            etag: None,
         }
     }
 

@@ -245,7 +245,7 @@ fn farm(n: u32, path: &str, port: u16) -> HttpResponse {
 }
 
 /// `words` deterministic words from `seed`.
-fn prose(seed: u32, words: usize) -> String {
+pub(super) fn prose(seed: u32, words: usize) -> String {
     const WORDS: &[&str] = &[
         "river", "stone", "market", "lantern", "harbour", "meadow", "copper", "violet", "engine",
         "orchard", "signal", "winter", "basket", "pillar", "thunder", "canvas", "garden", "needle",

@@ -4,6 +4,9 @@
 //!   and the ground truth a correct crawl must match;
 //! - [`dupes`]: mirrors, near-duplicates, session-ID variants, calendars,
 //!   repeating paths and a link farm;
+//! - [`changing`]: `changing.test`, pages that change, vanish, move or
+//!   become disallowed as time passes, answering conditional requests, and
+//!   the ground truth of what it served when (for the refresh loop);
 //! - [`hostile`]: `hostile.test`, the server behaviours a crawler must
 //!   survive (SSRF bait, redirect loops, stalls, endless bodies, resets);
 //! - [`profile`]: each host's behaviour (robots.txt variants, throttling,
@@ -14,6 +17,7 @@
 //! - [`tls`]: a test CA and the certificates of the HTTPS listener.
 
 pub mod audit;
+pub mod changing;
 pub mod dupes;
 pub mod generator;
 pub mod hostile;

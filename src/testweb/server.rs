@@ -12,9 +12,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use actix_web::http::header;
 use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
 use super::audit::RequestRecord;
+use super::changing::{ChangingSpec, Timeline};
 use super::generator::{Resource, SitemapFile, SyntheticWeb};
 use super::profile::{RobotsMode, Throttle, RETRY_AFTER_SECS, THROTTLED_PAGE};
 use super::tls::TestPki;
@@ -62,18 +64,23 @@ impl RequestLog {
 struct ServerState {
     web: SyntheticWeb,
     log: Arc<RequestLog>,
-    /// Requests seen per (host, path), for behaviours that change with
-    /// repetition (flaky robots.txt, one-time throttling).
-    hits: Mutex<HashMap<(u32, String), u32>>,
+    /// Requests seen per (host name, path), for behaviours that change
+    /// with repetition (flaky robots.txt, one-time throttling,
+    /// `changing.test`'s `/always`).
+    hits: Mutex<HashMap<(String, String), u32>>,
     /// Where `hostile.test` points its bait.
     hostile: super::hostile::Targets,
+    /// When `changing.test` changes what.
+    changing: ChangingSpec,
+    /// The clock `changing.test` changes by, started with the server.
+    timeline: Timeline,
 }
 
 impl ServerState {
     /// How many times `path` of `host` was requested before this request.
-    fn attempt(&self, host: u32, path: &str) -> u32 {
+    fn attempt(&self, host: &str, path: &str) -> u32 {
         let mut hits = self.hits.lock().expect("hits lock");
-        let n = hits.entry((host, path.to_owned())).or_insert(0);
+        let n = hits.entry((host.to_owned(), path.to_owned())).or_insert(0);
         *n += 1;
         *n - 1
     }
@@ -86,6 +93,8 @@ pub struct ServerOptions {
     pub hostile: super::hostile::Targets,
     /// Serve HTTPS too, on a second port, with these certificates.
     pub tls: Option<TestPki>,
+    /// When `changing.test` changes what.
+    pub changing: ChangingSpec,
 }
 
 /// A running synthetic web server (on its own thread and actix system).
@@ -93,6 +102,7 @@ pub struct TestWebServer {
     addr: SocketAddr,
     tls_addr: Option<SocketAddr>,
     log: Arc<RequestLog>,
+    timeline: Timeline,
     handle: actix_web::dev::ServerHandle,
     thread: Option<JoinHandle<()>>,
 }
@@ -112,7 +122,10 @@ impl TestWebServer {
         workers: usize,
         hostile: super::hostile::Targets,
     ) -> std::io::Result<Self> {
-        let options = ServerOptions { hostile, tls: None };
+        let options = ServerOptions {
+            hostile,
+            ..Default::default()
+        };
         Self::start_with(web, listen, workers, options)
     }
 
@@ -139,11 +152,14 @@ impl TestWebServer {
             None => None,
         };
         let log = Arc::new(RequestLog::default());
+        let timeline = Timeline::start();
         let state = web::Data::new(ServerState {
             web,
             log: log.clone(),
             hits: Mutex::default(),
             hostile: options.hostile,
+            changing: options.changing,
+            timeline,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -179,6 +195,7 @@ impl TestWebServer {
             addr,
             tls_addr,
             log,
+            timeline,
             handle,
             thread: Some(thread),
         })
@@ -197,6 +214,13 @@ impl TestWebServer {
     /// The request log.
     pub fn log(&self) -> &Arc<RequestLog> {
         &self.log
+    }
+
+    /// The clock `changing.test` changes by: maps a logged request's
+    /// `start` to the moment the server answered it at (see
+    /// [`super::changing::expected`]).
+    pub fn changing_timeline(&self) -> Timeline {
+        self.timeline
     }
 
     /// Stops the server and waits for its thread.
@@ -241,6 +265,8 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         secure: req.app_config().secure(),
         port: req.app_config().local_addr().port(),
     };
+    let if_none_match = header_list(&req, header::IF_NONE_MATCH);
+    let if_modified_since = header_list(&req, header::IF_MODIFIED_SINCE);
     let (response, not_before) = match host {
         Some(host) => respond(&state, host, path, origin),
         None if host_name == super::hostile::HOST => {
@@ -250,9 +276,24 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
             let target = req.uri().path_and_query().map_or(path, |pq| pq.as_str());
             (super::dupes::respond(&host_name, target, origin.port), None)
         }
+        None if super::changing::serves(&host_name) => {
+            let request = super::changing::Request {
+                path,
+                port: origin.port,
+                secure: origin.secure,
+                if_none_match: if_none_match.as_deref(),
+                if_modified_since: if_modified_since.as_deref(),
+            };
+            (changing(&state, &request, start), None)
+        }
         None => (not_found(), None),
     };
     let end = Instant::now();
+    let etag = response
+        .headers()
+        .get(header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     state.log.push(RequestRecord {
         host: host_name,
         path: req
@@ -264,8 +305,34 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         start,
         end,
         not_before,
+        if_none_match,
+        if_modified_since,
+        etag,
     });
     response
+}
+
+/// `changing.test`'s answer to `request`, which reached the handler at
+/// `start`.
+fn changing(
+    state: &ServerState,
+    request: &super::changing::Request,
+    start: Instant,
+) -> HttpResponse {
+    let hits = state.attempt(super::changing::HOST, request.path);
+    let moment = state.timeline.moment(start, hits);
+    super::changing::respond(request, &moment, &state.changing).into_response()
+}
+
+/// Every `name` field of `req`, joined with `, ` as a list field may be
+/// (`None` when there is none, or one is not visible ASCII).
+fn header_list(req: &HttpRequest, name: header::HeaderName) -> Option<String> {
+    let values: Option<Vec<&str>> = req
+        .headers()
+        .get_all(name)
+        .map(|v| v.to_str().ok())
+        .collect();
+    values.filter(|v| !v.is_empty()).map(|v| v.join(", "))
 }
 
 /// The 404 every synthetic host answers for what it does not have.
@@ -309,7 +376,7 @@ fn respond(
     let base = format!("http://{}:{port}", SyntheticWeb::host_name(host));
     let response = match web.resolve(host, path) {
         Some(Resource::Robots(hop)) => {
-            let attempt = state.attempt(host, path);
+            let attempt = state.attempt(&SyntheticWeb::host_name(host), path);
             match profile.robots {
                 RobotsMode::Missing => not_found(),
                 RobotsMode::Forbidden => HttpResponse::Forbidden().finish(),
@@ -342,7 +409,7 @@ fn respond(
         Some(Resource::Page(id)) => {
             if id == THROTTLED_PAGE
                 && profile.throttle != Throttle::None
-                && state.attempt(host, path) == 0
+                && state.attempt(&SyntheticWeb::host_name(host), path) == 0
             {
                 return throttle(profile.throttle);
             }
