@@ -20,8 +20,8 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{
-    Archive, ArchiveRemoval, Complete, Crash, Discover, DrainHost, Failure, Fetch,
-    GetHostSnapshot, HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
+    Archive, ArchiveRemoval, Complete, Crash, Discover, DrainHost, Failure, Fetch, GetHostSnapshot,
+    HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
 };
 use crate::archive::Archived;
 use crate::clock::SharedClock;
@@ -273,7 +273,9 @@ impl Runner {
             value.depth,
             &job.url,
             &job.response,
-            previous.as_ref().is_some_and(|v| v.copy.is_some() && v.digest.is_some()),
+            previous
+                .as_ref()
+                .is_some_and(|v| v.copy.is_some() && v.digest.is_some()),
             self.settings.archive_non_html,
             self.settings.max_redirects,
             &self.metrics,

@@ -30,13 +30,13 @@ use url::Url;
 
 use crate::config::DedupConfig;
 use crate::dedup::{DedupIndex, NearAction, Original, Verdict};
-use crate::frontier::host::Removed;
-use crate::frontier::lifecycle;
-use crate::store::{StoredCopy, Visit};
 use crate::error::Failure;
 use crate::events::{Event, EventKind, EventWriter};
 use crate::fetch::FetchResponse;
+use crate::frontier::host::Removed;
+use crate::frontier::lifecycle;
 use crate::metrics::Metrics;
+use crate::store::{StoredCopy, Visit};
 use crate::warc::{Exchange, Stored, WarcRef, WarcWriter};
 
 /// One response to archive, with what parsing found in it.
@@ -196,7 +196,10 @@ impl Archiver {
             truncated: resp.truncated.then_some("length"),
         };
         if req.not_modified {
-            let confirmed = req.previous.as_ref().and_then(|v| Some((v.digest?, v.copy.clone()?)));
+            let confirmed = req
+                .previous
+                .as_ref()
+                .and_then(|v| Some((v.digest?, v.copy.clone()?)));
             if let Some((digest, copy)) = confirmed {
                 return self.store_not_modified(&req, &exchange, digest, copy);
             }
@@ -211,7 +214,8 @@ impl Archiver {
             req.simhash,
             self.change_distance,
         );
-        let Some((stored, duplicate_of, copy)) = self.write(&req, &exchange, sha256, verdict)? else {
+        let Some((stored, duplicate_of, copy)) = self.write(&req, &exchange, sha256, verdict)?
+        else {
             return Ok(Archived {
                 at: None,
                 digest: sha256,

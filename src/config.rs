@@ -584,7 +584,9 @@ impl Config {
         }
         let r = &self.recrawl;
         if r.min_interval.is_zero() || r.min_interval > r.max_interval {
-            return invalid("recrawl.min_interval must be above zero and at most recrawl.max_interval");
+            return invalid(
+                "recrawl.min_interval must be above zero and at most recrawl.max_interval",
+            );
         }
         if !(r.refresh_share > 0.0 && r.refresh_share <= 1.0) {
             return invalid("recrawl.refresh_share must be above 0 and at most 1");

@@ -469,9 +469,15 @@ impl Validators {
     /// a valid validator, and must not break the request).
     pub fn headers(&self) -> impl Iterator<Item = (&'static str, &str)> {
         let sane = |v: &&String| {
-            !v.is_empty() && v.len() <= Self::MAX_LEN && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+            !v.is_empty()
+                && v.len() <= Self::MAX_LEN
+                && v.bytes().all(|b| (0x20..0x7f).contains(&b))
         };
-        let etag = self.etag.as_ref().filter(sane).map(|v| ("If-None-Match", v.as_str()));
+        let etag = self
+            .etag
+            .as_ref()
+            .filter(sane)
+            .map(|v| ("If-None-Match", v.as_str()));
         let date = self
             .last_modified
             .as_ref()
@@ -562,7 +568,10 @@ mod tests {
             etag: Some("W/\"weak\"".into()),
             last_modified: Some(String::new()),
         };
-        assert_eq!(ok.headers().collect::<Vec<_>>(), [("If-None-Match", "W/\"weak\"")]);
+        assert_eq!(
+            ok.headers().collect::<Vec<_>>(),
+            [("If-None-Match", "W/\"weak\"")]
+        );
     }
 
     #[test]

@@ -460,7 +460,9 @@ impl Head {
             (_, true) if !new_work || self.refresh_turn(refresh_share) => Some(Source::Recrawl),
             (true, _) => {
                 let queues = &self.queues;
-                self.picker.pick(|l| !queues[l].is_empty()).map(Source::Level)
+                self.picker
+                    .pick(|l| !queues[l].is_empty())
+                    .map(Source::Level)
             }
             _ => None,
         };
@@ -583,9 +585,7 @@ impl Head {
     }
 
     fn len(&self) -> usize {
-        self.retry.len()
-            + self.recrawl.len()
-            + self.queues.iter().map(VecDeque::len).sum::<usize>()
+        self.retry.len() + self.recrawl.len() + self.queues.iter().map(VecDeque::len).sum::<usize>()
     }
 }
 
@@ -1103,8 +1103,7 @@ impl HostMachine {
                     failed: attempts.failed,
                     throttled: attempts.throttled,
                 };
-                let record =
-                    lifecycle::retry(entry.previous.as_deref(), entry.value.depth, tries);
+                let record = lifecycle::retry(entry.previous.as_deref(), entry.value.depth, tries);
                 let completion = Completion {
                     key: entry.key.clone(),
                     recrawl: entry.recrawl,

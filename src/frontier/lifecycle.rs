@@ -289,7 +289,8 @@ pub struct Offer {
 /// removal) makes a fetched or removed URL due. Everything else (links,
 /// queued URLs, URLs that never got a response) changes nothing.
 pub fn due_again(rec: &UrlRecord, offer: Offer) -> bool {
-    let newer_than = |ms: Option<u64>| matches!((offer.lastmod_ms, ms), (Some(l), Some(t)) if l > t);
+    let newer_than =
+        |ms: Option<u64>| matches!((offer.lastmod_ms, ms), (Some(l), Some(t)) if l > t);
     match rec.state {
         UrlState::Gone(_) => offer.seed || newer_than(rec.removed_ms),
         UrlState::Fetched(_) => newer_than(rec.last.as_ref().map(|v| v.at_ms)),

@@ -22,11 +22,11 @@ mod admission;
 mod budgets;
 pub mod codec;
 mod due;
-mod recrawl;
 mod files;
 mod host_state;
 mod queue;
 mod record;
+mod recrawl;
 mod schema;
 
 use std::path::PathBuf;
@@ -37,10 +37,10 @@ use rocksdb::{WriteBatch, WriteOptions, DB};
 pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
 pub use codec::{CodecError, QueueValue};
-pub use record::{Lifecycle, Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
 pub use files::{Manifest, RunMarker};
 pub use host_state::HostState;
 pub use queue::{Completion, QueueEntry};
+pub use record::{Lifecycle, Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
 pub use recrawl::DueCounts;
 pub use schema::StoreEnv;
 

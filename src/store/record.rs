@@ -179,10 +179,12 @@ impl UrlRecord {
         match bytes.first() {
             None => Err(CodecError::Empty { what: Self::WHAT }),
             Some(&RECORD_VERSION) => {
-                let (s, rest): (StoredRecord, _) = postcard::take_from_bytes(&bytes[1..])
-                    .map_err(|source| CodecError::Postcard {
-                        what: Self::WHAT,
-                        source,
+                let (s, rest): (StoredRecord, _) =
+                    postcard::take_from_bytes(&bytes[1..]).map_err(|source| {
+                        CodecError::Postcard {
+                            what: Self::WHAT,
+                            source,
+                        }
                     })?;
                 if !rest.is_empty() {
                     return Err(CodecError::Trailing {
@@ -272,9 +274,7 @@ impl UrlRecord {
             UrlState::Gone(_) => Lifecycle::Gone,
             UrlState::Disallowed => Lifecycle::Disallowed,
             UrlState::Excluded => Lifecycle::Excluded,
-            UrlState::Failed | UrlState::RobotsUnreachable | UrlState::Denied => {
-                Lifecycle::Failed
-            }
+            UrlState::Failed | UrlState::RobotsUnreachable | UrlState::Denied => Lifecycle::Failed,
         }
     }
 }

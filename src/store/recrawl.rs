@@ -37,7 +37,9 @@ pub struct DueBook {
 
 impl DueBook {
     fn bucket(due_ms: u64) -> u64 {
-        (due_ms / BUCKET_MS).saturating_add(1).saturating_mul(BUCKET_MS)
+        (due_ms / BUCKET_MS)
+            .saturating_add(1)
+            .saturating_mul(BUCKET_MS)
     }
 
     /// One more URL due at `due_ms`.

@@ -435,7 +435,10 @@ mod tests {
             assert_eq!(store.queued_urls().unwrap(), urls);
             assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
             // No refresh schedule in that release: none to read.
-            assert!(store.recrawl_page("a.test", u64::MAX, None, 9).unwrap().is_empty());
+            assert!(store
+                .recrawl_page("a.test", u64::MAX, None, 9)
+                .unwrap()
+                .is_empty());
             assert_eq!(store.recrawl_hosts().unwrap().len(), 0);
         }
         assert!(families(&path).iter().any(|f| f == "queue"));
@@ -465,7 +468,9 @@ mod tests {
             let fp = crate::url::Fingerprint::of(&url(0));
             let old = store.url_record(fp).unwrap().unwrap();
             assert_eq!(old, UrlRecord::new(UrlState::Queued, 1));
-            let head = store.queue_page("a.test", Priority::NORMAL, None, 1).unwrap();
+            let head = store
+                .queue_page("a.test", Priority::NORMAL, None, 1)
+                .unwrap();
             let mut record = old.clone();
             record.state = UrlState::Fetched(200);
             record.next_due_ms = Some(5_000);
@@ -492,7 +497,10 @@ mod tests {
             due[0].previous.as_ref().map(|r| r.state),
             Some(UrlState::Fetched(200))
         );
-        assert!(store.recrawl_page("a.test", 4_999, None, 9).unwrap().is_empty());
+        assert!(store
+            .recrawl_page("a.test", 4_999, None, 9)
+            .unwrap()
+            .is_empty());
         assert_eq!(store.due_counts(5_000 + 60_000).now, 1);
         assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
         let store = PartitionStore::open_read_only(dir.path(), 0);

@@ -141,10 +141,11 @@ pub fn page_events(config: &Config) -> Vec<Event> {
 
 /// Reads the record an event points at, decompressed, as text.
 pub fn record_at(config: &Config, event: &Event) -> String {
-    let warc_ref = event.warc_ref.as_ref().expect("the event points at a record");
-    let path = config
-        .data_path(&config.warc.dir)
-        .join(&warc_ref.file);
+    let warc_ref = event
+        .warc_ref
+        .as_ref()
+        .expect("the event points at a record");
+    let path = config.data_path(&config.warc.dir).join(&warc_ref.file);
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let start = warc_ref.offset as usize;
     let end = start + warc_ref.length as usize;

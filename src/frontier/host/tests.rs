@@ -481,9 +481,21 @@ fn throttling_has_its_own_larger_bound() {
     let mut h = Harness::new(s);
     h.q.push("http://a.test/1", Priority::SEED);
     h.robots(200, "");
-    for _ in 0..3 {
+    for throttled in 1..=3 {
         let (_, fx) = fetch_next(&mut h, ms(10), response(429, &[("retry-after", "1")], ""));
-        assert!(runs(&fx).is_empty());
+        // Only the tries are stored: the URL stays queued.
+        let tries: Vec<_> = runs(&fx)
+            .into_iter()
+            .map(|(_, t)| match t {
+                Task::RecordTries(c) => (c.record.state, c.record.tries),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected = Tries {
+            failed: 0,
+            throttled,
+        };
+        assert_eq!(tries, [(UrlState::RetryDue, expected)]);
     }
     // The fourth 429 is final: its answer is processed (archived) as is.
     let (_, fx) = fetch_next(&mut h, ms(10), response(429, &[("retry-after", "1")], ""));
@@ -872,7 +884,7 @@ fn robots_txt_is_persisted_only_once_its_sitemaps_are_admitted() {
 }
 
 #[test]
-fn tries_survive_passivation_so_a_failing_url_is_given_up_on_time() {
+fn tries_are_stored_with_the_url_so_a_failing_url_is_given_up_on_time() {
     // A 45 s Crawl-delay: the host passivates after every request.
     let s = passivating(secs(30));
     let mut h = Harness::new(s.clone());
@@ -899,6 +911,16 @@ fn tries_survive_passivation_so_a_failing_url_is_given_up_on_time() {
         h.clock.advance(ms(5));
         let fx = m.fetched(id, Err(FetchError::Timeout), &h.q, h.now());
         failed.extend(completions(&fx));
+        // The tries are stored in the URL's record, as the partition would.
+        for (_, task) in runs(&fx) {
+            if let Task::RecordTries(c) = task {
+                h.q.records.borrow_mut().insert(c.fp(), c.record);
+            }
+        }
+        assert!(
+            state.attempts.is_empty(),
+            "not in the host's state any more"
+        );
         if let Some(Effect::Passivate { state: s, .. }) =
             fx.iter().find(|e| matches!(e, Effect::Passivate { .. }))
         {
@@ -906,4 +928,195 @@ fn tries_survive_passivation_so_a_failing_url_is_given_up_on_time() {
         }
     }
     assert_eq!(failed, [UrlState::Failed], "given up at the third try");
+}
+
+// ------------------------------------------------------------- refreshes
+
+/// The record of a URL fetched at `at_ms` whose copy is on record, with
+/// validators.
+fn fetched_before(at_ms: u64, etag: Option<&str>, last_modified: Option<&str>) -> UrlRecord {
+    let mut record = UrlRecord::new(UrlState::Fetched(200), 0);
+    record.interval_ms = 3_600_000;
+    record.last = Some(crate::store::Visit {
+        at_ms,
+        status: 200,
+        etag: etag.map(str::to_owned),
+        last_modified: last_modified.map(str::to_owned),
+        digest: Some([1; 32]),
+        simhash: None,
+        copy: Some(crate::store::StoredCopy {
+            uri: "http://a.test/x".into(),
+            date: "2026-11-30T00:00:00Z".into(),
+            record_id: "<urn:uuid:x>".into(),
+        }),
+    });
+    record
+}
+
+fn fetch_validators(fx: &[Effect]) -> Vec<(String, Validators)> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Fetch {
+                url, validators, ..
+            } => Some((url.to_string(), validators.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_due_refresh_is_asked_for_conditionally_and_a_later_one_waits_its_time() {
+    let mut h = Harness::new(passivating(secs(30)));
+    let now_ms = h.now().unix_ms();
+    let date = "Tue, 15 Nov 1994 12:45:26 GMT";
+    h.q.schedule(
+        "http://a.test/due",
+        now_ms,
+        fetched_before(0, Some("\"v1\""), Some(date)),
+    );
+    let later = now_ms + 600_000;
+    h.q.schedule(
+        "http://a.test/later",
+        later,
+        fetched_before(0, Some("\"v9\""), None),
+    );
+    h.robots(200, "");
+    let mut fx = h.poll();
+    if fetches(&fx).is_empty() {
+        h.clock.advance_to(h.m.armed().unwrap());
+        fx = h.timer();
+    }
+    let sent = fetch_validators(&fx);
+    assert_eq!(sent.len(), 1, "{fx:?}");
+    assert_eq!(sent[0].0, "http://a.test/due");
+    assert_eq!(sent[0].1.etag.as_deref(), Some("\"v1\""));
+    assert_eq!(sent[0].1.last_modified.as_deref(), Some(date));
+    let (id, _) = only_fetch(&fx);
+    let fx = h.answer(id, ms(10), Ok(response(304, &[], "")));
+    let processed: Vec<_> = runs(&fx)
+        .into_iter()
+        .filter_map(|(_, t)| match t {
+            Task::Process(job) => Some(job),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(processed.len(), 1);
+    assert!(processed[0].entry.recrawl);
+    assert!(
+        processed[0].entry.previous.is_some(),
+        "its record comes along"
+    );
+    let fx = h.settle_tasks(fx);
+    // Nothing else is due for ten minutes: the host passivates until then.
+    assert_eq!(passivation(&fx), Some(Some(later)), "{fx:?}");
+}
+
+#[test]
+fn a_refresh_without_a_copy_on_record_is_asked_for_unconditionally() {
+    let mut h = Harness::new(settings());
+    let now_ms = h.now().unix_ms();
+    let mut record = fetched_before(0, Some("\"v1\""), None);
+    if let Some(last) = &mut record.last {
+        last.copy = None; // e.g. a near-duplicate dedup chose not to store
+    }
+    h.q.schedule("http://a.test/1", now_ms, record);
+    h.robots(200, "");
+    h.clock.advance_to(h.m.armed().unwrap());
+    let sent = fetch_validators(&h.timer());
+    assert_eq!(sent.len(), 1);
+    assert!(sent[0].1.is_empty(), "a 304 must confirm a stored copy");
+}
+
+#[test]
+fn refreshes_and_new_urls_share_the_host_by_refresh_share() {
+    let mut h = Harness::new(settings());
+    let now_ms = h.now().unix_ms();
+    for i in 0..6 {
+        h.q.push(&format!("http://a.test/new{i}"), Priority::NORMAL);
+        let url = format!("http://a.test/old{i}");
+        h.q.schedule(&url, now_ms, fetched_before(0, None, None));
+    }
+    h.robots(200, "");
+    let mut order = Vec::new();
+    for _ in 0..8 {
+        let mut fx = h.poll();
+        if fetches(&fx).is_empty() {
+            h.clock.advance_to(h.m.armed().unwrap());
+            fx = h.timer();
+        }
+        let (id, url) = only_fetch(&fx);
+        order.push(url.contains("old"));
+        let fx = h.answer(id, ms(10), Ok(html()));
+        h.finish_tasks(&fx);
+    }
+    // refresh_share 0.5: they take turns.
+    assert_eq!(
+        order,
+        [false, true, false, true, false, true, false, true],
+        "refresh = true"
+    );
+}
+
+#[test]
+fn a_url_robots_txt_newly_disallows_is_removed_and_a_new_one_is_not() {
+    let mut h = Harness::new(settings());
+    let now_ms = h.now().unix_ms();
+    h.q.schedule(
+        "http://a.test/private/1",
+        now_ms,
+        fetched_before(0, None, None),
+    );
+    h.q.push("http://a.test/private/2", Priority::NORMAL);
+    let fx = h.robots(200, "User-agent: *\nDisallow: /private/");
+    let finished: Vec<_> = runs(&fx)
+        .into_iter()
+        .filter_map(|(_, t)| match t {
+            Task::Complete(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), 2, "{fx:?}");
+    let fetched_before = finished.iter().find(|f| f.completion.recrawl).unwrap();
+    assert_eq!(
+        fetched_before.completion.record.state,
+        UrlState::Gone(Removal::Disallowed)
+    );
+    let removed = fetched_before
+        .removed
+        .as_ref()
+        .expect("a removal to report");
+    assert_eq!(removed.reason, Removal::Disallowed);
+    assert_eq!(removed.url.as_str(), "http://a.test/private/1");
+    assert_eq!(removed.last_status, Some(200));
+    let never = finished.iter().find(|f| !f.completion.recrawl).unwrap();
+    assert_eq!(never.completion.record.state, UrlState::Disallowed);
+    assert!(never.removed.is_none(), "never fetched: nothing to remove");
+}
+
+#[test]
+fn a_refresh_scheduled_by_a_completion_keeps_the_host_due() {
+    let mut h = Harness::new(passivating(secs(30)));
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    let mut fx = h.poll();
+    if fetches(&fx).is_empty() {
+        h.clock.advance_to(h.m.armed().unwrap());
+        fx = h.timer();
+    }
+    let (id, _) = only_fetch(&fx);
+    let fx = h.answer(id, ms(10), Ok(html()));
+    // The runner settled the page: due again in an hour.
+    let due = h.now().unix_ms() + 3_600_000;
+    let mut out = Vec::new();
+    for (id, task) in runs(&fx) {
+        let mut task = task;
+        if let Task::Process(job) = &mut task {
+            h.q.remove(&job.entry.key);
+            job.next_due_ms = Some(due);
+            h.q.schedule("http://a.test/1", due, fetched_before(0, None, None));
+        }
+        let now = h.now();
+        out.extend(h.m.task_done(id, task, Ok(()), &h.q, now));
+    }
+    assert_eq!(passivation(&out), Some(Some(due)), "{out:?}");
 }

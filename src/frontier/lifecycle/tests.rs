@@ -59,10 +59,7 @@ fn a_first_fetch_records_the_visit_and_comes_due_after_the_default_interval() {
         enabled: false,
         ..s
     };
-    assert_eq!(
-        fetched(None, 0, ok(1, 1), 1, &off).record.next_due_ms,
-        None
-    );
+    assert_eq!(fetched(None, 0, ok(1, 1), 1, &off).record.next_due_ms, None);
 }
 
 #[test]
@@ -107,7 +104,13 @@ fn two_missing_answers_in_a_row_remove_a_url_once() {
         "checked again after min_interval"
     );
     assert_eq!(miss.record.interval_ms, 7 * DAY_MS, "the interval is kept");
-    let gone = fetched(Some(&miss.record), 0, status(2 * DAY_MS, 410), 2 * DAY_MS, &s);
+    let gone = fetched(
+        Some(&miss.record),
+        0,
+        status(2 * DAY_MS, 410),
+        2 * DAY_MS,
+        &s,
+    );
     assert_eq!(gone.removed, Some(Removal::Gone));
     assert_eq!(gone.record.state, UrlState::Gone(Removal::Gone));
     assert_eq!(gone.record.next_due_ms, None);
@@ -115,7 +118,13 @@ fn two_missing_answers_in_a_row_remove_a_url_once() {
     // A 404 between two 200s starts over.
     let back = fetched(Some(&miss.record), 0, ok(2 * DAY_MS, 1), 2 * DAY_MS, &s);
     assert_eq!(back.record.misses, 0);
-    let again = fetched(Some(&back.record), 0, status(3 * DAY_MS, 404), 3 * DAY_MS, &s);
+    let again = fetched(
+        Some(&back.record),
+        0,
+        status(3 * DAY_MS, 404),
+        3 * DAY_MS,
+        &s,
+    );
     assert_eq!(again.removed, None);
 }
 
@@ -153,7 +162,14 @@ fn robots_txt_removes_only_urls_fetched_before() {
 fn a_failed_refetch_keeps_the_page_in_the_crawl() {
     let s = settings();
     let page = fetched(None, 0, ok(0, 1), 0, &s).record;
-    let tried = retry(Some(&page), 0, Tries { failed: 2, throttled: 1 });
+    let tried = retry(
+        Some(&page),
+        0,
+        Tries {
+            failed: 2,
+            throttled: 1,
+        },
+    );
     assert_eq!(tried.state, UrlState::RetryDue);
     assert_eq!(tried.tries.failed, 2);
     let failed = unfetched(Some(&tried), 0, UrlState::Failed, DAY_MS, &s).record;
@@ -195,27 +211,42 @@ fn only_seeds_and_newer_sitemap_entries_bring_a_url_back() {
         }
     ));
     let back = bring_back(gone, 4_000);
-    assert_eq!(back.state, UrlState::Fetched(200));
+    assert_eq!(back.state, UrlState::Fetched(410), "its last answer");
     assert_eq!((back.next_due_ms, back.misses), (Some(4_000), 0));
-    assert!(back.last.is_some(), "the refetch is conditional");
+    assert_eq!(back.removed_ms, None);
     assert!(!due_again(&UrlRecord::new(UrlState::Queued, 0), lastmod(5)));
 }
 
 #[test]
 fn change_is_judged_by_digest_text_and_status() {
-    let prev = fetched(None, 0, ok(0, 1), 0, &settings()).record.last.unwrap();
+    let prev = fetched(None, 0, ok(0, 1), 0, &settings())
+        .record
+        .last
+        .unwrap();
     let with_hash = Visit {
         simhash: Some(0),
         ..prev.clone()
     };
     assert_eq!(judge_change(None, 200, false, &[1; 32], None, 3), None);
-    assert_eq!(judge_change(Some(&prev), 304, true, &[0; 32], None, 3), Some(false));
-    assert_eq!(judge_change(Some(&prev), 200, false, &[1; 32], None, 3), Some(false));
-    assert_eq!(judge_change(Some(&prev), 200, false, &[2; 32], None, 3), Some(true));
+    assert_eq!(
+        judge_change(Some(&prev), 304, true, &[0; 32], None, 3),
+        Some(false)
+    );
+    assert_eq!(
+        judge_change(Some(&prev), 200, false, &[1; 32], None, 3),
+        Some(false)
+    );
+    assert_eq!(
+        judge_change(Some(&prev), 200, false, &[2; 32], None, 3),
+        Some(true)
+    );
     assert_eq!(
         judge_change(Some(&with_hash), 200, false, &[2; 32], Some(0b11), 3),
         Some(false),
         "a footer timestamp"
     );
-    assert_eq!(judge_change(Some(&prev), 404, false, &[1; 32], None, 3), Some(true));
+    assert_eq!(
+        judge_change(Some(&prev), 404, false, &[1; 32], None, 3),
+        Some(true)
+    );
 }

@@ -87,7 +87,10 @@ fn plans_follow_the_kind_and_the_status() {
         plan(&sitemap, 0, &url(), &response(404, &[]), false, true, 5, &m),
         Plan::Archive { found: None }
     );
-    assert_eq!(plan(&page, 0, &url(), &html, false, true, 5, &m), Plan::ParseHtml);
+    assert_eq!(
+        plan(&page, 0, &url(), &html, false, true, 5, &m),
+        Plan::ParseHtml
+    );
     assert_eq!(
         plan(&page, 0, &url(), &pdf, false, true, 5, &m),
         Plan::Archive { found: None }
@@ -119,7 +122,8 @@ fn plans_follow_the_kind_and_the_status() {
 fn a_redirect_target_is_a_new_url_one_hop_further_until_the_limit() {
     let m = Metrics::new();
     let moved = response(301, &[("location", "../other.html")]);
-    let Plan::Archive { found: Some(c) } = plan(&EntryKind::Page, 4, &url(), &moved, false, true, 2, &m)
+    let Plan::Archive { found: Some(c) } =
+        plan(&EntryKind::Page, 4, &url(), &moved, false, true, 2, &m)
     else {
         panic!("a redirect target")
     };
