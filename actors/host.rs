@@ -106,7 +106,11 @@ impl HostActor {
                         act.apply(fx, ctx);
                     }));
                 }
-                Effect::Passivate { state, due_ms } => self.passivate(state, due_ms, ctx),
+                Effect::Passivate {
+                    state,
+                    due_ms,
+                    refresh_wait,
+                } => self.passivate(state, due_ms, refresh_wait, ctx),
                 Effect::Drained(state) => {
                     for waiter in std::mem::take(&mut self.drain_waiters) {
                         let _ = waiter.send(state.clone());
@@ -166,12 +170,19 @@ impl HostActor {
         );
     }
 
-    fn passivate(&mut self, state: HostState, due_ms: Option<u64>, ctx: &mut Context<Self>) {
+    fn passivate(
+        &mut self,
+        state: HostState,
+        due_ms: Option<u64>,
+        refresh_wait: bool,
+        ctx: &mut Context<Self>,
+    ) {
         let report = self.links.idle.send(HostIdle {
             host: self.machine.host().to_owned(),
             generation: self.generation,
             state,
             due_ms,
+            refresh_wait,
         });
         ctx.spawn(
             report

@@ -159,6 +159,9 @@ pub struct HostIdle {
     pub state: HostState,
     /// When it has something to do again (Unix ms), if it has work.
     pub due_ms: Option<u64>,
+    /// `due_ms` is its next refresh, not a politeness wait: new work
+    /// makes it due at once.
+    pub refresh_wait: bool,
 }
 
 /// Persists a host's state now (after a robots.txt fetch).

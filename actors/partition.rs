@@ -87,6 +87,9 @@ pub struct PartitionActor {
     hosts: HashMap<String, ActiveHost>,
     /// Dormant hosts with work.
     due: DueIndex,
+    /// Dormant hosts whose due time is their next refresh, not a
+    /// politeness wait: new work makes them due at once.
+    refresh_waiting: std::collections::HashSet<String>,
     /// The armed activation timer and its Unix ms.
     due_timer: Option<(u64, SpawnHandle)>,
     /// Store writes that failed since start (shown in status).
@@ -161,6 +164,7 @@ impl PartitionActor {
             draining: false,
             pending: PendingCompletions::default(),
             refresh_due: DueCounts::default(),
+            refresh_waiting: Default::default(),
             metrics,
         }
     }
@@ -182,12 +186,15 @@ impl PartitionActor {
             });
             return;
         }
+        let waits_for_refresh = self.refresh_waiting.remove(host);
         match self.due.due_ms(host) {
             None => {
                 self.due.insert(host, 0);
                 self.metrics.due_hosts.inc();
             }
-            Some(due) if levels & RECRAWL_BIT != 0 && due > 0 => self.due.insert(host, 0),
+            Some(due) if due > 0 && (waits_for_refresh || levels & RECRAWL_BIT != 0) => {
+                self.due.insert(host, 0)
+            }
             Some(_) => {}
         }
         self.activate_due(ctx);
@@ -216,6 +223,7 @@ impl PartitionActor {
                 self.slots.give_back();
                 return;
             };
+            self.refresh_waiting.remove(&host);
             self.metrics.due_hosts.dec();
             self.start_host(host, ctx);
         }
@@ -407,7 +415,10 @@ impl PartitionActor {
             // Its politeness still applies once it is active.
             let at = match self.due.due_ms(host) {
                 Some(queued) => queued.min(*first),
-                None => *first,
+                None => {
+                    self.refresh_waiting.insert(host.clone());
+                    *first
+                }
             };
             self.due.insert(host, at.max(hold));
         }
@@ -537,7 +548,10 @@ impl Handler<HostIdle> for PartitionActor {
         if current != Some(msg.generation) {
             return false;
         }
-        if let Err(err) = self.store.passivate(&msg.host, &msg.state, msg.due_ms) {
+        // Only politeness waits are persisted as due times: a refresh
+        // wait is read back from the refresh schedule itself at open.
+        let persisted = msg.due_ms.filter(|_| !msg.refresh_wait);
+        if let Err(err) = self.store.passivate(&msg.host, &msg.state, persisted) {
             // The host leaves anyway: its queue is durable, and without a
             // due time it is simply due at once when it comes back.
             self.store_errors += 1;
@@ -559,6 +573,9 @@ impl Handler<HostIdle> for PartitionActor {
         if let Some(due_ms) = due_ms {
             self.due.insert(&msg.host, due_ms);
             self.metrics.due_hosts.inc();
+            if msg.refresh_wait {
+                self.refresh_waiting.insert(msg.host);
+            }
         }
         self.activate_due(ctx);
         true

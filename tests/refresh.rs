@@ -19,7 +19,9 @@ use trawl::config::Config;
 use trawl::events::{Event, EventKind};
 use trawl::metrics::Metrics;
 use trawl::testweb::changing::{self, ChangingSpec};
-use trawl::testweb::{audit_with, HostRule, RequestRecord, ServerOptions, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{
+    audit_with, HostRule, RequestRecord, ServerOptions, SyntheticWeb, TestWebServer, WebSpec,
+};
 
 const MIN_DELAY_MS: u64 = 50;
 
@@ -152,7 +154,11 @@ fn a_changing_site_is_refreshed_conditionally_and_loses_what_it_removes() {
             }
             refetches += 1;
             if let Some(etag) = &before.etag {
-                assert_eq!(after.if_none_match.as_ref(), Some(etag), "{path}: {after:?}");
+                assert_eq!(
+                    after.if_none_match.as_ref(),
+                    Some(etag),
+                    "{path}: {after:?}"
+                );
             }
             if path.starts_with("/lastmod/") || path.starts_with("/both/") {
                 assert!(after.if_modified_since.is_some(), "{path}: {after:?}");
@@ -166,22 +172,31 @@ fn a_changing_site_is_refreshed_conditionally_and_loses_what_it_removes() {
 
     // A page that changes on every visit is visited more often than one
     // that never does.
-    let (always, never) = (requests(&log, "/always").len(), requests(&log, "/never").len());
+    let (always, never) = (
+        requests(&log, "/always").len(),
+        requests(&log, "/never").len(),
+    );
     assert!(always > never, "/always {always} vs /never {never}");
 
     // 304s are server-not-modified revisits of the copy on record.
-    let by_url: HashMap<&str, Vec<&Event>> = events.iter().filter(|e| e.kind == EventKind::Page).fold(
-        HashMap::new(),
-        |mut m, e| {
+    let by_url: HashMap<&str, Vec<&Event>> = events
+        .iter()
+        .filter(|e| e.kind == EventKind::Page)
+        .fold(HashMap::new(), |mut m, e| {
             m.entry(e.url.as_str()).or_default().push(e);
             m
-        },
-    );
+        });
     let mut not_modified = 0;
     for (url, evs) in &by_url {
-        assert!(evs[0].changed.is_none(), "{url}: a first fetch has no change");
+        assert!(
+            evs[0].changed.is_none(),
+            "{url}: a first fetch has no change"
+        );
         for (i, e) in evs.iter().enumerate().skip(1) {
-            assert!(e.changed.is_some(), "{url}: a refetch says whether it changed");
+            assert!(
+                e.changed.is_some(),
+                "{url}: a refetch says whether it changed"
+            );
             if e.status != 304 {
                 continue;
             }
@@ -207,7 +222,11 @@ fn a_changing_site_is_refreshed_conditionally_and_loses_what_it_removes() {
             };
             let target = header(&original, "WARC-Target-URI:");
             let date = header(&original, "WARC-Date:");
-            assert_eq!(header(&record, "WARC-Refers-To-Target-URI:"), target, "{url}");
+            assert_eq!(
+                header(&record, "WARC-Refers-To-Target-URI:"),
+                target,
+                "{url}"
+            );
             assert_eq!(header(&record, "WARC-Refers-To-Date:"), date, "{url}");
             assert_eq!(
                 header(&record, "WARC-Payload-Digest:"),
@@ -237,8 +256,15 @@ fn a_changing_site_is_refreshed_conditionally_and_loses_what_it_removes() {
         .into_iter()
         .position(|r| r.status == 301)
         .expect("/old moved");
-    assert_eq!(requests(&log, "/old").len(), first_301 + 1, "/old not asked again");
-    assert!(!requests(&log, "/new").is_empty(), "the redirect target is crawled");
+    assert_eq!(
+        requests(&log, "/old").len(),
+        first_301 + 1,
+        "/old not asked again"
+    );
+    assert!(
+        !requests(&log, "/new").is_empty(),
+        "the redirect target is crawled"
+    );
     let disallowing = requests(&log, "/robots.txt")
         .into_iter()
         .find(|r| timeline.elapsed(r.start) >= spec.disallow_after)
@@ -288,7 +314,8 @@ fn a_restart_keeps_every_urls_schedule() {
         .collect();
     let mut scheduled = 0;
     for p in 0..config.storage.partitions {
-        let store = trawl::store::PartitionStore::open_read_only(&config.storage.data_dir, p).unwrap();
+        let store =
+            trawl::store::PartitionStore::open_read_only(&config.storage.data_dir, p).unwrap();
         for url in &urls {
             let fp = trawl::url::Fingerprint::of(url);
             if let Some(record) = store.url_record(fp).unwrap() {
@@ -298,7 +325,11 @@ fn a_restart_keeps_every_urls_schedule() {
         }
     }
     let distinct: std::collections::BTreeSet<_> = urls.iter().collect();
-    assert_eq!(scheduled, distinct.len(), "every fetched url has its record");
+    assert_eq!(
+        scheduled,
+        distinct.len(),
+        "every fetched url has its record"
+    );
 
     // Restarted with no seeds: the schedule alone brings the refreshes,
     // conditional as before.

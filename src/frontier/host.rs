@@ -330,6 +330,9 @@ pub enum Effect {
         state: HostState,
         /// When the host has something to do again, if it has work.
         due_ms: Option<u64>,
+        /// `due_ms` is when its next refresh is due (not a politeness
+        /// wait): new work may bring it back sooner.
+        refresh_wait: bool,
     },
     /// The drain is complete: nothing in flight or running.
     Drained(HostState),
@@ -1347,7 +1350,8 @@ impl HostMachine {
         if self.passivating || self.ip_waiting || !self.delayed.is_empty() {
             return;
         }
-        let due_ms = if self.head.is_empty() {
+        let refresh_wait = self.head.is_empty();
+        let due_ms = if refresh_wait {
             // Only refreshes due later, if any: wait for the next one
             // here when it is close, else in the due index.
             match self.head.next_refresh_ms() {
@@ -1368,6 +1372,7 @@ impl HostMachine {
         fx.push(Effect::Passivate {
             state: self.state(now),
             due_ms,
+            refresh_wait,
         });
     }
 

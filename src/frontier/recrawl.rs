@@ -290,16 +290,6 @@ fn h_inverse(y: f64) -> f64 {
     t
 }
 
-impl RecrawlPolicy {
-    /// How long after this visit the URL is due again, given its history
-    /// (this visit included) and the interval it was on (`None` on its
-    /// first fetch).
-    pub fn next_interval(&self, history: &ChangeHistory, previous: Option<Duration>) -> Duration {
-        let _ = previous;
-        self.interval(history)
-    }
-}
-
 /// Whether a refetched page changed: a different payload digest, and for
 /// pages with a simhash, visible text more than `max_distance` bits apart
 /// (so a changed timestamp in a footer is not a change).

@@ -735,7 +735,7 @@ fn an_idle_host_passivates_for_good_and_a_restored_one_keeps_its_schedule() {
     h.robots(200, "User-agent: *\nCrawl-delay: 5\n");
     let (_, fx) = fetch_next(&mut h, ms(10), html());
     let state = match fx.iter().find(|e| matches!(e, Effect::Passivate { .. })) {
-        Some(Effect::Passivate { state, due_ms }) => {
+        Some(Effect::Passivate { state, due_ms, .. }) => {
             assert_eq!(*due_ms, None, "no work left");
             state.clone()
         }
@@ -792,7 +792,7 @@ fn an_unreachable_robots_txt_passivates_the_host_and_its_retry_survives_revival(
     let (state, due) = fx
         .iter()
         .find_map(|e| match e {
-            Effect::Passivate { state, due_ms } => Some((state.clone(), *due_ms)),
+            Effect::Passivate { state, due_ms, .. } => Some((state.clone(), *due_ms)),
             _ => None,
         })
         .expect("passivated");
