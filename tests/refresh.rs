@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{events, record_at, warc_files, warcio_check};
-use trawl::actors::{Node, Seed, Shutdown};
+use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown};
 use trawl::config::Config;
 use trawl::events::{Event, EventKind};
 use trawl::metrics::Metrics;
@@ -76,20 +76,22 @@ fn removed(events: &[Event]) -> BTreeMap<String, (String, u16)> {
         .collect()
 }
 
-/// Runs a node on `config` (seeded with `seeds`) until `done` holds for the
-/// server's log and the events written so far, or `limit` passes; then
-/// shuts it down gracefully. Returns whether `done` was reached.
+/// Runs a node on `config` (seeded with `seeds`, counting in `metrics`)
+/// until `done` holds for the server's log and the events written so far,
+/// or `limit` passes; then shuts it down gracefully. Returns whether `done`
+/// was reached, and the node's status just before the shutdown.
 fn crawl_until(
     config: Config,
     seeds: Vec<String>,
     server: &TestWebServer,
+    metrics: Arc<Metrics>,
     limit: Duration,
     done: impl Fn(&[RequestRecord], &[Event]) -> bool,
-) -> bool {
+) -> (bool, NodeStatus) {
     let log = server.log().clone();
     let events_path = config.data_path(&config.events.path);
     actix_rt::System::new().block_on(async move {
-        let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
+        let node = Node::start(config, metrics).expect("node starts");
         if !seeds.is_empty() {
             node.send(Seed { urls: seeds }).await.unwrap().unwrap();
         }
@@ -105,8 +107,9 @@ fn crawl_until(
             }
             actix_rt::time::sleep(Duration::from_millis(100)).await;
         }
+        let status = node.send(GetStatus).await.unwrap();
         node.send(Shutdown).await.unwrap().unwrap();
-        reached
+        (reached, status)
     })
 }
 
@@ -121,10 +124,12 @@ fn a_changing_site_is_refreshed_conditionally_and_loses_what_it_removes() {
     let dir = tempfile::tempdir().unwrap();
     let config = refresh_config(dir.path());
     let all_removed = ["/gone404", "/gone410", "/private/page", "/old"];
-    let reached = crawl_until(
+    let metrics = Arc::new(Metrics::new());
+    let (reached, status) = crawl_until(
         config.clone(),
         vec![seed(&server)],
         &server,
+        metrics.clone(),
         Duration::from_secs(90),
         |log, written| {
             let gone = removed(written);
@@ -276,6 +281,32 @@ fn a_changing_site_is_refreshed_conditionally_and_loses_what_it_removes() {
         "nothing is fetched once robots.txt disallows it"
     );
 
+    // Operators see it: refreshes by result, removals by reason, and the
+    // schedule in the status.
+    let count =
+        |vec: &prometheus::IntCounterVec, label: &str| vec.with_label_values(&[label]).get();
+    assert_eq!(
+        count(&metrics.refreshes, "not_modified"),
+        not_modified as u64
+    );
+    assert!(count(&metrics.refreshes, "changed") >= 5);
+    assert!(
+        count(&metrics.refreshes, "unchanged") >= 1,
+        "/footer's clock"
+    );
+    // (The site has no sitemap: its /sitemap.xml, a 404, goes too.)
+    for reason in ["gone", "disallowed", "moved"] {
+        let written = events
+            .iter()
+            .filter(|e| e.kind == EventKind::Removed && e.reason.as_deref() == Some(reason))
+            .count();
+        assert_eq!(count(&metrics.removed, reason), written as u64, "{reason}");
+    }
+    assert_eq!(count(&metrics.removed, "moved"), 1);
+    assert!(status.refresh_due.scheduled > 0, "{:?}", status.refresh_due);
+    assert!(status.refresh_due.within_day >= status.refresh_due.within_hour);
+    assert_eq!(status.refresh_due.within_day, status.refresh_due.scheduled);
+
     // Politeness holds through all of it.
     let report = audit_with(&log, 1, |_| HostRule {
         min_gap: Duration::from_millis(MIN_DELAY_MS),
@@ -296,10 +327,11 @@ fn a_restart_keeps_every_urls_schedule() {
     let server = start_server(spec);
     let dir = tempfile::tempdir().unwrap();
     let config = refresh_config(dir.path());
-    let reached = crawl_until(
+    let (reached, _) = crawl_until(
         config.clone(),
         vec![seed(&server)],
         &server,
+        Arc::new(Metrics::new()),
         Duration::from_secs(60),
         |log, _| requests(log, "/never").len() >= 2,
     );
@@ -307,7 +339,7 @@ fn a_restart_keeps_every_urls_schedule() {
     let before = server.log().len();
 
     // Every fetched URL left with a record and a due time.
-    let urls: Vec<String> = events(&config)
+    let urls: std::collections::BTreeSet<String> = events(&config)
         .into_iter()
         .filter(|e| e.kind == EventKind::Page)
         .map(|e| e.url)
@@ -333,10 +365,11 @@ fn a_restart_keeps_every_urls_schedule() {
 
     // Restarted with no seeds: the schedule alone brings the refreshes,
     // conditional as before.
-    let reached = crawl_until(
+    let (reached, _) = crawl_until(
         config,
         Vec::new(),
         &server,
+        Arc::new(Metrics::new()),
         Duration::from_secs(60),
         |log, _| log.len() > before && requests(log, "/never").len() >= 3,
     );
