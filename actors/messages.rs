@@ -209,6 +209,8 @@ pub struct PartitionSnapshot {
     pub active_hosts: usize,
     /// Dormant hosts with work, waiting in the due index.
     pub due_hosts: usize,
+    /// Of those, hosts waiting only for their next refresh.
+    pub refresh_hosts: usize,
     /// Store writes that failed since start (the work stays queued and is
     /// retried; see `trawl_pipeline_failures_total`).
     pub store_errors: u64,

@@ -339,6 +339,8 @@ pub struct NodeStatus {
     pub active_hosts_cap: usize,
     /// Dormant hosts with work, waiting in the due indexes.
     pub due_hosts: usize,
+    /// Of those, hosts waiting only for their next refresh.
+    pub refresh_hosts: usize,
     /// Scheduled refreshes due now, within the hour and within the day
     /// (to the minute: a URL counts once the minute it is due in ended).
     pub refresh_due: crate::store::DueCounts,
@@ -387,6 +389,7 @@ impl Handler<GetStatus> for Node {
                 active_hosts_peak: peak,
                 active_hosts_cap: cap,
                 due_hosts: partitions.iter().map(|p| p.due_hosts).sum(),
+                refresh_hosts: partitions.iter().map(|p| p.refresh_hosts).sum(),
                 refresh_due: partitions.iter().fold(Default::default(), |mut sum, p| {
                     sum += p.refresh_due;
                     sum

@@ -344,6 +344,7 @@ impl PartitionActor {
             completed: self.completed,
             active_hosts: self.hosts.len(),
             due_hosts: self.due.len(),
+            refresh_hosts: self.refresh_waiting.len(),
             store_errors: self.store_errors,
             host_restarts: self.host_restarts,
             draining: self.draining,

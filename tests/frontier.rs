@@ -41,7 +41,12 @@ fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
         status.active_hosts_peak
     );
     assert_eq!(status.queued, 0);
-    assert_eq!(status.due_hosts, 0, "nothing left waiting");
+    assert_eq!(
+        status.due_hosts, status.refresh_hosts,
+        "nothing left waiting but for its next refresh"
+    );
+    assert!(status.refresh_due.scheduled > 0);
+    assert_eq!(status.refresh_due.now, 0);
     let fetched: BTreeSet<String> = page_requests(&log, port).into_keys().collect();
     assert_same_urls(&fetched, &web.ground_truth(port));
     let report = audit_log(&web, &log, 5);

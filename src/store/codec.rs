@@ -362,6 +362,8 @@ struct StoredSchedule {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostMemory {
     /// Tries of URLs to be tried again: (fingerprint, failures, throttled).
+    /// Written empty now that tries live in each URL's record; still read,
+    /// so a store of the previous release keeps its URLs' tries.
     pub attempts: Vec<(u128, u32, u32)>,
     /// The address the host was last reached at.
     pub ip: Option<std::net::IpAddr>,

@@ -12,7 +12,9 @@
 //!
 //! One file per concept: `schema.rs` (column families, options, opening),
 //! `admission.rs` (the seen check, enqueue and budgets of a batch),
-//! `queue.rs` (queue pages, counts, completions), `host_state.rs` (robots
+//! `queue.rs` (queue pages, counts, completions), `record.rs` (the URL
+//! record: a URL's whole life), `recrawl.rs` (the refresh schedule and its
+//! counts by due time), `host_state.rs` (robots
 //! records and politeness schedules), `files.rs` (the crawl directory's
 //! manifest and run marker), [`codec`] (key and value layouts) and
 //! `budgets.rs` (the budget counts). This file holds the store type, its
