@@ -216,7 +216,7 @@ impl Runner {
         let result = match &mut task {
             Task::Process(job) => self.process(job).await,
             Task::Complete(finish) => self.finish(finish).await,
-            Task::RecordTries(completion) => self.complete(completion.clone()).await,
+            Task::RecordTries(completion) => self.complete((**completion).clone()).await,
             Task::ArchiveRobots { url, response } => self
                 .archive(Archive::side(
                     url.clone(),
@@ -259,7 +259,7 @@ impl Runner {
     }
 
     async fn archive(&self, msg: Archive) -> Result<Archived, Failure> {
-        Ok(self.links.pipeline.archive.send(msg).await??)
+        self.links.pipeline.archive.send(msg).await?
     }
 
     async fn discover(&self, candidates: Vec<crate::frontier::Candidate>) -> Result<(), Failure> {

@@ -108,6 +108,15 @@ impl ArchiveRequest {
     }
 }
 
+/// What [`Archiver::write`] stored.
+struct Written {
+    stored: Stored,
+    /// The URL it duplicates (identical payload) or resembles.
+    duplicate_of: Option<String>,
+    /// Where its payload is in full.
+    copy: Option<StoredCopy>,
+}
+
 /// Counters of what the archive wrote this run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ArchiveCounts {
@@ -214,7 +223,11 @@ impl Archiver {
             req.simhash,
             self.change_distance,
         );
-        let Some((stored, duplicate_of, copy)) = self.write(&req, &exchange, sha256, verdict)?
+        let Some(Written {
+            stored,
+            duplicate_of,
+            copy,
+        }) = self.write(&req, &exchange, sha256, verdict)?
         else {
             return Ok(Archived {
                 at: None,
@@ -264,7 +277,7 @@ impl Archiver {
         exchange: &Exchange<'_>,
         sha256: [u8; 32],
         verdict: Verdict,
-    ) -> Result<Option<(Stored, Option<String>, Option<StoredCopy>)>, Failure> {
+    ) -> Result<Option<Written>, Failure> {
         let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
         let records_before = self.warc.bytes();
         // `index_simhash`: later pages are compared with this one.
@@ -313,7 +326,11 @@ impl Archiver {
         // Only a whole 2xx payload is a copy a later revisit may point at.
         let whole = (200..300).contains(&req.response.status) && !req.response.truncated;
         let copy = copy.filter(|_| whole);
-        Ok(Some((stored, duplicate_of, copy)))
+        Ok(Some(Written {
+            stored,
+            duplicate_of,
+            copy,
+        }))
     }
 
     /// The copy this response's own record holds.

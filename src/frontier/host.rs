@@ -256,7 +256,7 @@ pub enum Task {
     Complete(Box<Finish>),
     /// Store the tries of a URL to be tried again (best effort: the tries
     /// are also in memory; a failed write is not run again).
-    RecordTries(Completion),
+    RecordTries(Box<Completion>),
     /// Archive a response that completes no entry (robots.txt).
     ArchiveRobots {
         /// Where it came from.
@@ -1113,7 +1113,7 @@ impl HostMachine {
                     value: entry.value.clone(),
                     record,
                 };
-                self.run(Task::RecordTries(completion), now, fx);
+                self.run(Task::RecordTries(Box::new(completion)), now, fx);
                 self.head.retry.push_back(entry);
             }
             response::Retry::Denied => self.complete(entry, UrlState::Denied, now, fx),

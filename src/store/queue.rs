@@ -292,7 +292,7 @@ mod tests {
                 .unwrap();
             let done: Vec<Completion> = head
                 .iter()
-                .map(|e| finished(&e, UrlState::Fetched(200)))
+                .map(|e| finished(e, UrlState::Fetched(200)))
                 .collect();
             store.complete(&done, &[]).unwrap();
             assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));

@@ -244,6 +244,103 @@ impl PartitionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frontier::Priority;
+    use crate::store::test_support::{entry, open};
+    use crate::store::{Completion, Removal, UrlState, Visit};
+
+    /// Admits `url` and completes it fetched at `at_ms`, due at `due_ms`.
+    fn fetched(store: &PartitionStore, url: &str, at_ms: u64, due_ms: u64) {
+        store.admit(vec![entry(url, "a.test")]).unwrap();
+        let head = store
+            .queue_page("a.test", Priority::NORMAL, None, 100)
+            .unwrap();
+        let e = head.iter().find(|e| e.value.url == url).unwrap();
+        let mut record = UrlRecord::new(UrlState::Fetched(200), 1);
+        record.last = Some(Visit {
+            at_ms,
+            status: 200,
+            ..Visit::default()
+        });
+        record.next_due_ms = Some(due_ms);
+        let done = Completion {
+            key: e.key.clone(),
+            recrawl: false,
+            value: e.value.clone(),
+            record,
+        };
+        store.complete(&[done], &[]).unwrap();
+    }
+
+    #[test]
+    fn a_newer_sitemap_entry_makes_a_url_due_and_a_seed_brings_back_a_removed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        fetched(&store, "http://a.test/1", 1_000, 9_000_000);
+        assert_eq!(
+            store.next_recrawl_ms("a.test", None).unwrap(),
+            Some(9_000_000)
+        );
+        let offer = |lastmod_ms: Option<u64>, priority: Priority| {
+            let mut e = entry("http://a.test/1", "a.test");
+            e.lastmod_ms = lastmod_ms;
+            e.priority = priority;
+            e
+        };
+        // A link, or an older lastmod: nothing.
+        let none = store
+            .admit_at(vec![offer(None, Priority::NORMAL)], 5_000)
+            .unwrap();
+        assert!(none.refreshed.is_empty() && none.entries.is_empty());
+        let old = store
+            .admit_at(vec![offer(Some(900), Priority::LOW)], 5_000)
+            .unwrap();
+        assert!(old.refreshed.is_empty());
+        // Newer than the fetch: due at once, its key moved.
+        let newer = store
+            .admit_at(vec![offer(Some(2_000), Priority::LOW)], 5_000)
+            .unwrap();
+        assert_eq!(newer.refreshed.len(), 1);
+        assert!(newer.entries.is_empty(), "not queued as a new url");
+        let due = store.recrawl_page("a.test", 5_000, None, 10).unwrap();
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].previous.as_ref().unwrap().next_due_ms, Some(5_000));
+        assert_eq!(
+            store.due_counts(u64::MAX - 1).scheduled,
+            1,
+            "moved, not added"
+        );
+
+        // Removed: links and old sitemap entries do not bring it back.
+        let mut gone = (*due[0].previous.clone().unwrap()).clone();
+        gone.state = UrlState::Gone(Removal::Gone);
+        gone.removed_ms = Some(6_000);
+        gone.next_due_ms = None;
+        let done = Completion {
+            key: due[0].key.clone(),
+            recrawl: true,
+            value: due[0].value.clone(),
+            record: gone,
+        };
+        store.complete(&[done], &[]).unwrap();
+        assert_eq!(store.due_counts(u64::MAX - 1).scheduled, 0);
+        let link = store
+            .admit_at(vec![offer(None, Priority::NORMAL)], 7_000)
+            .unwrap();
+        assert!(link.refreshed.is_empty());
+        let stale = store
+            .admit_at(vec![offer(Some(5_500), Priority::LOW)], 7_000)
+            .unwrap();
+        assert!(stale.refreshed.is_empty());
+        let seed = store
+            .admit_at(vec![offer(None, Priority::SEED)], 7_000)
+            .unwrap();
+        assert_eq!(seed.refreshed.len(), 1, "a seed re-admits it");
+        let back = store
+            .url_record(crate::url::Fingerprint::of("http://a.test/1"))
+            .unwrap();
+        assert_eq!(back.map(|r| r.state), Some(UrlState::Fetched(200)));
+        assert_eq!(store.recrawl_hosts().unwrap()["a.test"], 7_000);
+    }
 
     #[test]
     fn the_book_counts_a_url_once_its_minute_is_over() {

@@ -914,7 +914,7 @@ fn tries_are_stored_with_the_url_so_a_failing_url_is_given_up_on_time() {
         // The tries are stored in the URL's record, as the partition would.
         for (_, task) in runs(&fx) {
             if let Task::RecordTries(c) = task {
-                h.q.records.borrow_mut().insert(c.fp(), c.record);
+                h.q.records.borrow_mut().insert(c.fp(), c.record.clone());
             }
         }
         assert!(
