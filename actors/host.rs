@@ -35,7 +35,7 @@ use crate::frontier::response::{self, Plan};
 use crate::frontier::EntryKind;
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::{Completion, HostState, PartitionStore};
+use crate::store::{Completion, HostState, PartitionStore, Visit};
 
 /// One active host.
 pub struct HostActor {
@@ -396,13 +396,15 @@ impl Runner {
             }
         }
         Observed {
-            at_ms: crate::clock::unix_ms(response.started_at),
-            status: response.status,
-            etag: response.header("etag").map(str::to_owned),
-            last_modified: response.header("last-modified").map(str::to_owned),
-            digest,
-            simhash,
-            copy,
+            visit: Visit {
+                at_ms: crate::clock::unix_ms(response.started_at),
+                status: response.status,
+                etag: response.header("etag").map(str::to_owned),
+                last_modified: response.header("last-modified").map(str::to_owned),
+                digest,
+                simhash,
+                copy,
+            },
             not_modified,
             changed,
         }

@@ -18,7 +18,9 @@
 //!   links to it do not bring it back.
 //! - **Brought back** ([`due_again`]): a seed re-admits a removed URL; a
 //!   sitemap entry whose `lastmod` is newer than the last fetch (or the
-//!   removal) makes the URL due at once.
+//!   removal) makes the URL due at once. A sitemap's `changefreq` and
+//!   `priority` are hints only and are not used: a site's own claims
+//!   about its change rate are often wrong, the URL's history is not.
 //! - **Tried again** ([`retry`]): a failed try is stored with its count,
 //!   so a restart does not give the URL fresh tries. A fetched URL whose
 //!   refetch finally fails keeps its copy and comes due again after its
@@ -30,7 +32,7 @@
 use std::time::Duration;
 
 use super::recrawl::{self, RecrawlPolicy};
-use crate::store::{Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
+use crate::store::{Removal, Tries, UrlRecord, UrlState, Visit};
 
 /// `[recrawl]` as the crawl uses it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,21 +66,11 @@ impl RecrawlSettings {
 /// What a fetch that got a final response observed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
-    /// When the request started (Unix ms).
-    pub at_ms: u64,
-    /// HTTP status.
-    pub status: u16,
-    /// `ETag` of the response.
-    pub etag: Option<String>,
-    /// `Last-Modified` of the response.
-    pub last_modified: Option<String>,
-    /// SHA-256 of the payload, if the archive saw it.
-    pub digest: Option<[u8; 32]>,
-    /// Simhash of the visible text (HTML pages).
-    pub simhash: Option<u64>,
-    /// Where this payload is stored in full now (a 2xx archived in full,
-    /// or the original an identical payload was recorded as a revisit of).
-    pub copy: Option<StoredCopy>,
+    /// The response: its time, status and validators; the payload's
+    /// digest and simhash if the archive saw it; where the payload is
+    /// stored in full now (a 2xx archived in full, or the original an
+    /// identical payload was recorded as a revisit of).
+    pub visit: Visit,
     /// A 304 confirming the copy on record.
     pub not_modified: bool,
     /// Whether the content changed since the last visit (see
@@ -134,17 +126,13 @@ pub fn fetched(
     now_ms: u64,
     settings: &RecrawlSettings,
 ) -> Settled {
-    let was_gone = previous.is_some_and(|p| matches!(p.state, UrlState::Gone(_)));
-    let mut rec = previous
-        .cloned()
-        .unwrap_or_else(|| UrlRecord::new(UrlState::Queued, depth));
-    rec.tries = Tries::default();
+    let (mut rec, was_gone) = starting(previous, depth);
     rec.removed_ms = None;
     if let (Some(last), Some(changed)) = (&rec.last, seen.changed) {
-        let after = Duration::from_millis(seen.at_ms.saturating_sub(last.at_ms));
+        let after = Duration::from_millis(seen.visit.at_ms.saturating_sub(last.at_ms));
         rec.history = rec.history.record(changed, after);
     }
-    let status = record_visit(&mut rec, &seen);
+    let status = record_visit(&mut rec, seen);
     rec.misses = match status {
         404 | 410 => rec.misses.saturating_add(1),
         _ => 0,
@@ -167,31 +155,36 @@ pub fn fetched(
 
 /// Writes `seen` into `rec.last`; the status the URL now has (a 304 keeps
 /// the status of the copy it confirms).
-fn record_visit(rec: &mut UrlRecord, seen: &Observed) -> u16 {
+fn record_visit(rec: &mut UrlRecord, seen: Observed) -> u16 {
+    let now = seen.visit;
     match (&mut rec.last, seen.not_modified) {
         (Some(last), true) => {
-            last.at_ms = seen.at_ms;
-            if seen.etag.is_some() {
-                last.etag.clone_from(&seen.etag);
+            last.at_ms = now.at_ms;
+            if now.etag.is_some() {
+                last.etag = now.etag;
             }
-            if seen.last_modified.is_some() {
-                last.last_modified.clone_from(&seen.last_modified);
+            if now.last_modified.is_some() {
+                last.last_modified = now.last_modified;
             }
             last.status
         }
         _ => {
-            rec.last = Some(Visit {
-                at_ms: seen.at_ms,
-                status: seen.status,
-                etag: seen.etag.clone(),
-                last_modified: seen.last_modified.clone(),
-                digest: seen.digest,
-                simhash: seen.simhash,
-                copy: seen.copy.clone(),
-            });
-            seen.status
+            let status = now.status;
+            rec.last = Some(now);
+            status
         }
     }
+}
+
+/// The record a transition starts from (the previous one, or a fresh one
+/// at `depth`) with its tries cleared, and whether it was removed.
+fn starting(previous: Option<&UrlRecord>, depth: u32) -> (UrlRecord, bool) {
+    let was_gone = previous.is_some_and(|p| matches!(p.state, UrlState::Gone(_)));
+    let mut rec = previous
+        .cloned()
+        .unwrap_or_else(|| UrlRecord::new(UrlState::Queued, depth));
+    rec.tries = Tries::default();
+    (rec, was_gone)
 }
 
 /// Sets the next due time of a URL still in the crawl: after a first 404
@@ -241,11 +234,7 @@ pub fn unfetched(
     now_ms: u64,
     settings: &RecrawlSettings,
 ) -> Settled {
-    let was_gone = previous.is_some_and(|p| matches!(p.state, UrlState::Gone(_)));
-    let mut rec = previous
-        .cloned()
-        .unwrap_or_else(|| UrlRecord::new(UrlState::Queued, depth));
-    rec.tries = Tries::default();
+    let (mut rec, was_gone) = starting(previous, depth);
     let fetched_before = rec.last.is_some();
     if state == UrlState::Disallowed && fetched_before {
         return remove(rec, Removal::Disallowed, now_ms, was_gone);
@@ -267,9 +256,7 @@ pub fn unfetched(
 
 /// The record of a URL whose try failed and will be tried again.
 pub fn retry(previous: Option<&UrlRecord>, depth: u32, tries: Tries) -> UrlRecord {
-    let mut rec = previous
-        .cloned()
-        .unwrap_or_else(|| UrlRecord::new(UrlState::Queued, depth));
+    let (mut rec, _) = starting(previous, depth);
     rec.state = UrlState::RetryDue;
     rec.tries = tries;
     rec

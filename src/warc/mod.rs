@@ -142,9 +142,7 @@ impl WarcWriter {
         original: &crate::dedup::Original,
     ) -> Result<Stored, WarcError> {
         let profile = record::IDENTICAL_PAYLOAD_PROFILE;
-        let (revisit, request) =
-            record::revisit_records(exchange, &payload_sha256, original, profile);
-        self.write_pair(&revisit, &request, payload_sha256)
+        self.write_revisit_as(profile, exchange, payload_sha256, original)
     }
 
     /// Writes a `server-not-modified` revisit record (and the request
@@ -158,6 +156,17 @@ impl WarcWriter {
         original: &crate::dedup::Original,
     ) -> Result<Stored, WarcError> {
         let profile = record::SERVER_NOT_MODIFIED_PROFILE;
+        self.write_revisit_as(profile, exchange, payload_sha256, original)
+    }
+
+    /// Writes a revisit record of `profile` and its request record.
+    fn write_revisit_as(
+        &mut self,
+        profile: &str,
+        exchange: &Exchange<'_>,
+        payload_sha256: [u8; 32],
+        original: &crate::dedup::Original,
+    ) -> Result<Stored, WarcError> {
         let (revisit, request) =
             record::revisit_records(exchange, &payload_sha256, original, profile);
         self.write_pair(&revisit, &request, payload_sha256)

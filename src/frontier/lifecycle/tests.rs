@@ -1,4 +1,5 @@
 use super::*;
+use crate::store::StoredCopy;
 
 const DAY_MS: u64 = 86_400_000;
 
@@ -17,17 +18,19 @@ fn settings() -> RecrawlSettings {
 
 fn ok(at_ms: u64, digest: u8) -> Observed {
     Observed {
-        at_ms,
-        status: 200,
-        etag: Some(format!("\"v{digest}\"")),
-        last_modified: None,
-        digest: Some([digest; 32]),
-        simhash: None,
-        copy: Some(StoredCopy {
-            uri: "http://a.test/".into(),
-            date: format!("date-{at_ms}"),
-            record_id: format!("<urn:uuid:{at_ms}>"),
-        }),
+        visit: Visit {
+            at_ms,
+            status: 200,
+            etag: Some(format!("\"v{digest}\"")),
+            last_modified: None,
+            digest: Some([digest; 32]),
+            simhash: None,
+            copy: Some(StoredCopy {
+                uri: "http://a.test/".into(),
+                date: format!("date-{at_ms}"),
+                record_id: format!("<urn:uuid:{at_ms}>"),
+            }),
+        },
         not_modified: false,
         changed: None,
     }
@@ -35,8 +38,11 @@ fn ok(at_ms: u64, digest: u8) -> Observed {
 
 fn status(at_ms: u64, code: u16) -> Observed {
     Observed {
-        at_ms,
-        status: code,
+        visit: Visit {
+            at_ms,
+            status: code,
+            ..Visit::default()
+        },
         ..Observed::default()
     }
 }
@@ -74,12 +80,14 @@ fn refetches_grow_the_history_and_a_304_keeps_the_copy() {
     assert_eq!((second.history.visits, second.history.changes), (1, 1));
     assert_eq!(second.history.span, Duration::from_millis(DAY_MS));
     let not_modified = Observed {
-        at_ms: 3 * DAY_MS,
-        status: 304,
-        etag: Some("\"v2b\"".into()),
+        visit: Visit {
+            at_ms: 3 * DAY_MS,
+            status: 304,
+            etag: Some("\"v2b\"".into()),
+            ..Visit::default()
+        },
         not_modified: true,
         changed: Some(false),
-        ..Observed::default()
     };
     let third = fetched(Some(&second), 0, not_modified, 3 * DAY_MS, &s).record;
     assert_eq!((third.history.visits, third.history.changes), (2, 1));
