@@ -89,6 +89,29 @@ pub struct Config {
     pub frontier: FrontierConfig,
     /// Refreshing fetched URLs.
     pub recrawl: RecrawlConfig,
+    /// Running as one node of a cluster.
+    pub cluster: ClusterConfig,
+}
+
+/// `[cluster]`: one node of a cluster (see `src/cluster/`). Checked when
+/// loaded; the cluster itself is being built (issue 10): with `enabled`
+/// on, a node does not yet join anything.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Run as a cluster node.
+    pub enabled: bool,
+    /// Nodes of one cluster share this id; others are refused.
+    pub cluster_id: String,
+    /// This node's id: letters, digits, `-` and `_`, at most 64; unique in
+    /// the cluster, and stable across restarts (its files are named by it).
+    pub node_id: String,
+    /// UDP address gossip listens on.
+    pub gossip: String,
+    /// TCP address the bridge listens on.
+    pub bridge: String,
+    /// Gossip addresses of other nodes to join through.
+    pub peers: Vec<String>,
 }
 
 /// `[recrawl]`: when fetched URLs are fetched again (the scheduler is
@@ -582,6 +605,7 @@ impl Config {
         if !(rate > 0.0 && rate < 0.5) {
             return invalid("seen.false_positive_rate must be between 0 and 0.5");
         }
+        self.check_cluster()?;
         let r = &self.recrawl;
         if r.min_interval.is_zero() || r.min_interval > r.max_interval {
             return invalid(
@@ -600,6 +624,47 @@ impl Config {
                 return Err(ConfigError::Invalid(format!(
                     "dns.overrides pattern `{pattern}`: only a leading `*.` wildcard is allowed"
                 )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// `[cluster]`, when enabled: a usable node id and addresses.
+    fn check_cluster(&self) -> Result<(), ConfigError> {
+        let c = &self.cluster;
+        if !c.enabled {
+            return Ok(());
+        }
+        let invalid = |msg: String| Err(ConfigError::Invalid(msg));
+        let id_ok = |id: &str| {
+            (1..=64).contains(&id.len())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if !id_ok(&c.node_id) {
+            return invalid(format!(
+                "cluster.node_id {:?}: 1 to 64 letters, digits, '-' or '_'",
+                c.node_id
+            ));
+        }
+        if c.cluster_id.trim().is_empty() {
+            return invalid("cluster.cluster_id must not be empty".into());
+        }
+        for (key, addr) in [("cluster.gossip", &c.gossip), ("cluster.bridge", &c.bridge)] {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                return invalid(format!("{key} {addr:?} is not an address:port"));
+            }
+        }
+        if c.gossip == c.bridge {
+            return invalid("cluster.gossip and cluster.bridge must differ".into());
+        }
+        for peer in &c.peers {
+            let port = peer.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
+            if !matches!(port, Some(Ok(_))) {
+                return invalid(format!("cluster.peers: {peer:?} is not host:port"));
             }
         }
         Ok(())
@@ -697,6 +762,31 @@ mod tests {
         }
         let seconds = layer("[recrawl]\nmin_interval = \"2s\"\n").unwrap();
         assert_eq!(seconds.recrawl.min_interval, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_cluster_node_needs_an_id_and_addresses() {
+        assert!(!Config::defaults().cluster.enabled);
+        let node = |extra: &str| {
+            let base = "[cluster]\nenabled = true\nnode_id = \"n1\"\n\
+                        gossip = \"127.0.0.1:7946\"\nbridge = \"127.0.0.1:7947\"\n";
+            Config::from_layers(&[
+                ("node".into(), base.into()),
+                ("change".into(), format!("[cluster]\n{extra}\n")),
+            ])
+        };
+        node("peers = [\"127.0.0.2:7946\", \"node2.local:7946\"]").unwrap();
+        for (bad, key) in [
+            ("node_id = \"\"", "cluster.node_id"),
+            ("node_id = \"n 1\"", "cluster.node_id"),
+            ("gossip = \"localhost\"", "cluster.gossip"),
+            ("bridge = \"127.0.0.1:7946\"", "must differ"),
+            ("peers = [\"127.0.0.2\"]", "cluster.peers"),
+            ("cluster_id = \" \"", "cluster.cluster_id"),
+        ] {
+            let err = node(bad).unwrap_err();
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
     }
 
     #[test]

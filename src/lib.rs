@@ -17,8 +17,10 @@
 //! - [`robots`]: robots.txt policy (RFC 9309)
 //! - [`politeness`]: the per-host delay arithmetic
 //! - [`frontier`]: priorities, entry kinds, the choice between queues, the
-//!   host state machine ([`frontier::host`]) and what a response means
-//!   ([`frontier::response`])
+//!   host state machine ([`frontier::host`]), what a response means
+//!   ([`frontier::response`]), a URL's life ([`frontier::lifecycle`]) and
+//!   its refresh interval ([`frontier::recrawl`])
+//! - [`cluster`]: partition assignment and the bridge's wire protocol
 //! - [`sitemap`]: sitemap parsing
 //! - [`store`]: the RocksDB partition store and its atomic admit
 //! - [`fetch`]: the HTTP client, resolver and limits
@@ -32,6 +34,7 @@
 pub mod admin;
 pub mod archive;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod dedup;
 pub mod error;

@@ -1,0 +1,15 @@
+//! The cluster's domain: which node owns which partition, and what nodes
+//! say to each other. (Issue 10 builds the cluster in steps; what is here
+//! is plain code, tested on its own: nothing in a crawl uses it yet, and a
+//! trawl node still crawls every partition of its data directory.)
+//!
+//! - [`assign`]: rendezvous hashing of partitions over the live members;
+//! - [`wire`]: the bridge's frames, messages and handshake.
+//!
+//! The rule the rest builds on: membership and assignment are advice; a
+//! node crawls a partition only while it holds that partition's RocksDB
+//! store open (its lock file), so two nodes can never crawl one host at
+//! once, whatever gossip says.
+
+pub mod assign;
+pub mod wire;
