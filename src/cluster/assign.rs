@@ -31,7 +31,7 @@ fn weight(node: &str, partition: u16) -> u64 {
 
 /// The owner of `partition` among `members` (node ids), if any: the member
 /// of highest weight, ties (which need equal 64-bit hashes) broken by id.
-pub fn owner<'a>(partition: u16, members: &'a [String]) -> Option<&'a str> {
+pub fn owner(partition: u16, members: &[String]) -> Option<&str> {
     members
         .iter()
         .max_by(|a, b| (weight(a, partition), a.as_str()).cmp(&(weight(b, partition), b.as_str())))
