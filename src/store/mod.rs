@@ -14,7 +14,8 @@
 //! `admission.rs` (the seen check, enqueue and budgets of a batch),
 //! `queue.rs` (queue pages, counts, completions), `record.rs` (the URL
 //! record: a URL's whole life), `recrawl.rs` (the refresh schedule and its
-//! counts by due time), `host_state.rs` (robots
+//! counts by due time), `outbox.rs` (links for partitions owned elsewhere,
+//! until acknowledged), `host_state.rs` (robots
 //! records and politeness schedules), `files.rs` (the crawl directory's
 //! manifest and run marker), [`codec`] (key and value layouts) and
 //! `budgets.rs` (the budget counts). This file holds the store type, its
@@ -26,6 +27,7 @@ pub mod codec;
 mod due;
 mod files;
 mod host_state;
+mod outbox;
 mod queue;
 mod record;
 mod recrawl;
@@ -41,6 +43,7 @@ pub use admission::{AdmitEntry, Admitted, FilterCounts};
 pub use codec::{CodecError, QueueValue};
 pub use files::{Manifest, RunMarker};
 pub use host_state::HostState;
+pub use outbox::{OutboxBatch, Pending};
 pub use queue::{Completion, QueueEntry};
 pub use record::{Lifecycle, Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
 pub use recrawl::DueCounts;
@@ -109,6 +112,8 @@ pub struct PartitionStore {
     queue: schema::QueueFamily,
     /// Scheduled refreshes by due minute (`recrawl.rs`).
     due_book: std::sync::Mutex<recrawl::DueBook>,
+    /// Next outbox sequence number (`outbox.rs`).
+    outbox_seq: AtomicU64,
 }
 
 impl PartitionStore {

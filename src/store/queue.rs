@@ -68,7 +68,16 @@ impl PartitionStore {
         completions: &[Completion],
         schedules: &[(&str, &Schedule)],
     ) -> Result<(), StoreError> {
-        let mut batch = WriteBatch::default();
+        self.complete_in(WriteBatch::default(), completions, schedules)
+    }
+
+    /// [`PartitionStore::complete`] with the writes added to `batch`.
+    pub(super) fn complete_in(
+        &self,
+        mut batch: WriteBatch,
+        completions: &[Completion],
+        schedules: &[(&str, &Schedule)],
+    ) -> Result<(), StoreError> {
         for (host, schedule) in schedules {
             let bytes = codec::encode_schedule(schedule).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_SCHEDULES), host.as_bytes(), bytes);

@@ -41,7 +41,9 @@ pub(super) const META_COUNTS: &[u8] = b"queued-counts";
 pub(super) const CF_DUE: &str = "due";
 /// Fetched URLs by the time they are due again (`recrawl.rs`).
 pub(super) const CF_RECRAWL: &str = "recrawl";
-pub(super) const ALL_CFS: [&str; 9] = [
+/// Links for partitions owned elsewhere, until acknowledged (`outbox.rs`).
+pub(super) const CF_OUTBOX: &str = "outbox";
+pub(super) const ALL_CFS: [&str; 10] = [
     CF_URLS,
     CF_QUEUE,
     CF_HOSTS,
@@ -51,6 +53,7 @@ pub(super) const ALL_CFS: [&str; 9] = [
     CF_QUEUED,
     CF_DUE,
     CF_RECRAWL,
+    CF_OUTBOX,
 ];
 
 /// Where a store's queue is, and in which layout.
@@ -208,6 +211,7 @@ impl PartitionStore {
         store.budget = env.budget;
         store.rebuild_seen_filter()?;
         store.load_due_book()?;
+        store.load_outbox_seq()?;
         Ok(store)
     }
 
@@ -306,6 +310,7 @@ impl PartitionStore {
             sync_writes,
             queue,
             due_book: Default::default(),
+            outbox_seq: AtomicU64::new(0),
         };
         let seq = match store.get(CF_META, META_SEQ)? {
             Some(bytes) => u64::from_be_bytes(

@@ -1,0 +1,293 @@
+//! The outbox: URLs found here for partitions another node owns, kept
+//! until that node says it admitted them durably.
+//!
+//! `outbox`: `seq (u64 BE) ‖ partition (u16 BE)` → the batch of
+//! [`AdmitEntry`]s for that partition. Batches are written in the same
+//! `WriteBatch` as the completion of the page they were found on
+//! ([`PartitionStore::complete_with_outbox`]), so a link survives a crash
+//! of the sender between "page done" and "link delivered": either the page
+//! is still queued (and is fetched again), or its links wait here. The
+//! bridge reads batches in the order they were written
+//! ([`PartitionStore::outbox_page`]) and deletes one
+//! ([`PartitionStore::outbox_done`]) only after the owner acknowledged it;
+//! sending a batch twice is harmless, since admission is idempotent. The
+//! outbox belongs to the partition's store, so when the partition moves to
+//! another node its undelivered links move with it.
+//!
+//! (Issue 10 wires this into the crawl with the bridge; a node that holds
+//! every partition writes nothing here.)
+
+use std::sync::atomic::Ordering;
+
+use rocksdb::{IteratorMode, WriteBatch};
+use serde::{Deserialize, Serialize};
+
+use super::admission::AdmitEntry;
+use super::codec::{decode_value, encode_value};
+use super::queue::Completion;
+use super::schema::CF_OUTBOX;
+use super::{PartitionStore, StoreError};
+use crate::frontier::{EntryKind, Priority};
+use crate::politeness::Schedule;
+use crate::url::Fingerprint;
+
+/// URLs for one partition owned elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxBatch {
+    /// The partition they belong to.
+    pub partition: u16,
+    /// The URLs.
+    pub entries: Vec<AdmitEntry>,
+}
+
+/// A batch waiting in the outbox, with the key that deletes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// Its key (the position it was written at).
+    pub key: [u8; 10],
+    /// The batch.
+    pub batch: OutboxBatch,
+}
+
+impl Pending {
+    /// The order it was written in.
+    pub fn seq(&self) -> u64 {
+        u64::from_be_bytes(self.key[..8].try_into().expect("eight bytes"))
+    }
+}
+
+const WHAT: &str = "outbox batch";
+
+/// The stored shape of an [`AdmitEntry`] (version 1).
+#[derive(Serialize, Deserialize)]
+struct StoredEntry {
+    fp: u128,
+    url: String,
+    host: String,
+    depth: u32,
+    priority: u8,
+    kind: StoredEntryKind,
+    queue: bool,
+    referrer: Option<String>,
+    lastmod_ms: Option<u64>,
+}
+
+/// The stored shape of an [`EntryKind`]; variants are only appended.
+#[derive(Serialize, Deserialize)]
+enum StoredEntryKind {
+    Page,
+    Redirected { hops: u8 },
+    Sitemap { submitter: Option<String> },
+}
+
+impl From<&AdmitEntry> for StoredEntry {
+    fn from(e: &AdmitEntry) -> Self {
+        StoredEntry {
+            fp: e.fp.0,
+            url: e.url.clone(),
+            host: e.host.clone(),
+            depth: e.depth,
+            priority: e.priority.level() as u8,
+            kind: match &e.kind {
+                EntryKind::Page => StoredEntryKind::Page,
+                EntryKind::Redirected { hops } => StoredEntryKind::Redirected { hops: *hops },
+                EntryKind::Sitemap { submitter } => StoredEntryKind::Sitemap {
+                    submitter: submitter.clone(),
+                },
+            },
+            queue: e.queue,
+            referrer: e.referrer.clone(),
+            lastmod_ms: e.lastmod_ms,
+        }
+    }
+}
+
+impl From<StoredEntry> for AdmitEntry {
+    fn from(s: StoredEntry) -> Self {
+        AdmitEntry {
+            fp: Fingerprint(s.fp),
+            url: s.url,
+            host: s.host,
+            depth: s.depth,
+            priority: Priority::from_level(s.priority),
+            kind: match s.kind {
+                StoredEntryKind::Page => EntryKind::Page,
+                StoredEntryKind::Redirected { hops } => EntryKind::Redirected { hops },
+                StoredEntryKind::Sitemap { submitter } => EntryKind::Sitemap { submitter },
+            },
+            queue: s.queue,
+            referrer: s.referrer,
+            lastmod_ms: s.lastmod_ms,
+        }
+    }
+}
+
+fn key(seq: u64, partition: u16) -> [u8; 10] {
+    let mut key = [0u8; 10];
+    key[..8].copy_from_slice(&seq.to_be_bytes());
+    key[8..].copy_from_slice(&partition.to_be_bytes());
+    key
+}
+
+impl PartitionStore {
+    /// [`PartitionStore::complete`], with `outbox` written in the same
+    /// batch: the links a page found for partitions owned elsewhere.
+    pub fn complete_with_outbox(
+        &self,
+        completions: &[Completion],
+        schedules: &[(&str, &Schedule)],
+        outbox: &[OutboxBatch],
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        let next = self.stage_outbox(&mut batch, outbox)?;
+        self.complete_in(batch, completions, schedules)?;
+        self.outbox_seq.store(next, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Adds `outbox` to `batch`; the next sequence number after them.
+    fn stage_outbox(
+        &self,
+        batch: &mut WriteBatch,
+        outbox: &[OutboxBatch],
+    ) -> Result<u64, StoreError> {
+        let mut seq = self.outbox_seq.load(Ordering::Relaxed);
+        for b in outbox.iter().filter(|b| !b.entries.is_empty()) {
+            let stored: Vec<StoredEntry> = b.entries.iter().map(StoredEntry::from).collect();
+            let value = encode_value(WHAT, &stored).map_err(|e| self.codec(e))?;
+            batch.put_cf(self.cf(CF_OUTBOX), key(seq, b.partition), value);
+            seq += 1;
+        }
+        Ok(seq)
+    }
+
+    /// Up to `n` waiting batches after key `after`, oldest first.
+    pub fn outbox_page(
+        &self,
+        after: Option<&[u8; 10]>,
+        n: usize,
+    ) -> Result<Vec<Pending>, StoreError> {
+        let mode = match after {
+            Some(k) => IteratorMode::From(k, rocksdb::Direction::Forward),
+            None => IteratorMode::Start,
+        };
+        let mut out = Vec::new();
+        for item in self.db.iterator_cf(self.cf(CF_OUTBOX), mode) {
+            let (k, v) = item.map_err(|e| self.rocks(e))?;
+            if out.len() >= n {
+                break;
+            }
+            let Ok(k) = <[u8; 10]>::try_from(&k[..]) else {
+                return Err(self.corrupt("outbox key"));
+            };
+            if Some(&k) == after {
+                continue;
+            }
+            let stored: Vec<StoredEntry> = decode_value(WHAT, &v).map_err(|e| self.codec(e))?;
+            let partition = u16::from_be_bytes([k[8], k[9]]);
+            out.push(Pending {
+                key: k,
+                batch: OutboxBatch {
+                    partition,
+                    entries: stored.into_iter().map(AdmitEntry::from).collect(),
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deletes batches the owners acknowledged.
+    pub fn outbox_done(&self, keys: &[[u8; 10]]) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for k in keys {
+            batch.delete_cf(self.cf(CF_OUTBOX), k);
+        }
+        self.write(batch)
+    }
+
+    /// The sequence number after the last batch in the outbox (at open).
+    pub(super) fn load_outbox_seq(&self) -> Result<(), StoreError> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(CF_OUTBOX));
+        iter.seek_to_last();
+        let next = match iter.key() {
+            Some(k) if k.len() == 10 => {
+                u64::from_be_bytes(k[..8].try_into().expect("eight bytes")) + 1
+            }
+            Some(_) => return Err(self.corrupt("outbox key")),
+            None => 0,
+        };
+        iter.status().map_err(|e| self.rocks(e))?;
+        self.outbox_seq.store(next, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_support::{entry, open};
+    use crate::store::{UrlRecord, UrlState};
+
+    fn links(partition: u16, n: u32) -> OutboxBatch {
+        let mut entries: Vec<AdmitEntry> = (0..n)
+            .map(|i| entry(&format!("http://b.test/{partition}/{i}"), "b.test"))
+            .collect();
+        entries[0].kind = EntryKind::Sitemap {
+            submitter: Some("a.test".into()),
+        };
+        entries[0].lastmod_ms = Some(5);
+        entries[0].referrer = Some("a.test".into());
+        OutboxBatch { partition, entries }
+    }
+
+    #[test]
+    fn links_for_other_partitions_wait_with_the_completion_until_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            store
+                .admit(vec![entry("http://a.test/1", "a.test")])
+                .unwrap();
+            let head = store
+                .queue_page("a.test", Priority::NORMAL, None, 1)
+                .unwrap();
+            let done = Completion {
+                key: head[0].key.clone(),
+                recrawl: false,
+                value: head[0].value.clone(),
+                record: UrlRecord::new(UrlState::Fetched(200), 1),
+            };
+            let outbox = [
+                links(7, 3),
+                links(2, 2),
+                OutboxBatch {
+                    partition: 9,
+                    entries: vec![],
+                },
+            ];
+            store.complete_with_outbox(&[done], &[], &outbox).unwrap();
+            // One write: the page is done and its links wait.
+            assert!(store.queued_urls().unwrap().is_empty());
+            let pending = store.outbox_page(None, 10).unwrap();
+            assert_eq!(pending.len(), 2, "an empty batch is not written");
+            assert_eq!(pending[0].batch, outbox[0], "written order, entries intact");
+            assert_eq!(pending[1].batch, outbox[1]);
+            assert_eq!((pending[0].seq(), pending[1].seq()), (0, 1));
+            // Acknowledged: gone.
+            store.outbox_done(&[pending[0].key]).unwrap();
+        }
+        // What was not acknowledged survives a reopen, and numbering goes on.
+        let store = open(dir.path());
+        let pending = store.outbox_page(None, 10).unwrap();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].batch.partition, 2);
+        store
+            .complete_with_outbox(&[], &[], &[links(3, 1)])
+            .unwrap();
+        let all = store.outbox_page(None, 10).unwrap();
+        assert_eq!(all.iter().map(Pending::seq).collect::<Vec<_>>(), [1, 2]);
+        let after = store.outbox_page(Some(&all[0].key), 10).unwrap();
+        assert_eq!(after.len(), 1);
+        assert_eq!(after[0].batch.partition, 3);
+    }
+}
