@@ -91,6 +91,11 @@ pub enum StoreError {
     /// The crawl manifest is unreadable or contradicts the config.
     #[error("crawl manifest {path}: {message}")]
     Manifest { path: PathBuf, message: String },
+    /// Another process (or another open in this one) holds the store: on a
+    /// cluster, the partition's current owner. Owning a partition means
+    /// holding its store open; this is the fence.
+    #[error("partition store {path} is held by another owner")]
+    Locked { path: PathBuf },
 }
 
 /// One partition's RocksDB instance.

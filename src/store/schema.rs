@@ -176,7 +176,37 @@ impl StoreEnv {
     }
 }
 
+/// Whether RocksDB refused an open because another holder has the store's
+/// lock file (it reports an I/O error naming the `LOCK` file).
+fn is_lock_error(err: &rocksdb::Error) -> bool {
+    err.kind() == rocksdb::ErrorKind::IOError && err.to_string().contains("LOCK")
+}
+
+/// The `meta` key present while a node runs on the partition.
+const META_RUN: &[u8] = b"run";
+
 impl PartitionStore {
+    /// Marks the partition as being run by `node` (synced); returns whether
+    /// the previous run on it ended without [`PartitionStore::end_run`]: a
+    /// crash, after which requests of the previous owner may still be on
+    /// the wire, so its hosts must wait before they are contacted again.
+    pub fn begin_run(&self, node: &str) -> Result<bool, StoreError> {
+        let crashed = self.get(CF_META, META_RUN)?.is_some();
+        self.db
+            .put_cf(self.cf(CF_META), META_RUN, node.as_bytes())
+            .map_err(|e| self.rocks(e))?;
+        self.sync()?;
+        Ok(crashed)
+    }
+
+    /// Marks a clean end of the run on the partition (synced).
+    pub fn end_run(&self) -> Result<(), StoreError> {
+        self.db
+            .delete_cf(self.cf(CF_META), META_RUN)
+            .map_err(|e| self.rocks(e))?;
+        self.sync()
+    }
+
     /// The directory of partition `id` under `data_dir`.
     pub fn dir(data_dir: &Path, id: u16) -> PathBuf {
         data_dir.join("partitions").join(format!("{id:03}"))
@@ -198,9 +228,13 @@ impl PartitionStore {
             })
             .collect();
         let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
-            StoreError::Rocks {
-                path: path.clone(),
-                source,
+            if is_lock_error(&source) {
+                StoreError::Locked { path: path.clone() }
+            } else {
+                StoreError::Rocks {
+                    path: path.clone(),
+                    source,
+                }
             }
         })?;
         let mut store = Self::from_db(db, path, env.sync_writes, QueueFamily::Versioned)?;
@@ -426,6 +460,27 @@ mod tests {
             .into_iter()
             .map(|e| e.value.url)
             .collect()
+    }
+
+    #[test]
+    fn a_held_store_cannot_be_opened_twice_and_a_crashed_run_is_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let env = crate::store::StoreEnv::new(&crate::config::Config::defaults().storage);
+        match PartitionStore::open(&env, dir.path(), 0) {
+            Err(StoreError::Locked { path }) => assert!(path.ends_with("partitions/000")),
+            Err(other) => panic!("expected Locked, got {other}"),
+            Ok(_) => panic!("a held store opened twice"),
+        }
+        assert!(!store.begin_run("n1").unwrap(), "a fresh store");
+        drop(store);
+        // No end_run: the next owner learns the last run crashed.
+        let store = open(dir.path());
+        assert!(store.begin_run("n2").unwrap());
+        store.end_run().unwrap();
+        drop(store);
+        let store = open(dir.path());
+        assert!(!store.begin_run("n1").unwrap(), "a clean handoff");
     }
 
     #[test]
