@@ -225,18 +225,29 @@ impl Runner {
                 ))
                 .await
                 .map(drop),
-            Task::Discover(found) => self.discover(found.clone()).await,
+            Task::Discover(found) => self.discover_all(found.clone()).await,
         };
         (task, result)
     }
 
     async fn complete(&self, completion: Completion) -> Result<(), Failure> {
+        self.complete_with(completion, Vec::new()).await
+    }
+
+    /// Completes an entry, writing `outbox` (its page's links for
+    /// partitions other nodes own) in the same batch.
+    async fn complete_with(
+        &self,
+        completion: Completion,
+        outbox: Vec<crate::store::OutboxBatch>,
+    ) -> Result<(), Failure> {
         self.links
             .complete
             .send(Complete {
                 host: self.host.clone(),
                 completion,
                 schedule: self.schedule,
+                outbox,
             })
             .await?
     }
@@ -262,15 +273,39 @@ impl Runner {
         self.links.pipeline.archive.send(msg).await?
     }
 
-    async fn discover(&self, candidates: Vec<crate::frontier::Candidate>) -> Result<(), Failure> {
-        if !candidates.is_empty() {
-            self.links
-                .pipeline
-                .discover
-                .send(Discover { candidates })
-                .await??;
+    /// Offers candidates; those of partitions other nodes own come back,
+    /// to be written to the outbox with the page's completion.
+    async fn discover(
+        &self,
+        candidates: Vec<crate::frontier::Candidate>,
+    ) -> Result<Vec<crate::store::OutboxBatch>, Failure> {
+        if candidates.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(())
+        let discovered = self
+            .links
+            .pipeline
+            .discover
+            .send(Discover { candidates })
+            .await??;
+        Ok(discovered.remote)
+    }
+
+    /// Offers candidates that complete no entry (the sitemaps robots.txt
+    /// names): all must be of partitions this node holds, since there is
+    /// no completion to carry the others.
+    async fn discover_all(
+        &self,
+        candidates: Vec<crate::frontier::Candidate>,
+    ) -> Result<(), Failure> {
+        let remote = self.discover(candidates).await?;
+        if remote.is_empty() {
+            Ok(())
+        } else {
+            Err(Failure::Mailbox(
+                "sitemaps of partitions another node owns need the bridge".into(),
+            ))
+        }
     }
 
     /// Parse or read, archive, admit what was found, settle the URL's
@@ -337,7 +372,7 @@ impl Runner {
         }
         let archived = job.archived.clone();
         if !job.admitted {
-            self.discover(found).await?;
+            job.outbox = self.discover(found).await?;
             job.admitted = true;
         }
         let seen = self.observed(job, archived, simhash, not_modified);
@@ -360,13 +395,13 @@ impl Runner {
             job.removal_noted = true;
         }
         job.next_due_ms = settled.record.next_due_ms;
-        self.complete(Completion {
+        let completion = Completion {
             key: job.entry.key.clone(),
             recrawl: job.entry.recrawl,
             value: job.entry.value.clone(),
             record: settled.record,
-        })
-        .await
+        };
+        self.complete_with(completion, job.outbox.clone()).await
     }
 
     /// What this fetch saw, for the URL's record; counts the refresh.

@@ -89,8 +89,8 @@ pub struct CrashHost {
 pub struct Reroute {
     /// The partition id.
     pub id: u16,
-    /// Its new address.
-    pub to: Recipient<AdmitBatch>,
+    /// Its new address; `None`: another node owns it now.
+    pub to: Option<Recipient<AdmitBatch>>,
 }
 
 // ---------------------------------------------------------------- SeenSet
@@ -98,13 +98,25 @@ pub struct Reroute {
 pub use crate::frontier::Candidate;
 
 /// Offers candidates to the crawl. Replies once every admissible candidate
-/// is durably enqueued (or known as seen), so a page is completed only after
-/// its links are safe.
+/// of a partition this node holds is durably enqueued (or known as seen),
+/// and hands back those of partitions other nodes own, to be written to the
+/// outbox with the page's completion: so a page is completed only after its
+/// links are safe.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<Admission, Failure>")]
+#[rtype(result = "Result<Discovered, Failure>")]
 pub struct Discover {
     /// The candidates.
     pub candidates: Vec<Candidate>,
+}
+
+/// The answer to a [`Discover`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovered {
+    /// The counts.
+    pub admission: Admission,
+    /// Candidates of partitions this node does not hold, by partition (on
+    /// a single node: none).
+    pub remote: Vec<crate::store::OutboxBatch>,
 }
 
 /// What became of a [`Discover`]'s candidates.
@@ -116,6 +128,8 @@ pub struct Admission {
     pub seen: usize,
     /// Rejected by normalisation or filters.
     pub filtered: usize,
+    /// For partitions other nodes own (handed back in [`Discovered`]).
+    pub forwarded: usize,
 }
 
 // ---------------------------------------------------------- PartitionActor
@@ -142,6 +156,9 @@ pub struct Complete {
     pub completion: Completion,
     /// The host's schedule after the fetch.
     pub schedule: Schedule,
+    /// Links the page found for partitions other nodes own: written to
+    /// the outbox in the completion's batch.
+    pub outbox: Vec<crate::store::OutboxBatch>,
 }
 
 /// A host has nothing to do (`due_ms` is `None`) or nothing it may do

@@ -169,7 +169,10 @@ impl Node {
                 })
             })
             .collect();
-        let recipients = partitions.iter().map(|p| p.clone().recipient()).collect();
+        let recipients = partitions
+            .iter()
+            .map(|p| Some(p.clone().recipient()))
+            .collect();
         seen_ctx.run(SeenSet::new(&config, scope, recipients, metrics.clone()));
         Ok(Node {
             data_dir,
@@ -221,7 +224,7 @@ impl Node {
             });
             self.seen.do_send(Reroute {
                 id: id as u16,
-                to: addr.clone().recipient(),
+                to: Some(addr.clone().recipient()),
             });
             self.partitions[id] = addr;
             self.partition_restarts += 1;
@@ -293,8 +296,17 @@ impl Handler<Seed> for Node {
         let unparsed = offered - candidates.len();
         let send = self.seen.send(Discover { candidates });
         Box::pin(async move {
-            let mut admission = send.await??;
+            let discovered = send.await??;
+            let mut admission = discovered.admission;
             admission.filtered += unparsed;
+            if !discovered.remote.is_empty() {
+                // Only a cluster node holds part of the partitions, and
+                // its seeds go to their owners through the bridge.
+                return Err(Failure::Mailbox(format!(
+                    "{} seeds belong to partitions this node does not hold",
+                    admission.forwarded
+                )));
+            }
             Ok(admission)
         })
     }

@@ -123,6 +123,8 @@ pub struct PartitionActor {
 #[derive(Default)]
 struct PendingCompletions {
     completions: Vec<Completion>,
+    /// Links for partitions other nodes own, found by those pages.
+    outbox: Vec<crate::store::OutboxBatch>,
     schedules: Vec<(String, Schedule)>,
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
     armed: bool,
@@ -496,7 +498,7 @@ impl PartitionActor {
             .collect();
         let result = self
             .store
-            .complete(&pending.completions, &schedules)
+            .complete_with_outbox(&pending.completions, &schedules, &pending.outbox)
             .map_err(|err| {
                 tracing::error!(partition = self.id, error = %err, "complete failed");
                 Failure::Store(err.to_string())
@@ -526,6 +528,7 @@ impl Handler<Complete> for PartitionActor {
     fn handle(&mut self, msg: Complete, ctx: &mut Self::Context) -> Self::Result {
         let (tx, rx) = oneshot::channel();
         self.pending.completions.push(msg.completion);
+        self.pending.outbox.extend(msg.outbox);
         self.pending.schedules.push((msg.host, msg.schedule));
         self.pending.waiters.push(tx);
         if self.pending.completions.len() >= COMPLETE_AT {

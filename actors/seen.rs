@@ -5,7 +5,9 @@
 //! batch is full) go to a partition as one sorted batch, so the store sees
 //! one multi-get and one write per batch instead of one random read per
 //! link (after IRLbot's DRUM). A `Discover` is answered only when all its
-//! candidates are durably admitted or known as seen.
+//! candidates are durably admitted or known as seen; candidates of a
+//! partition another node owns are handed back, by partition, for the
+//! page's completion to write to the outbox (`store/outbox.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,10 +15,10 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use super::messages::{Admission, AdmitBatch, Candidate, Discover, Failure, Reroute};
+use super::messages::{Admission, AdmitBatch, Candidate, Discover, Discovered, Failure, Reroute};
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::store::AdmitEntry;
+use crate::store::{AdmitEntry, OutboxBatch};
 use crate::url::{self as urls, Excluded, Fingerprint, Scope, UrlRules};
 
 /// A partition's batch is sent once it holds this many entries...
@@ -34,8 +36,9 @@ struct Pending {
 
 /// The SeenSet actor.
 pub struct SeenSet {
-    /// One recipient per partition, indexed by partition id.
-    partitions: Vec<Recipient<AdmitBatch>>,
+    /// One recipient per partition, indexed by partition id; `None` for a
+    /// partition another node owns.
+    partitions: Vec<Option<Recipient<AdmitBatch>>>,
     /// Candidates deeper than this are dropped (0 = no limit).
     max_depth: u32,
     /// The normal form.
@@ -55,7 +58,7 @@ impl SeenSet {
     pub fn new(
         config: &Config,
         scope: Scope,
-        partitions: Vec<Recipient<AdmitBatch>>,
+        partitions: Vec<Option<Recipient<AdmitBatch>>>,
         metrics: Arc<Metrics>,
     ) -> Self {
         let pending = partitions.iter().map(|_| Pending::default()).collect();
@@ -104,7 +107,15 @@ impl SeenSet {
         if batch.entries.is_empty() {
             return;
         }
-        let send = self.partitions[partition].send(AdmitBatch {
+        let Some(to) = &self.partitions[partition] else {
+            // Owned elsewhere since the entries were routed: they go back
+            // as failed, and their page is processed again.
+            for waiter in batch.waiters {
+                let _ = waiter.send(Err(Failure::Mailbox("partition moved".into())));
+            }
+            return;
+        };
+        let send = to.send(AdmitBatch {
             entries: batch.entries,
         });
         actix::spawn(async move {
@@ -144,12 +155,13 @@ impl Handler<Reroute> for SeenSet {
 }
 
 impl Handler<Discover> for SeenSet {
-    type Result = ResponseFuture<Result<Admission, Failure>>;
+    type Result = ResponseFuture<Result<Discovered, Failure>>;
 
     fn handle(&mut self, msg: Discover, ctx: &mut Self::Context) -> Self::Result {
         let offered = msg.candidates.len();
         let partitions = self.partitions.len() as u16;
         let mut mine: Vec<Vec<Fingerprint>> = vec![Vec::new(); self.pending.len()];
+        let mut remote: std::collections::BTreeMap<u16, Vec<AdmitEntry>> = Default::default();
         for candidate in msg.candidates {
             match self.entry(candidate) {
                 Ok(entry) => {
@@ -159,15 +171,24 @@ impl Handler<Discover> for SeenSet {
                             .with_label_values(&[Excluded::Extension.label()])
                             .inc();
                     }
-                    let p = urls::partition_of(&entry.host, partitions) as usize;
-                    mine[p].push(entry.fp);
-                    self.pending[p].entries.push(entry);
+                    let p = urls::partition_of(&entry.host, partitions);
+                    if self.partitions[usize::from(p)].is_none() {
+                        remote.entry(p).or_default().push(entry);
+                        continue;
+                    }
+                    mine[usize::from(p)].push(entry.fp);
+                    self.pending[usize::from(p)].entries.push(entry);
                 }
                 Err(reason) => self.metrics.urls_dropped.with_label_values(&[reason]).inc(),
             }
         }
-        let valid: usize = mine.iter().map(Vec::len).sum();
+        let forwarded: usize = remote.values().map(Vec::len).sum();
+        let valid: usize = mine.iter().map(Vec::len).sum::<usize>() + forwarded;
         let filtered = offered - valid;
+        let remote: Vec<OutboxBatch> = remote
+            .into_iter()
+            .map(|(partition, entries)| OutboxBatch { partition, entries })
+            .collect();
         self.metrics
             .urls
             .with_label_values(&["filtered"])
@@ -192,6 +213,7 @@ impl Handler<Discover> for SeenSet {
         Box::pin(async move {
             let mut admission = Admission {
                 filtered,
+                forwarded,
                 ..Admission::default()
             };
             for (fps, rx) in replies {
@@ -214,7 +236,86 @@ impl Handler<Discover> for SeenSet {
                 .urls
                 .with_label_values(&["seen"])
                 .inc_by(admission.seen as u64);
-            Ok(admission)
+            Ok(Discovered { admission, remote })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontier::{EntryKind, Priority};
+
+    /// A partition that admits everything it is offered.
+    struct Admits;
+
+    impl Actor for Admits {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<AdmitBatch> for Admits {
+        type Result = Result<Vec<Fingerprint>, Failure>;
+
+        fn handle(&mut self, msg: AdmitBatch, _: &mut Self::Context) -> Self::Result {
+            let mut fps: Vec<_> = msg.entries.iter().map(|e| e.fp).collect();
+            fps.sort();
+            Ok(fps)
+        }
+    }
+
+    fn candidate(url: &str) -> Candidate {
+        Candidate {
+            url: url::Url::parse(url).unwrap(),
+            depth: 1,
+            priority: Priority::NORMAL,
+            kind: EntryKind::Page,
+            referrer: None,
+            lastmod_ms: None,
+        }
+    }
+
+    #[test]
+    fn candidates_of_partitions_held_elsewhere_are_handed_back_by_partition() {
+        // Hosts of partition 0 and of partition 1 (of two).
+        let hosts: Vec<String> = (0..40).map(|i| format!("h{i}.test")).collect();
+        let of = |p: u16| {
+            hosts
+                .iter()
+                .filter(|h| urls::partition_of(h, 2) == p)
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (local, remote) = (of(0), of(1));
+        let offered: Vec<Candidate> = local
+            .iter()
+            .chain(&remote)
+            .map(|h| candidate(&format!("http://{h}/")))
+            .chain([candidate("ftp://bad.test/")])
+            .collect();
+        let discovered = actix_rt::System::new().block_on(async move {
+            let config = Config::defaults();
+            let scope = Scope::new(&config.scope, &config.traps, 2026).unwrap();
+            let partition = Admits.start().recipient();
+            let seen = SeenSet::new(
+                &config,
+                scope,
+                vec![Some(partition), None],
+                Arc::new(Metrics::new()),
+            )
+            .start();
+            let candidates = offered;
+            seen.send(Discover { candidates }).await.unwrap().unwrap()
+        });
+        let a = discovered.admission;
+        assert_eq!((a.admitted, a.forwarded, a.filtered), (3, 3, 1), "{a:?}");
+        assert_eq!(discovered.remote.len(), 1);
+        assert_eq!(discovered.remote[0].partition, 1);
+        let forwarded: Vec<_> = discovered.remote[0]
+            .entries
+            .iter()
+            .map(|e| e.host.clone())
+            .collect();
+        assert_eq!(forwarded, remote, "normalised and ready for admission");
     }
 }

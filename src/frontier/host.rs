@@ -214,6 +214,9 @@ pub struct Job {
     pub archived: Option<crate::archive::Archived>,
     /// Its links admitted on an earlier run.
     pub admitted: bool,
+    /// Its links for partitions other nodes own, handed back by that
+    /// admission: written to the outbox with the completion.
+    pub outbox: Vec<crate::store::OutboxBatch>,
     /// Its `removed` event written on an earlier run.
     pub removal_noted: bool,
     /// When the URL is due again, once the task settled its record (for
@@ -1128,6 +1131,7 @@ impl HostMachine {
                             response: Arc::new(response),
                             archived: None,
                             admitted: false,
+                            outbox: Vec::new(),
                             removal_noted: false,
                             next_due_ms: None,
                         })),
