@@ -48,7 +48,7 @@ impl ArchiveActor {
     ) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
         let warc = WarcWriter::new(WarcSettings {
             dir: config.data_path(&config.warc.dir),
-            prefix: config.warc.prefix.clone(),
+            prefix: config.warc_prefix(),
             max_file_bytes: config.warc.max_file_bytes,
             compression_level: config.warc.compression_level,
             info: vec![
@@ -63,8 +63,8 @@ impl ArchiveActor {
                 ("http-header-user-agent".into(), config.crawl.user_agent.clone()),
             ],
         })?;
-        let events = EventWriter::open(&config.data_path(&config.events.path))?;
-        let dedup = DedupIndex::open(&config.data_path(&config.dedup.dir))?;
+        let events = EventWriter::open(&config.events_file())?;
+        let dedup = DedupIndex::open(&config.dedup_dir())?;
         let settings = config.dedup.clone();
         let change_distance = config.recrawl.change_distance;
         // SyncArbiter wants a factory; the writers exist once, so the single

@@ -572,6 +572,42 @@ impl Config {
         }
     }
 
+    /// The node id of a cluster node, `None` on a single node.
+    pub fn node_id(&self) -> Option<&str> {
+        self.cluster.enabled.then_some(self.cluster.node_id.as_str())
+    }
+
+    /// The events file this node writes: on a cluster node, one of its
+    /// own (`events-<node>.jsonl` for `events.jsonl`), since the data
+    /// directory is shared and nothing but the partition stores may be.
+    pub fn events_file(&self) -> PathBuf {
+        let path = self.data_path(&self.events.path);
+        match self.node_id() {
+            Some(node) => with_node(&path, node),
+            None => path,
+        }
+    }
+
+    /// The prefix of this node's WARC files (`<prefix>-<node>` on a
+    /// cluster node).
+    pub fn warc_prefix(&self) -> String {
+        match self.node_id() {
+            Some(node) => format!("{}-{node}", self.warc.prefix),
+            None => self.warc.prefix.clone(),
+        }
+    }
+
+    /// This node's content-dedup index (one per node on a cluster for
+    /// now: exact dedup is per node until digests are routed to an owning
+    /// partition).
+    pub fn dedup_dir(&self) -> PathBuf {
+        let path = self.data_path(&self.dedup.dir);
+        match self.node_id() {
+            Some(node) => with_node(&path, node),
+            None => path,
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
         if self.politeness.max_in_flight_per_host == 0 {
@@ -669,6 +705,17 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `path` with `-<node>` after its file stem (`events.jsonl` →
+/// `events-n1.jsonl`).
+fn with_node(path: &Path, node: &str) -> PathBuf {
+    let stem = path.file_stem().map_or_else(Default::default, |s| s.to_string_lossy());
+    let name = match path.extension() {
+        Some(ext) => format!("{stem}-{node}.{}", ext.to_string_lossy()),
+        None => format!("{stem}-{node}"),
+    };
+    path.with_file_name(name)
 }
 
 fn parse_table(origin: &str, text: &str) -> Result<toml::Table, ConfigError> {
@@ -775,7 +822,15 @@ mod tests {
                 ("change".into(), format!("[cluster]\n{extra}\n")),
             ])
         };
-        node("peers = [\"127.0.0.2:7946\", \"node2.local:7946\"]").unwrap();
+        let ok = node("peers = [\"127.0.0.2:7946\", \"node2.local:7946\"]").unwrap();
+        // Its own files beside the other nodes' in the shared directory.
+        let data = &ok.storage.data_dir;
+        assert_eq!(ok.events_file(), data.join("events-n1.jsonl"));
+        assert_eq!(ok.dedup_dir(), data.join("dedup-n1"));
+        assert_eq!(ok.warc_prefix(), "trawl-n1");
+        let single = Config::defaults();
+        assert_eq!(single.events_file(), single.storage.data_dir.join("events.jsonl"));
+        assert_eq!(single.warc_prefix(), "trawl");
         for (bad, key) in [
             ("node_id = \"\"", "cluster.node_id"),
             ("node_id = \"n 1\"", "cluster.node_id"),

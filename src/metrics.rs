@@ -80,7 +80,16 @@ pub struct Metrics {
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Self {
-        let registry = Registry::new();
+        Self::for_node(None)
+    }
+
+    /// Every metric, labelled `node="<id>"` on a cluster node (so the
+    /// nodes of one cluster can share dashboards).
+    pub fn for_node(node: Option<&str>) -> Self {
+        let labels = node.map(|id| {
+            std::collections::HashMap::from([("node".to_owned(), id.to_owned())])
+        });
+        let registry = Registry::new_custom(None, labels).expect("a valid node label");
         let counter_vec = |name: &str, help: &str, label: &str| {
             let m = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
             registry
@@ -285,5 +294,17 @@ mod tests {
         assert!(text.contains("trawl_fetch_duration_seconds_count 1"));
         assert!(text.contains("trawl_parse_cut_total{reason=\"depth\"} 1"));
         assert!(text.contains("# HELP trawl_frontier_size"));
+    }
+
+    #[test]
+    fn a_cluster_nodes_series_carry_its_id() {
+        let m = Metrics::for_node(Some("n1"));
+        m.count_status(200);
+        let text = m.render();
+        assert!(
+            text.contains("trawl_pages_total{class=\"2xx\",node=\"n1\"} 1"),
+            "{text}"
+        );
+        assert!(!Metrics::new().render().contains("node="));
     }
 }

@@ -89,7 +89,7 @@ fn crawl_until(
     done: impl Fn(&[RequestRecord], &[Event]) -> bool,
 ) -> (bool, NodeStatus) {
     let log = server.log().clone();
-    let events_path = config.data_path(&config.events.path);
+    let events_path = config.events_file();
     actix_rt::System::new().block_on(async move {
         let node = Node::start(config, metrics).expect("node starts");
         if !seeds.is_empty() {

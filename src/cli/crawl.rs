@@ -35,7 +35,7 @@ pub async fn crawl(
     until_idle: bool,
 ) -> anyhow::Result<CrawlOutcome> {
     let started = Instant::now();
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::for_node(config.node_id()));
     let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
     let admin = if config.admin.enabled {
         let server = trawl::admin::start(&config.admin.listen, node.clone(), metrics.clone())

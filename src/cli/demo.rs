@@ -128,7 +128,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let report = audit_with(&log, policy.max_in_flight_per_host, |host| {
         web.politeness_rule(host, policy.min_delay, policy.delay_factor)
     });
-    let events = events::read_all(&config.data_path(&config.events.path)).unwrap_or_default();
+    let events = events::read_all(&config.events_file()).unwrap_or_default();
     let event_urls: BTreeSet<&str> = events
         .iter()
         .filter(|e| e.kind == EventKind::Page)

@@ -128,7 +128,7 @@ pub fn assert_same_urls(fetched: &BTreeSet<String>, truth: &BTreeSet<String>) {
 
 /// Every event in the crawl's events file.
 pub fn events(config: &Config) -> Vec<Event> {
-    trawl::events::read_all(&config.data_path(&config.events.path)).unwrap()
+    trawl::events::read_all(&config.events_file()).unwrap()
 }
 
 /// Page events only.
