@@ -10,6 +10,7 @@
 //! - [`archive`]: the archive transaction (dedup verdict, records, event,
 //!   index update)
 //! - [`clock`]: time as a parameter (the injected clock)
+//! - [`cluster`]: nodes sharing a crawl: membership by gossip
 //! - [`error`]: failures that cross pipeline stages
 //! - [`config`]: typed configuration, defaults embedded from `config/trawl.toml`
 //! - [`validate`]: the config checks that need domain code
@@ -32,6 +33,7 @@
 pub mod admin;
 pub mod archive;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod dedup;
 pub mod error;
