@@ -20,7 +20,8 @@
 //!   host state machine ([`frontier::host`]), what a response means
 //!   ([`frontier::response`]), a URL's life ([`frontier::lifecycle`]) and
 //!   its refresh interval ([`frontier::recrawl`])
-//! - [`cluster`]: partition assignment and the bridge's wire protocol
+//! - [`cluster`]: membership by gossip, partition assignment and the
+//!   bridge's wire protocol
 //! - [`sitemap`]: sitemap parsing
 //! - [`store`]: the RocksDB partition store and its atomic admit
 //! - [`fetch`]: the HTTP client, resolver and limits

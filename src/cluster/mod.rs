@@ -3,6 +3,7 @@
 //! is plain code, tested on its own: nothing in a crawl uses it yet, and a
 //! trawl node still crawls every partition of its data directory.)
 //!
+//! - [`membership`]: gossip membership and failure detection (chitchat);
 //! - [`assign`]: rendezvous hashing of partitions over the live members;
 //! - [`wire`]: the bridge's frames, messages and handshake.
 //!
@@ -12,4 +13,5 @@
 //! once, whatever gossip says.
 
 pub mod assign;
+pub mod membership;
 pub mod wire;
