@@ -574,7 +574,9 @@ impl Config {
 
     /// The node id of a cluster node, `None` on a single node.
     pub fn node_id(&self) -> Option<&str> {
-        self.cluster.enabled.then_some(self.cluster.node_id.as_str())
+        self.cluster
+            .enabled
+            .then_some(self.cluster.node_id.as_str())
     }
 
     /// The events file this node writes: on a cluster node, one of its
@@ -710,7 +712,9 @@ impl Config {
 /// `path` with `-<node>` after its file stem (`events.jsonl` →
 /// `events-n1.jsonl`).
 fn with_node(path: &Path, node: &str) -> PathBuf {
-    let stem = path.file_stem().map_or_else(Default::default, |s| s.to_string_lossy());
+    let stem = path
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_string_lossy());
     let name = match path.extension() {
         Some(ext) => format!("{stem}-{node}.{}", ext.to_string_lossy()),
         None => format!("{stem}-{node}"),
@@ -829,7 +833,10 @@ mod tests {
         assert_eq!(ok.dedup_dir(), data.join("dedup-n1"));
         assert_eq!(ok.warc_prefix(), "trawl-n1");
         let single = Config::defaults();
-        assert_eq!(single.events_file(), single.storage.data_dir.join("events.jsonl"));
+        assert_eq!(
+            single.events_file(),
+            single.storage.data_dir.join("events.jsonl")
+        );
         assert_eq!(single.warc_prefix(), "trawl");
         for (bad, key) in [
             ("node_id = \"\"", "cluster.node_id"),

@@ -86,9 +86,8 @@ impl Metrics {
     /// Every metric, labelled `node="<id>"` on a cluster node (so the
     /// nodes of one cluster can share dashboards).
     pub fn for_node(node: Option<&str>) -> Self {
-        let labels = node.map(|id| {
-            std::collections::HashMap::from([("node".to_owned(), id.to_owned())])
-        });
+        let labels =
+            node.map(|id| std::collections::HashMap::from([("node".to_owned(), id.to_owned())]));
         let registry = Registry::new_custom(None, labels).expect("a valid node label");
         let counter_vec = |name: &str, help: &str, label: &str| {
             let m = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
