@@ -1121,18 +1121,11 @@ impl LinkIo<'_> {
         let mut deadline = Instant::now() + setup.silence;
         loop {
             tokio::select! {
-                Some((seq, result, permit)) = answers.next() => match result {
-                    Ok(()) => {
-                        self.progress.set(true);
-                        if acks.send((seq, permit)).is_err() {
-                            return Closed::Stopping;
-                        }
+                Some(answer) = answers.next() => {
+                    if let Err(closed) = self.on_answer(answer, &acks) {
+                        return closed;
                     }
-                    Err(failure) => {
-                        self.count_batch("rejected");
-                        return Closed::Rejected(failure);
-                    }
-                },
+                }
                 permit = places.clone().acquire_owned(), if place.is_none() => {
                     let Ok(permit) = permit else { return Closed::Stopping };
                     place = Some(permit);
@@ -1144,28 +1137,68 @@ impl LinkIo<'_> {
                     if let Some(Ok(frame)) = &item {
                         self.count_bytes("in", frame.len());
                     }
-                    match message(item) {
+                    match message(item).and_then(|msg| self.on_message(msg, &mut place)) {
+                        Ok(Some(admission)) => answers.push(admission),
+                        Ok(None) => {}
                         Err(closed) => return closed,
-                        Ok(WireMessage::Admit { seq, partition, entries }) => {
-                            self.count_batch("received");
-                            let Some(permit) = place.take() else { return Closed::Stopping };
-                            let request = setup.inbound.send(RemoteAdmit {
-                                from: self.peer.to_owned(),
-                                partition,
-                                entries,
-                            });
-                            answers.push(admit(request, seq, permit));
-                        }
-                        Ok(WireMessage::Ack { seq }) => {
-                            self.progress.set(true);
-                            setup.bridge.do_send(Acked { peer: self.peer.to_owned(), seq });
-                        }
-                        Ok(WireMessage::Heartbeat) => {}
-                        Ok(WireMessage::Refuse { reason }) => return Closed::RefusedByPeer(reason),
-                        Ok(WireMessage::Hello { .. }) => return Closed::Unexpected("hello"),
                     }
                 }
                 _ = sleep_until(deadline), if place.is_some() => return Closed::Silent(setup.silence),
+            }
+        }
+    }
+
+    /// Acts on one message from the peer: a batch is handed to the inbound
+    /// recipient, taking the reader's `place`; an ack goes to the actor.
+    fn on_message(
+        &self,
+        msg: WireMessage,
+        place: &mut Option<OwnedSemaphorePermit>,
+    ) -> Result<Option<impl Future<Output = Answer>>, Closed> {
+        match msg {
+            WireMessage::Admit {
+                seq,
+                partition,
+                entries,
+            } => {
+                self.count_batch("received");
+                let permit = place.take().ok_or(Closed::Stopping)?;
+                let request = self.setup.inbound.send(RemoteAdmit {
+                    from: self.peer.to_owned(),
+                    partition,
+                    entries,
+                });
+                Ok(Some(admit(request, seq, permit)))
+            }
+            WireMessage::Ack { seq } => {
+                self.progress.set(true);
+                self.setup.bridge.do_send(Acked {
+                    peer: self.peer.to_owned(),
+                    seq,
+                });
+                Ok(None)
+            }
+            WireMessage::Heartbeat => Ok(None),
+            WireMessage::Refuse { reason } => Err(Closed::RefusedByPeer(reason)),
+            WireMessage::Hello { .. } => Err(Closed::Unexpected("hello")),
+        }
+    }
+
+    /// A batch from the peer was admitted (its ack goes to the writer) or
+    /// not (the connection closes: see the module doc).
+    fn on_answer(
+        &self,
+        (seq, result, place): Answer,
+        acks: &mpsc::UnboundedSender<AckPlace>,
+    ) -> Result<(), Closed> {
+        match result {
+            Ok(()) => {
+                self.progress.set(true);
+                acks.send((seq, place)).map_err(|_| Closed::Stopping)
+            }
+            Err(failure) => {
+                self.count_batch("rejected");
+                Err(Closed::Rejected(failure))
             }
         }
     }
