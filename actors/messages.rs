@@ -9,6 +9,14 @@
 //! HostActor ─Complete─▶ PartitionActor        (the URL is done, durably)
 //! ```
 //!
+//! Between nodes of a cluster, the Bridge carries batches of URLs for
+//! partitions another node owns:
+//!
+//! ```text
+//! (outbox) ─SendBatch─▶ Bridge ═Admit/Ack (TCP)═ Bridge ─RemoteAdmit─▶ (owner's admission)
+//! (membership) ─SetPeers─▶ Bridge
+//! ```
+//!
 //! Actors hold `Recipient`s of these messages, never each other's types;
 //! `node.rs` wires them. Messages private to one actor (timers, ticks) live
 //! in that actor's file.
@@ -18,6 +26,7 @@ use bytes::Bytes;
 use serde::Serialize;
 use url::Url;
 
+use crate::cluster::wire::WireEntry;
 use crate::fetch::{FetchError, FetchResponse};
 use crate::parse::ParsedPage;
 use crate::politeness::Schedule;
@@ -337,3 +346,82 @@ pub struct GetArchiveSnapshot;
 
 /// Observable state of the archive.
 pub type ArchiveSnapshot = crate::archive::ArchiveCounts;
+
+// ------------------------------------------------------------------ Bridge
+
+/// The cluster's other members and their bridge addresses, sent to the
+/// Bridge on every membership change (the whole list, not a delta; this
+/// node's own id, if present, is ignored). A peer that leaves is
+/// disconnected and its batches not yet acked fail with
+/// [`Failure::Peer`], to be routed again.
+#[derive(Debug, Clone, Default, Message)]
+#[rtype(result = "()")]
+pub struct SetPeers {
+    /// Node id → the address its bridge listens on.
+    pub peers: std::collections::BTreeMap<String, std::net::SocketAddr>,
+}
+
+/// Sends URLs of `partition`, which `peer` owns, to that node. Resolves
+/// `Ok` only once the peer acknowledged them as durably admitted (then the
+/// sender may forget them); waits while the peer's window of unacked
+/// batches is full. `Err(Failure::Peer)` if `peer` is not a member (or
+/// leaves before acking) or the batch does not fit a frame;
+/// `Err(Failure::Mailbox)` if the bridge stopped. Either way the sender
+/// still holds the batch, and may send it again: admission is idempotent.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct SendBatch {
+    /// The node id of the owner.
+    pub peer: String,
+    /// The partition the entries belong to.
+    pub partition: u16,
+    /// The entries.
+    pub entries: Vec<WireEntry>,
+}
+
+/// URLs another node sent for `partition`, which this node owns. `Ok` means
+/// they are durably admitted (the bridge acks them to the sender); on
+/// `Err` the bridge closes the connection and the sender sends them again
+/// after it reconnects, so `Err` is for failures that may pass (a store
+/// write, a restarting partition).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct RemoteAdmit {
+    /// The sending node's id (from its hello; it may not be a member yet
+    /// as far as this node knows).
+    pub from: String,
+    /// The partition.
+    pub partition: u16,
+    /// The entries.
+    pub entries: Vec<WireEntry>,
+}
+
+/// Asks the Bridge for its [`BridgeStatus`].
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "BridgeStatus")]
+pub struct GetBridgeStatus;
+
+/// Observable state of the Bridge.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BridgeStatus {
+    /// Peers, by node id: members, and nodes connected to us that are not
+    /// members (yet).
+    pub peers: Vec<PeerStatus>,
+}
+
+/// One peer of the Bridge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeerStatus {
+    /// Its node id.
+    pub node: String,
+    /// Its bridge address, if it is a member.
+    pub addr: Option<std::net::SocketAddr>,
+    /// This node dials it (the smaller id dials).
+    pub dials: bool,
+    /// A connection is up (handshake done).
+    pub connected: bool,
+    /// Batches sent (or to be sent on the next connection), not acked.
+    pub unacked: usize,
+    /// Batches waiting for room in the window.
+    pub waiting: usize,
+}

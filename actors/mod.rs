@@ -5,6 +5,7 @@
 //! [`node`] knows the concrete types it wires together.
 
 pub mod archive;
+pub mod bridge;
 pub mod fetcher;
 pub mod host;
 pub mod messages;

@@ -676,13 +676,7 @@ impl Config {
             return Ok(());
         }
         let invalid = |msg: String| Err(ConfigError::Invalid(msg));
-        let id_ok = |id: &str| {
-            (1..=64).contains(&id.len())
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        };
-        if !id_ok(&c.node_id) {
+        if !crate::cluster::valid_node_id(&c.node_id) {
             return invalid(format!(
                 "cluster.node_id {:?}: 1 to 64 letters, digits, '-' or '_'",
                 c.node_id

@@ -20,6 +20,11 @@ pub enum Failure {
     /// condition (usually shutdown), not anything the host did.
     #[error("mailbox: {0}")]
     Mailbox(String),
+    /// A peer node could not take the work: it is not (or no longer) a
+    /// member, or the work cannot be sent to it. The work stays with the
+    /// sender, to be routed again.
+    #[error("peer: {0}")]
+    Peer(String),
 }
 
 impl Failure {
@@ -29,6 +34,7 @@ impl Failure {
             Failure::Store(_) => "store",
             Failure::Archive(_) => "archive",
             Failure::Mailbox(_) => "mailbox",
+            Failure::Peer(_) => "peer",
         }
     }
 }

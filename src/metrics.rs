@@ -75,6 +75,33 @@ pub struct Metrics {
     /// Scheduled refreshes due, by horizon (`now`, `hour`, `day`; each
     /// includes the earlier ones).
     pub refresh_due: IntGaugeVec,
+    /// Bridge batches by peer (a member's node id, or `unknown` for a node
+    /// not yet a member) and outcome: `sent`, `resent` (after a
+    /// reconnect), `acked`, `failed` (the peer left before acking) on the
+    /// sending side; `received`, `rejected` (admission failed, not acked)
+    /// on the receiving side.
+    pub bridge_batches: IntCounterVec,
+    /// Bridge frame bytes (length prefix included) by peer and direction
+    /// (`in`, `out`), on connections past their handshake.
+    pub bridge_bytes: IntCounterVec,
+    /// Bridge connections established (handshake done), by peer: more
+    /// than one means it reconnected.
+    pub bridge_connections: IntCounterVec,
+    /// Bridge connections cut off for what the other side sent or said,
+    /// by reason: handshake refusals (`not_hello`, `wrong_cluster`,
+    /// `old_protocol`, `same_node`, `wrong_node`, `wrong_direction`,
+    /// `refused_by_peer`, `bad_node_id`), protocol violations
+    /// (`malformed`, `too_large`, `unexpected`), and accepted connections
+    /// closed at once while too many are in their handshake (`busy`).
+    pub bridge_refusals: IntCounterVec,
+    /// Bridge connections lost otherwise, by reason: `eof`, `io`,
+    /// `silent` (nothing came for three heartbeats), `stalled` (the peer
+    /// took no bytes as long), `rejected` (a batch from the peer was not
+    /// admitted), `connect` (a dial failed), `replaced` (by a newer
+    /// connection of the same peer), `left` (the peer left the cluster).
+    pub bridge_disconnects: IntCounterVec,
+    /// Bridge batches sent to a peer and not yet acked.
+    pub bridge_unacked: IntGaugeVec,
 }
 
 impl Metrics {
@@ -105,6 +132,13 @@ impl Metrics {
         };
         let gauge = |name: &str, help: &str| {
             let m = IntGauge::new(name, help).expect("valid metric");
+            registry
+                .register(Box::new(m.clone()))
+                .expect("unique metric");
+            m
+        };
+        let counter_vec2 = |name: &str, help: &str, labels: &[&str]| {
+            let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
             registry
                 .register(Box::new(m.clone()))
                 .expect("unique metric");
@@ -232,6 +266,45 @@ impl Metrics {
                         "Scheduled refreshes due now, within the hour and within the day (minute resolution).",
                     ),
                     &["within"],
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("unique metric");
+                m
+            },
+            bridge_batches: counter_vec2(
+                "trawl_bridge_batches_total",
+                "Batches of URLs over the cluster bridge, by peer node and outcome.",
+                &["peer", "outcome"],
+            ),
+            bridge_bytes: counter_vec2(
+                "trawl_bridge_bytes_total",
+                "Bridge frame bytes, by peer node and direction.",
+                &["peer", "direction"],
+            ),
+            bridge_connections: counter_vec(
+                "trawl_bridge_connections_total",
+                "Bridge connections established, by peer node.",
+                "peer",
+            ),
+            bridge_refusals: counter_vec(
+                "trawl_bridge_refusals_total",
+                "Bridge connections refused or cut off for what the other side sent, by reason.",
+                "reason",
+            ),
+            bridge_disconnects: counter_vec(
+                "trawl_bridge_disconnects_total",
+                "Bridge connections lost for other reasons, by reason.",
+                "reason",
+            ),
+            bridge_unacked: {
+                let m = IntGaugeVec::new(
+                    Opts::new(
+                        "trawl_bridge_unacked_batches",
+                        "Bridge batches sent to a peer node and not yet acked.",
+                    ),
+                    &["peer"],
                 )
                 .expect("valid metric");
                 registry

@@ -15,3 +15,12 @@
 pub mod assign;
 pub mod membership;
 pub mod wire;
+
+/// Whether `id` is a usable node id: 1 to 64 ASCII letters, digits, `-`
+/// or `_` (it names files, and labels metrics).
+pub fn valid_node_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
