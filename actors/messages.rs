@@ -396,6 +396,20 @@ pub struct RemoteAdmit {
     pub entries: Vec<WireEntry>,
 }
 
+/// The partitions this node should hold, from the cluster's assignment
+/// (sent by the ClusterActor on every membership change and once a
+/// second). The node opens those it does not hold yet (a store its
+/// previous owner still holds open is tried again next time) and releases
+/// the others. Replies with the partitions it holds now.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Vec<u16>")]
+pub struct Hold {
+    /// Every partition's owner.
+    pub assignment: std::sync::Arc<crate::cluster::assign::Assignment>,
+    /// This node's id.
+    pub node: String,
+}
+
 /// Asks the Bridge for its [`BridgeStatus`].
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "BridgeStatus")]

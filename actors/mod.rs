@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod bridge;
+pub mod cluster;
 pub mod fetcher;
 pub mod host;
 pub mod messages;

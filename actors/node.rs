@@ -19,22 +19,33 @@ use tokio::sync::oneshot;
 use url::Url;
 
 use super::archive::{ArchiveActor, ArchiveOpenError};
+use super::bridge::{BridgeActor, BridgeSettings};
+use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
     Admission, ArchiveSnapshot, Candidate, CloseArchive, Crash, CrashHost, Discover, Drain,
-    Failure, GetArchiveSnapshot, GetHost, GetPartitionSnapshot, HostSnapshot, PartitionSnapshot,
-    PipelineLinks, Reroute,
+    Failure, GetArchiveSnapshot, GetHost, GetPartitionSnapshot, Hold, HostSnapshot,
+    PartitionSnapshot, PipelineLinks, RemoteAdmit, Reroute, SendBatch,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
 use crate::clock::{Now, SharedClock, SystemClock};
+use crate::cluster::assign::Assignment;
+use crate::cluster::wire::WireEntry;
 use crate::config::Config;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::HostSettings;
 use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
-use crate::store::{Manifest, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError};
+use crate::store::{
+    Manifest, OutboxBatch, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError,
+};
+
+/// How often a cluster node sends what waits in its outboxes.
+const OUTBOX_POLL: Duration = Duration::from_millis(100);
+/// Outbox batches read per partition per pass.
+const OUTBOX_PAGE: usize = 64;
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
@@ -54,17 +65,35 @@ pub enum NodeError {
     /// The TLS trust store could not be built.
     #[error(transparent)]
     Tls(#[from] crate::fetch::tls::TlsSetupError),
+    /// The bridge could not start.
+    #[error(transparent)]
+    Bridge(#[from] super::bridge::BridgeError),
+    /// A `[cluster]` address does not parse.
+    #[error("cluster address {0:?}")]
+    Address(String),
     /// A scope rule does not compile.
     #[error(transparent)]
     Scope(#[from] crate::url::scope::ScopeError),
 }
 
+/// A partition this node holds: its actor, and its store (open: holding
+/// it is what owning the partition means).
+struct Held {
+    addr: Addr<PartitionActor>,
+    /// To restart the actor if it fails.
+    store: Arc<PartitionStore>,
+}
+
 /// The root actor.
 pub struct Node {
     data_dir: std::path::PathBuf,
-    partitions: Vec<Addr<PartitionActor>>,
-    /// Each partition's store, to restart a partition that failed.
-    stores: Vec<Arc<PartitionStore>>,
+    /// Every partition of the crawl, by id: `Some` if this node holds it
+    /// (on a single node, all of them).
+    partitions: Vec<Option<Held>>,
+    /// To open the partitions a cluster node comes to hold.
+    env: Arc<StoreEnv>,
+    /// On a cluster node: its links to the others.
+    cluster: Option<ClusterLinks>,
     /// What partitions are started with.
     setup: PartitionSetup,
     /// Partitions restarted after a failure.
@@ -84,6 +113,19 @@ pub struct Node {
     /// Last totals seen by the idle poll.
     last: Totals,
     shutting_down: bool,
+}
+
+/// A cluster node's links to the others.
+struct ClusterLinks {
+    node_id: String,
+    bridge: Addr<BridgeActor>,
+    controller: Addr<ClusterActor>,
+    /// Every partition's owner, as last assigned.
+    assignment: Arc<Assignment>,
+    /// Outbox batches on their way: (partition of the outbox, key).
+    sending: std::collections::HashSet<(u16, [u8; 10])>,
+    /// The controller's thread (gossip never waits behind the node's).
+    _arbiter: Arbiter,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -124,9 +166,14 @@ impl Node {
                 config.storage.partitions,
             ))
             .with_budgets((&config.budget).into());
-        let stores = (0..config.storage.partitions)
-            .map(|id| PartitionStore::open(&env, &data_dir, id).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
+        // A single node holds every partition; a cluster node those the
+        // assignment gives it, once it has joined.
+        let stores = match config.cluster.enabled {
+            false => (0..config.storage.partitions)
+                .map(|id| PartitionStore::open(&env, &data_dir, id).map(|s| Some(Arc::new(s))))
+                .collect::<Result<Vec<_>, _>>()?,
+            true => (0..config.storage.partitions).map(|_| None).collect(),
+        };
         let archive = ArchiveActor::start(&config, metrics.clone())?;
         let parser = ParserPool::start(&config.parse, config.fetch.max_body_bytes, metrics.clone());
         let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
@@ -157,27 +204,35 @@ impl Node {
             hold_until_ms: 0,
         };
         let restart_setup = setup.clone();
-        let partitions: Vec<Addr<PartitionActor>> = stores
-            .iter()
-            .cloned()
+        let partitions: Vec<Option<Held>> = stores
+            .into_iter()
             .enumerate()
             .map(|(id, store)| {
+                let store = store?;
                 let arbiter = &store_arbiters[id % store_arbiters.len()];
                 let setup = setup.clone();
-                PartitionActor::start_in_arbiter(&arbiter.handle(), move |_| {
-                    PartitionActor::new(id as u16, store, setup)
-                })
+                let actor_store = store.clone();
+                let addr = PartitionActor::start_in_arbiter(&arbiter.handle(), move |_| {
+                    PartitionActor::new(id as u16, actor_store, setup)
+                });
+                Some(Held { addr, store })
             })
             .collect();
         let recipients = partitions
             .iter()
-            .map(|p| Some(p.clone().recipient()))
+            .map(|p| p.as_ref().map(|h| h.addr.clone().recipient()))
             .collect();
         seen_ctx.run(SeenSet::new(&config, scope, recipients, metrics.clone()));
-        Ok(Node {
+        let node_ctx = Context::<Node>::new();
+        let cluster = match config.cluster.enabled {
+            true => Some(Self::join(&config, node_ctx.address(), metrics.clone())?),
+            false => None,
+        };
+        Ok(node_ctx.run(Node {
             data_dir,
             partitions,
-            stores,
+            env: Arc::new(env),
+            cluster,
             setup: restart_setup,
             partition_restarts: 0,
             seen: seen_addr,
@@ -191,8 +246,49 @@ impl Node {
             idle_waiters: Vec::new(),
             last: Totals::default(),
             shutting_down: false,
-        }
-        .start())
+        }))
+    }
+
+    /// Starts the bridge and the cluster controller of a cluster node.
+    fn join(
+        config: &Config,
+        node: Addr<Node>,
+        metrics: Arc<Metrics>,
+    ) -> Result<ClusterLinks, NodeError> {
+        let c = &config.cluster;
+        let addr = |a: &str| {
+            a.parse::<std::net::SocketAddr>()
+                .map_err(|_| NodeError::Address(a.to_owned()))
+        };
+        let settings = BridgeSettings::new(&c.cluster_id, &c.node_id, addr(&c.bridge)?);
+        let (bridge, bridge_addr) =
+            BridgeActor::start(settings, node.clone().recipient(), metrics)?;
+        let mut membership = crate::cluster::membership::MembershipConfig::new(
+            &c.cluster_id,
+            &c.node_id,
+            addr(&c.gossip)?,
+        );
+        membership.seeds = c.peers.clone();
+        membership.gossip_interval = c.gossip_interval;
+        let arbiter = Arbiter::new();
+        let controller = ClusterActor::start_on(
+            &arbiter.handle(),
+            ClusterSettings {
+                membership,
+                bridge_addr,
+                partitions: config.storage.partitions,
+            },
+            node.recipient(),
+            bridge.clone().recipient(),
+        );
+        Ok(ClusterLinks {
+            node_id: c.node_id.clone(),
+            bridge,
+            controller,
+            assignment: Arc::new(Assignment::compute(config.storage.partitions, &[])),
+            sending: Default::default(),
+            _arbiter: arbiter,
+        })
     }
 
     /// Restarts every partition whose actor is gone (it failed): over the
@@ -204,7 +300,10 @@ impl Node {
             return;
         }
         for id in 0..self.partitions.len() {
-            if self.partitions[id].connected() {
+            let Some(held) = &self.partitions[id] else {
+                continue;
+            };
+            if held.addr.connected() {
                 continue;
             }
             tracing::error!(partition = id, "partition actor failed; restarting it");
@@ -217,26 +316,37 @@ impl Node {
                 hold_until_ms: self.clock.now().unix_ms() + hold,
                 ..self.setup.clone()
             };
-            let store = self.stores[id].clone();
+            let store = held.store.clone();
+            let actor_store = store.clone();
             let arbiter = self.store_arbiters[id % self.store_arbiters.len()].handle();
             let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
-                PartitionActor::new(id as u16, store, setup)
+                PartitionActor::new(id as u16, actor_store, setup)
             });
             self.seen.do_send(Reroute {
                 id: id as u16,
                 to: Some(addr.clone().recipient()),
             });
-            self.partitions[id] = addr;
+            self.partitions[id] = Some(Held { addr, store });
             self.partition_restarts += 1;
         }
+    }
+
+    /// The partitions this node holds.
+    fn held(&self) -> impl Iterator<Item = &Held> {
+        self.partitions.iter().flatten()
+    }
+
+    /// The held partition of `host`, if this node holds it.
+    fn holder_of(&self, host: &str) -> Option<&Held> {
+        let p = crate::url::partition_of(host, self.partitions.len() as u16);
+        self.partitions.get(usize::from(p))?.as_ref()
     }
 
     fn poll_partitions(&mut self, ctx: &mut Context<Self>) {
         self.supervise_partitions();
         let asks: Vec<_> = self
-            .partitions
-            .iter()
-            .map(|p| p.send(GetPartitionSnapshot))
+            .held()
+            .map(|h| h.addr.send(GetPartitionSnapshot))
             .collect();
         let gather = futures_util::future::join_all(asks);
         ctx.spawn(gather.into_actor(self).map(|snaps, act, _| {
@@ -264,6 +374,194 @@ impl Actor for Node {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.run_interval(IDLE_POLL, |act, ctx| act.poll_partitions(ctx));
+        if self.cluster.is_some() {
+            ctx.run_interval(OUTBOX_POLL, |act, ctx| act.send_outboxes(ctx));
+        }
+    }
+}
+
+impl Node {
+    /// Opens partition `id`'s store and starts its actor: this node holds
+    /// it from now on. A store whose last run did not end cleanly was
+    /// held by a node that crashed (or was cut off): requests of its hosts
+    /// may still be on the wire, so none of them is contacted before that
+    /// request could have ended, and each owes its last delay again.
+    fn open_partition(&mut self, id: u16, node: &str) -> Result<(), StoreError> {
+        let store = Arc::new(PartitionStore::open(&self.env, &self.data_dir, id)?);
+        let crashed = store.begin_run(node)?;
+        let mut setup = self.setup.clone();
+        if crashed {
+            let mut settings = (*setup.settings).clone();
+            settings.crashed = true;
+            let hold = settings.request_timeout.as_millis() as u64;
+            setup.hold_until_ms = self.clock.now().unix_ms() + hold;
+            setup.settings = Arc::new(settings);
+            tracing::warn!(
+                partition = id,
+                "taking over a partition whose last owner did not stop cleanly"
+            );
+        }
+        let arbiter = self.store_arbiters[usize::from(id) % self.store_arbiters.len()].handle();
+        let actor_store = store.clone();
+        let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
+            PartitionActor::new(id, actor_store, setup)
+        });
+        self.seen.do_send(Reroute {
+            id,
+            to: Some(addr.clone().recipient()),
+        });
+        self.partitions[usize::from(id)] = Some(Held { addr, store });
+        Ok(())
+    }
+
+    /// Hands partition `id` back: no new links reach it, its hosts stop
+    /// dispatching and finish what is in flight, then (if they did) its
+    /// run is marked ended cleanly and its store closes with its actor,
+    /// freeing its lock for the next owner.
+    fn release_partition(&mut self, id: u16) {
+        let Some(held) = self.partitions[usize::from(id)].take() else {
+            return;
+        };
+        self.seen.do_send(Reroute { id, to: None });
+        let drain = held.addr.send(Drain {
+            timeout: self.shutdown_timeout,
+        });
+        actix::spawn(async move {
+            let clean = drain.await.unwrap_or(false);
+            if clean {
+                if let Err(err) = held.store.end_run() {
+                    tracing::error!(partition = id, error = %err, "cannot mark the partition's run ended");
+                }
+            }
+            held.addr.do_send(Crash);
+            tracing::info!(partition = id, clean, "partition handed back");
+        });
+    }
+
+    /// Sends what waits in the held partitions' outboxes to the owners of
+    /// its partitions (this node's own partitions included), and deletes
+    /// each batch once its owner admitted it.
+    fn send_outboxes(&mut self, ctx: &mut Context<Self>) {
+        let Some(cluster) = &self.cluster else {
+            return;
+        };
+        let mut sends = Vec::new();
+        for (id, held) in self.partitions.iter().enumerate() {
+            let Some(held) = held else { continue };
+            let page = match held.store.outbox_page(None, OUTBOX_PAGE) {
+                Ok(page) => page,
+                Err(err) => {
+                    tracing::error!(partition = id, error = %err, "cannot read the outbox");
+                    continue;
+                }
+            };
+            for pending in page {
+                let slot = (id as u16, pending.key);
+                if cluster.sending.contains(&slot) {
+                    continue;
+                }
+                let Some(send) = self.deliver(pending.batch) else {
+                    continue;
+                };
+                sends.push((slot, held.store.clone(), send));
+            }
+        }
+        for (slot, store, send) in sends {
+            if let Some(c) = &mut self.cluster {
+                c.sending.insert(slot);
+            }
+            ctx.spawn(send.into_actor(self).map(move |result, act, _| {
+                if result.is_ok() {
+                    if let Err(err) = store.outbox_done(&[slot.1]) {
+                        tracing::error!(error = %err, "cannot delete a delivered outbox batch");
+                    }
+                }
+                if let Some(c) = &mut act.cluster {
+                    c.sending.remove(&slot);
+                }
+            }));
+        }
+    }
+
+    /// Delivers `batch` to its partition's owner: admitted here if this
+    /// node holds it, sent through the bridge otherwise. `None` while the
+    /// partition has no owner (or is being opened here).
+    fn deliver(
+        &self,
+        batch: OutboxBatch,
+    ) -> Option<futures_util::future::BoxFuture<'static, Result<(), Failure>>> {
+        let cluster = self.cluster.as_ref()?;
+        let owner = cluster.assignment.owner(batch.partition)?;
+        if owner == cluster.node_id {
+            let held = self
+                .partitions
+                .get(usize::from(batch.partition))?
+                .as_ref()?;
+            let admit = held.addr.send(super::messages::AdmitBatch {
+                entries: batch.entries,
+            });
+            return Some(Box::pin(async move { admit.await?.map(drop) }));
+        }
+        let send = cluster.bridge.send(SendBatch {
+            peer: owner.to_owned(),
+            partition: batch.partition,
+            entries: batch.entries.iter().map(WireEntry::from).collect(),
+        });
+        Some(Box::pin(async move { send.await? }))
+    }
+}
+
+impl Handler<Hold> for Node {
+    type Result = MessageResult<Hold>;
+
+    fn handle(&mut self, msg: Hold, _: &mut Self::Context) -> Self::Result {
+        if self.shutting_down {
+            return MessageResult(self.held_ids());
+        }
+        for id in 0..self.partitions.len() as u16 {
+            let mine = msg.assignment.owner(id) == Some(msg.node.as_str());
+            let held = self.partitions[usize::from(id)].is_some();
+            match (mine, held) {
+                (true, false) => match self.open_partition(id, &msg.node) {
+                    Ok(()) => tracing::info!(partition = id, "partition taken"),
+                    // Its last owner still holds it: next reconcile.
+                    Err(StoreError::Locked { .. }) => {}
+                    Err(err) => {
+                        tracing::error!(partition = id, error = %err, "cannot open a partition")
+                    }
+                },
+                (false, true) => self.release_partition(id),
+                _ => {}
+            }
+        }
+        if let Some(c) = &mut self.cluster {
+            c.assignment = msg.assignment;
+        }
+        MessageResult(self.held_ids())
+    }
+}
+
+impl Node {
+    /// The partitions this node holds.
+    fn held_ids(&self) -> Vec<u16> {
+        (0..self.partitions.len() as u16)
+            .filter(|&id| self.partitions[usize::from(id)].is_some())
+            .collect()
+    }
+}
+
+impl Handler<RemoteAdmit> for Node {
+    type Result = ResponseFuture<Result<(), Failure>>;
+
+    fn handle(&mut self, msg: RemoteAdmit, _: &mut Self::Context) -> Self::Result {
+        let Some(Some(held)) = self.partitions.get(usize::from(msg.partition)) else {
+            let reason = format!("partition {} is not held here", msg.partition);
+            return Box::pin(async move { Err(Failure::Peer(reason)) });
+        };
+        let admit = held.addr.send(super::messages::AdmitBatch {
+            entries: msg.entries.into_iter().map(Into::into).collect(),
+        });
+        Box::pin(async move { admit.await?.map(drop) })
     }
 }
 
@@ -276,7 +574,7 @@ pub struct Seed {
 }
 
 impl Handler<Seed> for Node {
-    type Result = ResponseFuture<Result<Admission, Failure>>;
+    type Result = ResponseActFuture<Self, Result<Admission, Failure>>;
 
     fn handle(&mut self, msg: Seed, _: &mut Self::Context) -> Self::Result {
         let offered = msg.urls.len();
@@ -295,20 +593,33 @@ impl Handler<Seed> for Node {
             .collect();
         let unparsed = offered - candidates.len();
         let send = self.seen.send(Discover { candidates });
-        Box::pin(async move {
-            let discovered = send.await??;
-            let mut admission = discovered.admission;
-            admission.filtered += unparsed;
-            if !discovered.remote.is_empty() {
-                // Only a cluster node holds part of the partitions, and
-                // its seeds go to their owners through the bridge.
-                return Err(Failure::Mailbox(format!(
-                    "{} seeds belong to partitions this node does not hold",
-                    admission.forwarded
-                )));
+        let discovered = async move { send.await? };
+        Box::pin(discovered.into_actor(self).then(move |discovered, act, _| {
+            // Seeds of partitions held elsewhere (a cluster node) go to
+            // their owners at once: no page completion carries them.
+            let routed = discovered.and_then(|d| {
+                let mut admission = d.admission;
+                admission.filtered += unparsed;
+                let sends = d
+                    .remote
+                    .into_iter()
+                    .map(|batch| {
+                        act.deliver(batch).ok_or_else(|| {
+                            Failure::Peer("a seed's partition has no owner yet".into())
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((admission, sends))
+            });
+            async move {
+                let (admission, sends) = routed?;
+                for send in sends {
+                    send.await?;
+                }
+                Ok(admission)
             }
-            Ok(admission)
-        })
+            .into_actor(act)
+        }))
     }
 }
 
@@ -378,9 +689,8 @@ impl Handler<GetStatus> for Node {
 
     fn handle(&mut self, _: GetStatus, _: &mut Self::Context) -> Self::Result {
         let asks: Vec<_> = self
-            .partitions
-            .iter()
-            .map(|p| p.send(GetPartitionSnapshot))
+            .held()
+            .map(|h| h.addr.send(GetPartitionSnapshot))
             .collect();
         let archive = self.archive.send(GetArchiveSnapshot);
         let uptime = (self.clock.now().at - self.started.at).as_secs_f64();
@@ -426,6 +736,7 @@ impl Handler<Shutdown> for Node {
 
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
         self.shutting_down = true;
+        let cluster_node = self.cluster.is_some();
         tracing::info!(
             timeout_s = self.shutdown_timeout.as_secs_f64(),
             "draining: no new requests; waiting for requests in flight"
@@ -433,11 +744,24 @@ impl Handler<Shutdown> for Node {
         let drain = Drain {
             timeout: self.shutdown_timeout,
         };
-        let drains: Vec<_> = self.partitions.iter().map(|p| p.send(drain)).collect();
+        let drains: Vec<_> = self.held().map(|h| h.addr.send(drain)).collect();
+        let stores: Vec<Arc<PartitionStore>> = self.held().map(|h| h.store.clone()).collect();
+        let leave = self.cluster.as_ref().map(|c| c.controller.send(Leave));
         let archive = self.archive.clone();
         let done = async move {
+            if let Some(leave) = leave {
+                // Peers stop routing to us before we stop taking links.
+                let _ = leave.await;
+            }
             let drained = futures_util::future::join_all(drains).await;
             let complete = drained.into_iter().all(|d| d.unwrap_or(false));
+            if complete && cluster_node {
+                for store in &stores {
+                    if let Err(err) = store.end_run() {
+                        tracing::error!(error = %err, "cannot mark a partition's run ended");
+                    }
+                }
+            }
             archive
                 .send(CloseArchive)
                 .await?
@@ -479,8 +803,8 @@ impl Handler<CrashPartition> for Node {
     type Result = ();
 
     fn handle(&mut self, msg: CrashPartition, _: &mut Self::Context) {
-        if let Some(p) = self.partitions.get(usize::from(msg.id)) {
-            p.do_send(Crash);
+        if let Some(Some(held)) = self.partitions.get(usize::from(msg.id)) {
+            held.addr.do_send(Crash);
         }
     }
 }
@@ -498,8 +822,10 @@ impl Handler<CrashHostActor> for Node {
     type Result = ResponseFuture<bool>;
 
     fn handle(&mut self, msg: CrashHostActor, _: &mut Self::Context) -> Self::Result {
-        let p = crate::url::partition_of(&msg.host, self.partitions.len() as u16) as usize;
-        let ask = self.partitions[p].send(CrashHost { host: msg.host });
+        let Some(held) = self.holder_of(&msg.host) else {
+            return Box::pin(async { false });
+        };
+        let ask = held.addr.send(CrashHost { host: msg.host });
         Box::pin(async move { ask.await.unwrap_or(false) })
     }
 }
@@ -518,8 +844,12 @@ impl Handler<HostInfo> for Node {
 
     fn handle(&mut self, msg: HostInfo, _: &mut Self::Context) -> Self::Result {
         let host = msg.host.to_ascii_lowercase();
-        let p = crate::url::partition_of(&host, self.partitions.len() as u16) as usize;
-        let ask = self.partitions[p].send(GetHost { host });
+        let Some(held) = self.holder_of(&host) else {
+            return Box::pin(async {
+                Err(Failure::Peer("another node holds its partition".into()))
+            });
+        };
+        let ask = held.addr.send(GetHost { host });
         Box::pin(async move { ask.await? })
     }
 }

@@ -112,6 +112,10 @@ pub struct ClusterConfig {
     pub bridge: String,
     /// Gossip addresses of other nodes to join through.
     pub peers: Vec<String>,
+    /// How often gossip runs; a node silent for about eight of these is
+    /// considered dead.
+    #[serde(with = "humantime_serde")]
+    pub gossip_interval: Duration,
 }
 
 /// `[recrawl]`: when fetched URLs are fetched again (the scheduler is

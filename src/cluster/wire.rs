@@ -119,6 +119,50 @@ pub enum WireKind {
     },
 }
 
+impl From<&crate::store::AdmitEntry> for WireEntry {
+    fn from(e: &crate::store::AdmitEntry) -> Self {
+        use crate::frontier::EntryKind;
+        WireEntry {
+            fp: e.fp.0,
+            url: e.url.clone(),
+            host: e.host.clone(),
+            depth: e.depth,
+            priority: e.priority.level() as u8,
+            kind: match &e.kind {
+                EntryKind::Page => WireKind::Page,
+                EntryKind::Redirected { hops } => WireKind::Redirected { hops: *hops },
+                EntryKind::Sitemap { submitter } => WireKind::Sitemap {
+                    submitter: submitter.clone(),
+                },
+            },
+            queue: e.queue,
+            referrer: e.referrer.clone(),
+            lastmod_ms: e.lastmod_ms,
+        }
+    }
+}
+
+impl From<WireEntry> for crate::store::AdmitEntry {
+    fn from(w: WireEntry) -> Self {
+        use crate::frontier::{EntryKind, Priority};
+        crate::store::AdmitEntry {
+            fp: crate::url::Fingerprint(w.fp),
+            url: w.url,
+            host: w.host,
+            depth: w.depth,
+            priority: Priority::from_level(w.priority),
+            kind: match w.kind {
+                WireKind::Page => EntryKind::Page,
+                WireKind::Redirected { hops } => EntryKind::Redirected { hops },
+                WireKind::Sitemap { submitter } => EntryKind::Sitemap { submitter },
+            },
+            queue: w.queue,
+            referrer: w.referrer,
+            lastmod_ms: w.lastmod_ms,
+        }
+    }
+}
+
 /// A frame that is not a message of this protocol.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
@@ -282,6 +326,13 @@ mod tests {
             }
             assert_eq!(got, msgs, "chunks of {split}");
         }
+    }
+
+    #[test]
+    fn admission_entries_cross_the_wire_unchanged() {
+        let wire = entry(3);
+        let admit = crate::store::AdmitEntry::from(wire.clone());
+        assert_eq!(WireEntry::from(&admit), wire);
     }
 
     #[test]

@@ -1,0 +1,185 @@
+//! ClusterActor: this node's place in the cluster.
+//!
+//! Runs the gossip membership (`src/cluster/membership.rs`) on its own
+//! arbiter (gossip must never wait behind a blocked thread, or peers
+//! declare the node dead) and, on every membership change and once a
+//! second, reconciles: the assignment of partitions over the live members
+//! (`src/cluster/assign.rs`) goes to the node, which opens the partitions
+//! it should hold and releases the others ([`Hold`]); the bridge learns
+//! where every live member's bridge listens ([`SetPeers`]); and what the
+//! node holds is published. The periodic pass retries partitions whose
+//! store the previous owner still holds open: the store's lock, not
+//! gossip, says who owns a partition.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::messages::{Hold, SetPeers};
+use crate::cluster::assign::Assignment;
+use crate::cluster::membership::{Members, Membership, MembershipConfig, NodeInfo};
+
+/// How often the assignment is reconciled without a membership change.
+const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+
+/// What the ClusterActor needs to know.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// Gossip settings (cluster id, node id, address, seeds).
+    pub membership: MembershipConfig,
+    /// Where this node's bridge listens (published to peers).
+    pub bridge_addr: SocketAddr,
+    /// Partitions of the crawl.
+    pub partitions: u16,
+}
+
+/// The actor.
+pub struct ClusterActor {
+    settings: ClusterSettings,
+    node: Recipient<Hold>,
+    bridge: Recipient<SetPeers>,
+    membership: Option<Arc<Membership>>,
+    /// The partitions the node said it holds, as last published.
+    held: Vec<u16>,
+    /// A reconcile is under way (its answer not yet back).
+    reconciling: bool,
+}
+
+/// The membership changed.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Changed(Members);
+
+/// Leaves the cluster: announces it and stops gossip.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Leave;
+
+impl ClusterActor {
+    /// Starts the actor on its own arbiter.
+    pub fn start_on(
+        arbiter: &ArbiterHandle,
+        settings: ClusterSettings,
+        node: Recipient<Hold>,
+        bridge: Recipient<SetPeers>,
+    ) -> Addr<ClusterActor> {
+        ClusterActor::start_in_arbiter(arbiter, move |_| ClusterActor {
+            settings,
+            node,
+            bridge,
+            membership: None,
+            held: Vec::new(),
+            reconciling: false,
+        })
+    }
+
+    fn info(&self, ready: bool) -> NodeInfo {
+        NodeInfo {
+            bridge_addr: self.settings.bridge_addr,
+            partitions: self.held.clone(),
+            ready,
+        }
+    }
+
+    /// Sends the assignment for `members` to the node and the peers'
+    /// addresses to the bridge; publishes what the node then holds.
+    fn reconcile(&mut self, members: &Members, ctx: &mut Context<Self>) {
+        if self.reconciling {
+            return;
+        }
+        let mut live: Vec<String> = members.live_ids().into_iter().map(str::to_owned).collect();
+        live.sort();
+        let peers: BTreeMap<String, SocketAddr> = members
+            .as_slice()
+            .iter()
+            .filter(|m| m.live)
+            .filter_map(|m| Some((m.node_id.clone(), m.info.as_ref()?.bridge_addr)))
+            .collect();
+        self.bridge.do_send(SetPeers { peers });
+        let assignment = Arc::new(Assignment::compute(self.settings.partitions, &live));
+        let hold = self.node.send(Hold {
+            assignment,
+            node: self.settings.membership.node_id.clone(),
+        });
+        self.reconciling = true;
+        ctx.spawn(hold.into_actor(self).map(|held, act, _| {
+            act.reconciling = false;
+            if let Ok(held) = held {
+                if held != act.held {
+                    tracing::info!(partitions = held.len(), "holding partitions");
+                    act.held = held;
+                }
+                if let Some(m) = &act.membership {
+                    m.publish(act.info(true));
+                }
+            }
+        }));
+    }
+}
+
+impl Actor for ClusterActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        let config = self.settings.membership.clone();
+        let info = self.info(false);
+        let join = async move { Membership::start(config, info).await };
+        ctx.wait(join.into_actor(self).map(|joined, act, ctx| match joined {
+            Ok(membership) => {
+                let mut changes = membership.changes();
+                act.membership = Some(Arc::new(membership));
+                let me = ctx.address();
+                actix::spawn(async move {
+                    // Every change, as long as the actor lives.
+                    loop {
+                        let members = changes.borrow_and_update().clone();
+                        if me.send(Changed(members)).await.is_err() {
+                            return;
+                        }
+                        if changes.changed().await.is_err() {
+                            return;
+                        }
+                    }
+                });
+                ctx.run_interval(RECONCILE_EVERY, |act, ctx| {
+                    if let Some(m) = act.membership.clone() {
+                        act.reconcile(&m.snapshot(), ctx);
+                    }
+                });
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot join the cluster; this node holds no partition");
+                ctx.stop();
+            }
+        }));
+    }
+}
+
+impl Handler<Changed> for ClusterActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Changed, ctx: &mut Self::Context) {
+        self.reconcile(&msg.0, ctx);
+    }
+}
+
+impl Handler<Leave> for ClusterActor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, _: Leave, _: &mut Self::Context) -> Self::Result {
+        let membership = self.membership.take();
+        Box::pin(
+            async move {
+                if let Some(m) = membership.and_then(|m| Arc::try_unwrap(m).ok()) {
+                    if let Err(err) = m.shutdown().await {
+                        tracing::warn!(error = %err, "leaving the cluster");
+                    }
+                }
+            }
+            .into_actor(self),
+        )
+    }
+}

@@ -1,0 +1,153 @@
+//! Two cluster nodes in one process, on loopback, sharing one data
+//! directory: they split the partitions by gossip and rendezvous hashing
+//! (each holding the stores of its own), seeds given to one reach their
+//! owners through the bridge, links found on one node's pages for the
+//! other's partitions travel through the outbox and the bridge, and the
+//! union of what they fetch is the synthetic web's ground truth, each page
+//! once, politely.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{assert_same_urls, audit_log, page_requests, start_web};
+use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown};
+use trawl::config::Config;
+use trawl::metrics::Metrics;
+
+const PARTITIONS: u16 = 8;
+const MIN_DELAY_MS: u64 = 5;
+
+/// A free loopback port for UDP (gossip) and one for TCP (bridge).
+fn free_ports() -> (SocketAddr, SocketAddr) {
+    let udp = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let tcp = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    (udp, tcp)
+}
+
+fn node_config(
+    data: &Path,
+    id: &str,
+    gossip: SocketAddr,
+    bridge: SocketAddr,
+    peer: SocketAddr,
+) -> Config {
+    common::config_with(
+        data,
+        MIN_DELAY_MS,
+        PARTITIONS,
+        &format!(
+            "[cluster]\nenabled = true\ncluster_id = \"test\"\nnode_id = \"{id}\"\n\
+             gossip = \"{gossip}\"\nbridge = \"{bridge}\"\npeers = [\"{peer}\"]\n\
+             gossip_interval = \"100ms\"\n"
+        ),
+    )
+}
+
+fn held(status: &NodeStatus) -> BTreeSet<u16> {
+    status.partitions.iter().map(|p| p.id).collect()
+}
+
+#[test]
+fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
+    let (web, server) = start_web(12, 8, 21);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let (g1, b1) = free_ports();
+    let (g2, b2) = free_ports();
+    let c1 = node_config(data.path(), "n1", g1, b1, g2);
+    let c2 = node_config(data.path(), "n2", g2, b2, g1);
+    let seeds = web.seeds(port);
+    let truth = web.ground_truth(port);
+    let log = server.log().clone();
+    let (m1, m2) = (
+        Arc::new(Metrics::for_node(Some("n1"))),
+        Arc::new(Metrics::for_node(Some("n2"))),
+    );
+    let (node_m1, node_m2) = (m1.clone(), m2.clone());
+    let (split, reached) = actix_rt::System::new().block_on(async move {
+        let n1 = Node::start(c1, node_m1).expect("n1 starts");
+        let n2 = Node::start(c2, node_m2).expect("n2 starts");
+        // Wait for the split: every partition held, by exactly one node,
+        // and both holding some.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut split = None;
+        while Instant::now() < deadline {
+            let (s1, s2) = (
+                n1.send(GetStatus).await.unwrap(),
+                n2.send(GetStatus).await.unwrap(),
+            );
+            let (h1, h2) = (held(&s1), held(&s2));
+            if !h1.is_empty()
+                && !h2.is_empty()
+                && h1.is_disjoint(&h2)
+                && h1.len() + h2.len() == usize::from(PARTITIONS)
+            {
+                split = Some((h1, h2));
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(50)).await;
+        }
+        let Some(split) = split else {
+            n1.send(Shutdown).await.unwrap().ok();
+            n2.send(Shutdown).await.unwrap().ok();
+            return (None, false);
+        };
+        // Every seed to one node: the other's reach it by the bridge.
+        n1.send(Seed { urls: seeds })
+            .await
+            .unwrap()
+            .expect("seeds admitted");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut reached = false;
+        while Instant::now() < deadline {
+            let fetched: BTreeSet<String> =
+                page_requests(&log.records(), port).into_keys().collect();
+            if truth.is_subset(&fetched) {
+                reached = true;
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(100)).await;
+        }
+        n1.send(Shutdown).await.unwrap().expect("n1 stops");
+        n2.send(Shutdown).await.unwrap().expect("n2 stops");
+        (Some(split), reached)
+    });
+    let (h1, h2) = split.expect("the nodes split the partitions");
+    assert!(reached, "the cluster did not fetch the whole web");
+    let records = server.log().records();
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "fetched more than once: {twice:?}");
+    let report = audit_log(&web, &records, MIN_DELAY_MS);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // Links and seeds crossed the bridge both ways, and every batch the
+    // outboxes held was delivered and deleted.
+    let acked =
+        |m: &Metrics, peer: &str| m.bridge_batches.with_label_values(&[peer, "acked"]).get();
+    assert!(acked(&m1, "n2") > 0, "n1 sent nothing to n2");
+    assert!(acked(&m2, "n1") > 0, "n2 sent nothing to n1");
+    for p in 0..PARTITIONS {
+        let store = trawl::store::PartitionStore::open_read_only(data.path(), p).unwrap();
+        assert!(
+            store.outbox_page(None, 1).unwrap().is_empty(),
+            "partition {p}'s outbox"
+        );
+    }
+    // Each node wrote its own files.
+    let dir = data.path();
+    assert!(dir.join("events-n1.jsonl").exists() && dir.join("events-n2.jsonl").exists());
+    eprintln!("n1 held {h1:?}, n2 held {h2:?}");
+}
