@@ -18,9 +18,14 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::messages::{Hold, SetPeers};
+use super::messages::{ClusterIdle, Hold, LocalWork, SetPeers};
 use crate::cluster::assign::Assignment;
+use crate::cluster::idle::{IdleDetector, MemberWork};
 use crate::cluster::membership::{Members, Membership, MembershipConfig, NodeInfo};
+
+/// How many gossip rounds an all-idle view must hold unchanged before the
+/// cluster counts as idle (see `src/cluster/idle.rs`).
+const IDLE_SETTLE_ROUNDS: u32 = 6;
 
 /// How often the assignment is reconciled without a membership change.
 const RECONCILE_EVERY: Duration = Duration::from_secs(1);
@@ -40,6 +45,10 @@ pub struct ClusterSettings {
 pub struct ClusterActor {
     settings: ClusterSettings,
     node: Recipient<Hold>,
+    idle_to: Recipient<ClusterIdle>,
+    /// This node's work, as last reported by the node.
+    work: LocalWork,
+    idle: IdleDetector,
     bridge: Recipient<SetPeers>,
     membership: Option<Arc<Membership>>,
     /// The partitions the node said it holds, as last published.
@@ -64,11 +73,20 @@ impl ClusterActor {
         arbiter: &ArbiterHandle,
         settings: ClusterSettings,
         node: Recipient<Hold>,
+        idle_to: Recipient<ClusterIdle>,
         bridge: Recipient<SetPeers>,
     ) -> Addr<ClusterActor> {
+        let settle = settings.membership.gossip_interval * IDLE_SETTLE_ROUNDS;
+        let idle = IdleDetector::new(settings.partitions, settle);
         ClusterActor::start_in_arbiter(arbiter, move |_| ClusterActor {
             settings,
             node,
+            idle_to,
+            work: LocalWork {
+                idle: false,
+                activity: 0,
+            },
+            idle,
             bridge,
             membership: None,
             held: Vec::new(),
@@ -81,6 +99,40 @@ impl ClusterActor {
             bridge_addr: self.settings.bridge_addr,
             partitions: self.held.clone(),
             ready,
+            idle: self.work.idle,
+            activity: self.work.activity,
+        }
+    }
+
+    /// Tells the node when the live members' published work says the
+    /// whole cluster is idle.
+    fn check_idle(&mut self) {
+        let Some(m) = &self.membership else {
+            return;
+        };
+        let members = m.snapshot();
+        let live: Vec<MemberWork> = members
+            .as_slice()
+            .iter()
+            .filter(|m| m.live)
+            .map(|m| match &m.info {
+                Some(info) => MemberWork {
+                    node: m.node_id.clone(),
+                    idle: info.idle,
+                    activity: info.activity,
+                    partitions: info.partitions.clone(),
+                },
+                // Nothing readable published: busy, as far as we know.
+                None => MemberWork {
+                    node: m.node_id.clone(),
+                    idle: false,
+                    activity: 0,
+                    partitions: Vec::new(),
+                },
+            })
+            .collect();
+        if self.idle.observe(&live, std::time::Instant::now()) {
+            self.idle_to.do_send(ClusterIdle);
         }
     }
 
@@ -163,6 +215,21 @@ impl Handler<Changed> for ClusterActor {
 
     fn handle(&mut self, msg: Changed, ctx: &mut Self::Context) {
         self.reconcile(&msg.0, ctx);
+    }
+}
+
+impl Handler<LocalWork> for ClusterActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: LocalWork, _: &mut Self::Context) {
+        let changed = msg.idle != self.work.idle || msg.activity != self.work.activity;
+        self.work = msg;
+        if changed {
+            if let Some(m) = &self.membership {
+                m.publish(self.info(true));
+            }
+        }
+        self.check_idle();
     }
 }
 

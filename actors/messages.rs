@@ -410,6 +410,22 @@ pub struct Hold {
     pub node: String,
 }
 
+/// How much work this node has, for the cluster's idle detection (the
+/// node to its ClusterActor, every poll).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct LocalWork {
+    /// Nothing queued or due, in flight, or waiting in an outbox.
+    pub idle: bool,
+    /// Moves whenever the node completes work.
+    pub activity: u64,
+}
+
+/// The whole cluster is idle (the ClusterActor to its node).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct ClusterIdle;
+
 /// Asks the Bridge for its [`BridgeStatus`].
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "BridgeStatus")]

@@ -23,9 +23,9 @@ use super::bridge::{BridgeActor, BridgeSettings};
 use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveSnapshot, Candidate, CloseArchive, Crash, CrashHost, Discover, Drain,
-    Failure, GetArchiveSnapshot, GetHost, GetPartitionSnapshot, Hold, HostSnapshot,
-    PartitionSnapshot, PipelineLinks, RemoteAdmit, Reroute, SendBatch,
+    Admission, ArchiveSnapshot, Candidate, CloseArchive, ClusterIdle, Crash, CrashHost, Discover,
+    Drain, Failure, GetArchiveSnapshot, GetHost, GetPartitionSnapshot, Hold, HostSnapshot,
+    LocalWork, PartitionSnapshot, PipelineLinks, RemoteAdmit, Reroute, SendBatch,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
@@ -278,6 +278,7 @@ impl Node {
                 bridge_addr,
                 partitions: config.storage.partitions,
             },
+            node.clone().recipient(),
             node.recipient(),
             bridge.clone().recipient(),
         );
@@ -360,10 +361,19 @@ impl Node {
                 totals.active_hosts += snap.active_hosts;
             }
             act.last = totals;
-            if all_answered && totals.queued == 0 {
-                for waiter in act.idle_waiters.drain(..) {
-                    let _ = waiter.send(());
+            let idle = all_answered && totals.queued == 0;
+            match &act.cluster {
+                // A cluster node is idle when the cluster is (ClusterIdle).
+                Some(c) => c.controller.do_send(LocalWork {
+                    idle: idle && act.outboxes_empty(),
+                    activity: totals.completed,
+                }),
+                None if idle => {
+                    for waiter in act.idle_waiters.drain(..) {
+                        let _ = waiter.send(());
+                    }
                 }
+                None => {}
             }
         }));
     }
@@ -547,6 +557,27 @@ impl Node {
         (0..self.partitions.len() as u16)
             .filter(|&id| self.partitions[usize::from(id)].is_some())
             .collect()
+    }
+}
+
+impl Node {
+    /// Nothing waits in the held partitions' outboxes or on its way.
+    fn outboxes_empty(&self) -> bool {
+        let sending = self.cluster.as_ref().is_some_and(|c| !c.sending.is_empty());
+        !sending
+            && self
+                .held()
+                .all(|h| h.store.outbox_page(None, 1).is_ok_and(|p| p.is_empty()))
+    }
+}
+
+impl Handler<ClusterIdle> for Node {
+    type Result = ();
+
+    fn handle(&mut self, _: ClusterIdle, _: &mut Self::Context) {
+        for waiter in self.idle_waiters.drain(..) {
+            let _ = waiter.send(());
+        }
     }
 }
 

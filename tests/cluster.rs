@@ -4,7 +4,8 @@
 //! owners through the bridge, links found on one node's pages for the
 //! other's partitions travel through the outbox and the bridge, and the
 //! union of what they fetch is the synthetic web's ground truth, each page
-//! once, politely.
+//! once, politely; and both nodes tell, from gossip, when the whole cluster
+//! has run out of work.
 
 mod common;
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{assert_same_urls, audit_log, page_requests, start_web};
-use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown};
+use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::metrics::Metrics;
 
@@ -108,17 +109,13 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
             .await
             .unwrap()
             .expect("seeds admitted");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut reached = false;
-        while Instant::now() < deadline {
-            let fetched: BTreeSet<String> =
-                page_requests(&log.records(), port).into_keys().collect();
-            if truth.is_subset(&fetched) {
-                reached = true;
-                break;
-            }
-            actix_rt::time::sleep(Duration::from_millis(100)).await;
-        }
+        // Both learn, from gossip alone, that the cluster ran out of work.
+        let idle = futures_util::future::join(n1.send(WhenIdle), n2.send(WhenIdle));
+        let reached = tokio::time::timeout(Duration::from_secs(60), idle)
+            .await
+            .is_ok();
+        let fetched: BTreeSet<String> = page_requests(&log.records(), port).into_keys().collect();
+        let reached = reached && truth.is_subset(&fetched);
         n1.send(Shutdown).await.unwrap().expect("n1 stops");
         n2.send(Shutdown).await.unwrap().expect("n2 stops");
         (Some(split), reached)

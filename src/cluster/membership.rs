@@ -63,6 +63,10 @@ pub const KEY_BRIDGE_ADDR: &str = "bridge_addr";
 pub const KEY_PARTITIONS: &str = "partitions";
 /// Key of a node's readiness: `true` or `false`.
 pub const KEY_READY: &str = "ready";
+/// The key of [`NodeInfo::idle`] (`true` or `false`).
+pub const KEY_IDLE: &str = "idle";
+/// The key of [`NodeInfo::activity`] (a decimal counter).
+pub const KEY_ACTIVITY: &str = "activity";
 
 /// How many characters of a malformed value a log line shows: enough to
 /// recognise it, bounded whatever a peer sends.
@@ -86,15 +90,24 @@ pub struct NodeInfo {
     pub partitions: Vec<u16>,
     /// Whether the node is ready to take work.
     pub ready: bool,
+    /// Nothing queued, due, in flight or waiting in an outbox here.
+    pub idle: bool,
+    /// A counter that moves whenever the node does work (completions,
+    /// admissions): two snapshots with the same counters of every node,
+    /// all idle, taken far enough apart, mean the cluster is idle (see
+    /// `cluster::idle`).
+    pub activity: u64,
 }
 
 impl NodeInfo {
     /// The key-values that publish this info.
-    fn key_values(&self) -> [(&'static str, String); 3] {
+    fn key_values(&self) -> [(&'static str, String); 5] {
         [
             (KEY_BRIDGE_ADDR, self.bridge_addr.to_string()),
             (KEY_PARTITIONS, encode_partitions(&self.partitions)),
             (KEY_READY, self.ready.to_string()),
+            (KEY_IDLE, self.idle.to_string()),
+            (KEY_ACTIVITY, self.activity.to_string()),
         ]
     }
 
@@ -112,15 +125,23 @@ impl NodeInfo {
         let partitions = get(KEY_PARTITIONS)?;
         let partitions =
             decode_partitions(partitions).ok_or_else(|| malformed(KEY_PARTITIONS, partitions))?;
-        let ready = match get(KEY_READY)? {
-            "true" => true,
-            "false" => false,
-            other => return Err(malformed(KEY_READY, other)),
+        let flag = |key: &'static str| match get(key)? {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(malformed(key, other)),
         };
+        let ready = flag(KEY_READY)?;
+        let idle = flag(KEY_IDLE)?;
+        let activity = get(KEY_ACTIVITY)?;
+        let activity = activity
+            .parse()
+            .map_err(|_| malformed(KEY_ACTIVITY, activity))?;
         Ok(NodeInfo {
             bridge_addr,
             partitions,
             ready,
+            idle,
+            activity,
         })
     }
 }
@@ -779,6 +800,8 @@ mod tests {
             bridge_addr: SocketAddr::from(([127, 0, 0, 1], bridge_port)),
             partitions: partitions.to_vec(),
             ready,
+            idle: false,
+            activity: 0,
         }
     }
 

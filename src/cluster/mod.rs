@@ -5,6 +5,7 @@
 //!
 //! - [`membership`]: gossip membership and failure detection (chitchat);
 //! - [`assign`]: rendezvous hashing of partitions over the live members;
+//! - [`idle`]: when the whole cluster has run out of work;
 //! - [`wire`]: the bridge's frames, messages and handshake.
 //!
 //! The rule the rest builds on: membership and assignment are advice; a
@@ -13,6 +14,7 @@
 //! once, whatever gossip says.
 
 pub mod assign;
+pub mod idle;
 pub mod membership;
 pub mod wire;
 
