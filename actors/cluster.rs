@@ -29,6 +29,8 @@ const IDLE_SETTLE_ROUNDS: u32 = 6;
 
 /// How often the assignment is reconciled without a membership change.
 const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+/// Gossip rounds a new node listens before it takes partitions.
+const JOIN_ROUNDS: u32 = 4;
 
 /// What the ClusterActor needs to know.
 #[derive(Debug, Clone)]
@@ -55,6 +57,8 @@ pub struct ClusterActor {
     held: Vec<u16>,
     /// A reconcile is under way (its answer not yet back).
     reconciling: bool,
+    /// The first gossip rounds after joining are over: assignments count.
+    joined: bool,
 }
 
 /// The membership changed.
@@ -91,6 +95,7 @@ impl ClusterActor {
             membership: None,
             held: Vec::new(),
             reconciling: false,
+            joined: false,
         })
     }
 
@@ -196,7 +201,17 @@ impl Actor for ClusterActor {
                         }
                     }
                 });
-                ctx.run_interval(RECONCILE_EVERY, |act, ctx| {
+                // Nodes started together first hear of each other: a
+                // node that took every partition at once would hand most
+                // of them back a moment later.
+                let first = act.settings.membership.gossip_interval * JOIN_ROUNDS;
+                ctx.run_later(first, |act, ctx| {
+                    act.joined = true;
+                    ctx.run_interval(RECONCILE_EVERY, |act, ctx| {
+                        if let Some(m) = act.membership.clone() {
+                            act.reconcile(&m.snapshot(), ctx);
+                        }
+                    });
                     if let Some(m) = act.membership.clone() {
                         act.reconcile(&m.snapshot(), ctx);
                     }
@@ -214,7 +229,9 @@ impl Handler<Changed> for ClusterActor {
     type Result = ();
 
     fn handle(&mut self, msg: Changed, ctx: &mut Self::Context) {
-        self.reconcile(&msg.0, ctx);
+        if self.joined {
+            self.reconcile(&msg.0, ctx);
+        }
     }
 }
 

@@ -17,5 +17,5 @@ pub mod seen;
 
 pub use node::{
     CrashHostActor, CrashPartition, GetStatus, HostInfo, Node, NodeError, NodeStatus, Seed,
-    Shutdown, WhenIdle,
+    Shutdown, WhenAssigned, WhenIdle,
 };

@@ -124,6 +124,8 @@ struct ClusterLinks {
     assignment: Arc<Assignment>,
     /// Outbox batches on their way: (partition of the outbox, key).
     sending: std::collections::HashSet<(u16, [u8; 10])>,
+    /// Waiting for a first assignment (see [`WhenAssigned`]).
+    assigned_waiters: Vec<oneshot::Sender<()>>,
     /// The controller's thread (gossip never waits behind the node's).
     _arbiter: Arbiter,
 }
@@ -288,6 +290,7 @@ impl Node {
             controller,
             assignment: Arc::new(Assignment::compute(config.storage.partitions, &[])),
             sending: Default::default(),
+            assigned_waiters: Vec::new(),
             _arbiter: arbiter,
         })
     }
@@ -544,8 +547,14 @@ impl Handler<Hold> for Node {
                 _ => {}
             }
         }
+        let complete = (0..self.partitions.len() as u16).all(|p| msg.assignment.owner(p).is_some());
         if let Some(c) = &mut self.cluster {
             c.assignment = msg.assignment;
+            if complete {
+                for waiter in c.assigned_waiters.drain(..) {
+                    let _ = waiter.send(());
+                }
+            }
         }
         MessageResult(self.held_ids())
     }
@@ -568,6 +577,32 @@ impl Node {
             && self
                 .held()
                 .all(|h| h.store.outbox_page(None, 1).is_ok_and(|p| p.is_empty()))
+    }
+}
+
+/// Resolves once a cluster node has its first assignment, every partition
+/// with an owner (at once on a single node): seeds given before would find
+/// no owner for the partitions of other nodes.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct WhenAssigned;
+
+impl Handler<WhenAssigned> for Node {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: WhenAssigned, _: &mut Self::Context) -> Self::Result {
+        let Some(c) = &mut self.cluster else {
+            return Box::pin(async {});
+        };
+        let assigned = (0..self.partitions.len() as u16).all(|p| c.assignment.owner(p).is_some());
+        if assigned {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = oneshot::channel();
+        c.assigned_waiters.push(tx);
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 

@@ -45,6 +45,13 @@ pub async fn crawl(
     } else {
         None
     };
+    if config.cluster.enabled {
+        tracing::info!(node = %config.cluster.node_id, "joining the cluster");
+        node.send(trawl::actors::WhenAssigned)
+            .await
+            .context("node mailbox")?;
+        tracing::info!("every partition has an owner");
+    }
     let seeds = offer_seeds(&node, seeds).await?;
     tracing::info!(
         admitted = seeds.admitted,
