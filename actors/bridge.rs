@@ -30,7 +30,12 @@
 //!   connection comes up, every unacked batch is sent (again): admission
 //!   is idempotent, so a duplicate is harmless.
 //! - **Inbound.** An `Admit` becomes a [`RemoteAdmit`] to the inbound
-//!   recipient; `Ok` is acked. On `Err` the bridge closes the connection
+//!   recipient; `Ok` is acked. `Err(Failure::Peer)` (this node does not
+//!   hold the partition: the sender's view of the cluster is not ours) is
+//!   answered `Nack`, and the sender's `SendBatch` fails with it, so the
+//!   sender routes the batch again by its next view (sending it to the same
+//!   node forever would never end while the views differ). On another
+//!   `Err` the bridge closes the connection
 //!   (`rejected`, logged) rather than leave the batch unacked on a healthy
 //!   link, where the sender would hold it, and a slot of its window, until
 //!   some unrelated reconnect: closing makes the sender resend it after its
@@ -753,6 +758,35 @@ impl Handler<Acked> for BridgeActor {
     }
 }
 
+/// The peer did not admit batch `seq`: it does not hold its partition.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Nacked {
+    peer: String,
+    seq: u64,
+    reason: String,
+}
+
+impl Handler<Nacked> for BridgeActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Nacked, _: &mut Self::Context) {
+        let Some(peer) = self.peers.get_mut(&msg.peer) else {
+            return;
+        };
+        let Some(batch) = peer.unacked.remove(&msg.seq) else {
+            return;
+        };
+        tracing::debug!(peer = %msg.peer, reason = %msg.reason, "bridge: batch not taken; the sender routes it again");
+        let _ = batch.reply.send(Err(Failure::Peer(msg.reason)));
+        self.metrics
+            .bridge_batches
+            .with_label_values(&[peer.label(&msg.peer), "nacked"])
+            .inc();
+        fill_window(peer, &msg.peer, self.settings.window, &self.metrics);
+    }
+}
+
 // ------------------------------------------------------------- Connection
 
 /// What one connection is given.
@@ -1178,6 +1212,15 @@ impl LinkIo<'_> {
                 });
                 Ok(None)
             }
+            WireMessage::Nack { seq, reason } => {
+                self.progress.set(true);
+                self.setup.bridge.do_send(Nacked {
+                    peer: self.peer.to_owned(),
+                    seq,
+                    reason: short(&reason).to_owned(),
+                });
+                Ok(None)
+            }
             WireMessage::Heartbeat => Ok(None),
             WireMessage::Refuse { reason } => Err(Closed::RefusedByPeer(reason)),
             WireMessage::Hello { .. } => Err(Closed::Unexpected("hello")),
@@ -1194,7 +1237,13 @@ impl LinkIo<'_> {
         match result {
             Ok(()) => {
                 self.progress.set(true);
-                acks.send((seq, place)).map_err(|_| Closed::Stopping)
+                acks.send((Reply::Ack(seq), place))
+                    .map_err(|_| Closed::Stopping)
+            }
+            Err(Failure::Peer(reason)) => {
+                self.count_batch("nacked");
+                acks.send((Reply::Nack(seq, reason), place))
+                    .map_err(|_| Closed::Stopping)
             }
             Err(failure) => {
                 self.count_batch("rejected");
@@ -1220,7 +1269,7 @@ impl LinkIo<'_> {
             let (frame, place) = tokio::select! {
                 biased;
                 ack = acks.recv() => match ack {
-                    Some((seq, place)) => match encode(&WireMessage::Ack { seq }) {
+                    Some((reply, place)) => match encode(&reply.message()) {
                         Ok(frame) => (frame, Some(place)),
                         Err(closed) => return closed,
                     },
@@ -1243,8 +1292,28 @@ impl LinkIo<'_> {
     }
 }
 
-/// An ack to write, and the place its batch holds until it is written.
-type AckPlace = (u64, OwnedSemaphorePermit);
+/// An answer to write, and the place its batch holds until it is written.
+type AckPlace = (Reply, OwnedSemaphorePermit);
+
+/// The answer to a batch from the peer.
+enum Reply {
+    /// Admitted.
+    Ack(u64),
+    /// Not held here (the reason).
+    Nack(u64, String),
+}
+
+impl Reply {
+    fn message(&self) -> WireMessage {
+        match self {
+            Reply::Ack(seq) => WireMessage::Ack { seq: *seq },
+            Reply::Nack(seq, reason) => WireMessage::Nack {
+                seq: *seq,
+                reason: reason.clone(),
+            },
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -77,9 +77,10 @@ pub struct Metrics {
     pub refresh_due: IntGaugeVec,
     /// Bridge batches by peer (a member's node id, or `unknown` for a node
     /// not yet a member) and outcome: `sent`, `resent` (after a
-    /// reconnect), `acked`, `failed` (the peer left before acking) on the
-    /// sending side; `received`, `rejected` (admission failed, not acked)
-    /// on the receiving side.
+    /// reconnect), `acked`, `nacked` (the peer does not hold the
+    /// partition: routed again), `failed` (the peer left before acking) on
+    /// the sending side; `received`, `rejected` (admission failed, not
+    /// acked), `nacked` on the receiving side.
     pub bridge_batches: IntCounterVec,
     /// Bridge frame bytes (length prefix included) by peer and direction
     /// (`in`, `out`), on connections past their handshake.

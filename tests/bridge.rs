@@ -541,3 +541,37 @@ fn a_peer_that_leaves_fails_its_batches_and_a_rejecting_one_gets_them_again() {
         assert_eq!(count(&a.metrics.bridge_batches, &["b", "failed"]), 1);
     });
 }
+
+#[test]
+fn a_batch_for_a_partition_not_held_there_is_refused_back_to_its_sender() {
+    System::new().block_on(async {
+        let a = start("a", 4, false);
+        let mut b = start("b", 4, true);
+        pair(&a, &b).await;
+        // b does not hold the partition: the sender learns it (to route
+        // the batch again by its own view), and the connection stays up.
+        let send = a.addr.send(batch("b", 5));
+        let first = within("the delivery", b.deliveries.recv()).await.unwrap();
+        first
+            .answer
+            .unwrap()
+            .send(Err(Failure::Peer("partition 5 is not held here".into())))
+            .unwrap();
+        let refused = within("the refusal", send).await.unwrap();
+        assert_eq!(
+            refused,
+            Err(Failure::Peer("partition 5 is not held here".into()))
+        );
+        assert_eq!(count(&a.metrics.bridge_batches, &["b", "nacked"]), 1);
+        assert_eq!(count(&b.metrics.bridge_batches, &["a", "nacked"]), 1);
+        assert_eq!(count(&b.metrics.bridge_disconnects, &["rejected"]), 0);
+        // The same connection carries the next batch.
+        let send = a.addr.send(batch("b", 6));
+        let next = within("the next delivery", b.deliveries.recv())
+            .await
+            .unwrap();
+        next.answer.unwrap().send(Ok(())).unwrap();
+        assert_eq!(within("the ack", send).await, Ok(Ok(())));
+        assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);
+    });
+}

@@ -75,6 +75,15 @@ pub enum Message {
     },
     /// Keeps an idle connection's liveness visible.
     Heartbeat,
+    /// Batch `seq` was not admitted because the receiver does not hold its
+    /// partition (membership changed under it): the sender routes it again
+    /// by its own, newer view. Other failures close the connection instead.
+    Nack {
+        /// The batch.
+        seq: u64,
+        /// Why, for the sender's log.
+        reason: String,
+    },
 }
 
 /// A URL offered to a partition on another node: what admission needs,
@@ -308,6 +317,10 @@ mod tests {
                 entries: (0..100).map(entry).collect(),
             },
             Message::Ack { seq: 9 },
+            Message::Nack {
+                seq: 10,
+                reason: "not held here".into(),
+            },
             Message::Heartbeat,
             Message::Refuse {
                 reason: "bye".into(),
