@@ -77,6 +77,12 @@ pub struct HostLinks {
 
 // ------------------------------------------------------------- Supervision
 
+/// Stops a drained partition this node hands to another (its hosts stop
+/// with it, and its store closes once they are gone, freeing its lock).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct Retire;
+
 /// Stops the receiving partition or host actor as a failure would (tests
 /// and fault drills): its supervisor must bring it back from the store.
 #[derive(Debug, Clone, Copy, Message)]

@@ -157,8 +157,11 @@ impl Node {
         let scope = crate::url::Scope::new(&config.scope, &config.traps, year)?;
         let data_dir = config.storage.data_dir.clone();
         Manifest::ensure(&data_dir, config.storage.partitions)?;
-        let crashed =
-            RunMarker::begin(&data_dir).map_err(|e| NodeError::Marker(data_dir.clone(), e))?;
+        // A cluster node learns whether a partition's last run crashed from
+        // the partition itself (`begin_run`), when it takes it: the data
+        // directory is shared, and so would be a marker in it.
+        let crashed = !config.cluster.enabled
+            && RunMarker::begin(&data_dir).map_err(|e| NodeError::Marker(data_dir.clone(), e))?;
         if crashed {
             tracing::warn!("the last run did not stop cleanly: every host waits its last delay again before its first request");
         }
@@ -446,7 +449,7 @@ impl Node {
                     tracing::error!(partition = id, error = %err, "cannot mark the partition's run ended");
                 }
             }
-            held.addr.do_send(Crash);
+            held.addr.do_send(super::messages::Retire);
             tracing::info!(partition = id, clean, "partition handed back");
         });
     }
@@ -833,7 +836,7 @@ impl Handler<Shutdown> for Node {
                 .await?
                 .map(|snap| (snap, complete))
         };
-        Box::pin(done.into_actor(self).map(|result, act, _| {
+        Box::pin(done.into_actor(self).map(move |result, act, _| {
             // Partitions close their RocksDB instances as their threads end;
             // wait for that, or process exit would race the C++ teardown.
             for arbiter in act.store_arbiters.drain(..) {
@@ -846,7 +849,7 @@ impl Handler<Shutdown> for Node {
             // Requests abandoned at the timeout may still be served: the
             // marker stays, so the next run treats this stop as a crash and
             // every host waits its last delay again before its first request.
-            if let Ok((_, true)) = &result {
+            if let (Ok((_, true)), false) = (&result, cluster_node) {
                 if let Err(err) = RunMarker::end(&act.data_dir) {
                     tracing::error!(error = %err, "cannot clear the run marker");
                 }

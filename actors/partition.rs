@@ -644,6 +644,14 @@ impl Handler<Drain> for PartitionActor {
     }
 }
 
+impl Handler<super::messages::Retire> for PartitionActor {
+    type Result = ();
+
+    fn handle(&mut self, _: super::messages::Retire, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
 impl Handler<Crash> for PartitionActor {
     type Result = ();
 

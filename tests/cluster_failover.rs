@@ -81,7 +81,7 @@ fn spawn(config: &Path, seeds: Option<&Path>, log: &Path) -> Child {
         cmd.arg("--seeds").arg(seeds);
     }
     let log = std::fs::File::create(log).unwrap();
-    cmd.env("RUST_LOG", "warn")
+    cmd.env("RUST_LOG", "warn,trawl::actors::node=info")
         .stderr(log)
         .spawn()
         .expect("spawn trawl")
@@ -213,4 +213,104 @@ fn a_paused_node_keeps_its_partitions_and_the_crawl_completes() {
     );
     let report = audit_log(&web, &records, MIN_DELAY_MS);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
+
+/// `text` without terminal colour sequences.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ ... m
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Waits until `log` contains `text` (a node's log line), at most `limit`.
+fn wait_for_line(logs: &[&PathBuf], text: &str, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if logs
+            .iter()
+            .any(|p| std::fs::read_to_string(p).is_ok_and(|l| l.contains(text)))
+        {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_killed_node_that_comes_back_gets_its_partitions_back_gracefully() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 24,
+        pages_per_host: 24,
+        seed: 35,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let all = members(3);
+    let configs: Vec<PathBuf> = (0..3)
+        .map(|i| write_config(dir.path(), &data, &all, i))
+        .collect();
+    let logs: Vec<PathBuf> = ["n1", "n2", "n3", "n2-again"]
+        .iter()
+        .map(|n| dir.path().join(format!("{n}.log")))
+        .collect();
+    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
+    let mut n2 = spawn(&configs[1], None, &logs[1]);
+    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let truth = web.ground_truth(port);
+    assert!(server
+        .log()
+        .wait_for(truth.len() / 4, Duration::from_secs(60)));
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    // The survivors take its partitions over...
+    let takeover = "taking over a partition whose last owner did not stop cleanly";
+    assert!(
+        wait_for_line(&[&logs[0], &logs[2]], takeover, Duration::from_secs(30)),
+        "no takeover"
+    );
+    // ...and it comes back: they hand its partitions back, cleanly.
+    let mut again = spawn(&configs[1], None, &logs[3]);
+    for (name, child) in [("n1", &mut n1), ("n2", &mut again), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.len() <= 24, "fetched twice: {twice:?}");
+    let report = audit_log(&web, &records, MIN_DELAY_MS);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    let back = plain(&std::fs::read_to_string(&logs[3]).unwrap());
+    let survivors = [&logs[0], &logs[2]].map(|p| plain(&std::fs::read_to_string(p).unwrap()));
+    assert!(
+        survivors
+            .iter()
+            .any(|l| l.contains("partition handed back") && l.contains("clean=true")),
+        "no partition handed back cleanly: {survivors:?}"
+    );
+    assert!(back.contains("partition taken"), "{back}");
 }

@@ -104,7 +104,7 @@ impl WarcWriter {
             source,
         };
         std::fs::create_dir_all(&settings.dir).map_err(io)?;
-        recover_open_files(&settings.dir).map_err(io)?;
+        recover_open_files(&settings.dir, &settings.prefix).map_err(io)?;
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         Ok(WarcWriter {
             settings,

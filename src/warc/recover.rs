@@ -58,8 +58,26 @@ pub fn complete_prefix_len(path: &Path) -> io::Result<u64> {
     Ok(good)
 }
 
-/// Truncates and renames every `*.warc.gz.open` file in `dir`.
-pub fn recover_open_files(dir: &Path) -> io::Result<Vec<String>> {
+/// Whether `file_name` is a WARC file written with `prefix`: the prefix,
+/// `-`, then the file's 14-digit timestamp (so the files of node `n1`,
+/// prefix `trawl-n1`, are told apart from those of `n10`, and from those
+/// of the single-node prefix `trawl`).
+pub fn written_with(file_name: &str, prefix: &str) -> bool {
+    let Some(rest) = file_name
+        .strip_prefix(prefix)
+        .and_then(|r| r.strip_prefix('-'))
+    else {
+        return false;
+    };
+    rest.len() > 14
+        && rest.as_bytes()[..14].iter().all(u8::is_ascii_digit)
+        && rest.as_bytes()[14] == b'-'
+}
+
+/// Truncates and renames every `*.warc.gz.open` file of `prefix` in
+/// `dir`: only this writer's own files (on a cluster, other nodes write
+/// into the same directory, and their open files are theirs).
+pub fn recover_open_files(dir: &Path, prefix: &str) -> io::Result<Vec<String>> {
     let mut recovered = Vec::new();
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
@@ -68,6 +86,10 @@ pub fn recover_open_files(dir: &Path) -> io::Result<Vec<String>> {
             continue;
         };
         if !final_name.ends_with(".warc.gz") {
+            continue;
+        }
+        let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        if !file_name.is_some_and(|n| written_with(&n, prefix)) {
             continue;
         }
         let good = complete_prefix_len(&path)?;

@@ -116,8 +116,25 @@ fn recovery_cuts_a_torn_last_record() {
     let len = std::fs::metadata(&open_path).unwrap().len();
     let file = OpenOptions::new().write(true).open(&open_path).unwrap();
     file.set_len(len - 7).unwrap();
-    let recovered = recover_open_files(dir.path()).unwrap();
+    // Another writer's open file in the same directory (a cluster node's)
+    // is not ours to recover.
+    let theirs = dir.path().join("t-n2-20261130000000-00000-ab.warc.gz.open");
+    std::fs::write(&theirs, b"in use").unwrap();
+    let recovered = recover_open_files(dir.path(), "t").unwrap();
     assert_eq!(recovered.len(), 1);
+    assert!(theirs.exists(), "left alone");
+    assert!(recover::written_with(
+        "t-n2-20261130000000-00000-ab.warc.gz",
+        "t-n2"
+    ));
+    assert!(!recover::written_with(
+        "t-n20-20261130000000-00000-ab.warc.gz",
+        "t-n2"
+    ));
+    assert!(!recover::written_with(
+        "t-n2-20261130000000-00000-ab.warc.gz",
+        "t"
+    ));
     let bytes = std::fs::read(dir.path().join(&a.file)).unwrap();
     // The torn request record of the second exchange is gone; the response
     // of the second exchange and everything before it stays.
