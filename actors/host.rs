@@ -292,20 +292,19 @@ impl Runner {
     }
 
     /// Offers candidates that complete no entry (the sitemaps robots.txt
-    /// names): all must be of partitions this node holds, since there is
-    /// no completion to carry the others.
+    /// names): those of partitions held elsewhere go to the outbox at once.
     async fn discover_all(
         &self,
         candidates: Vec<crate::frontier::Candidate>,
     ) -> Result<(), Failure> {
-        let remote = self.discover(candidates).await?;
-        if remote.is_empty() {
-            Ok(())
-        } else {
-            Err(Failure::Mailbox(
-                "sitemaps of partitions another node owns need the bridge".into(),
-            ))
+        let outbox = self.discover(candidates).await?;
+        if outbox.is_empty() {
+            return Ok(());
         }
+        self.links
+            .forward
+            .send(super::messages::Forward { outbox })
+            .await?
     }
 
     /// Parse or read, archive, admit what was found, settle the URL's

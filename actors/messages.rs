@@ -69,6 +69,9 @@ pub struct HostLinks {
     pub pipeline: PipelineLinks,
     /// Its partition: completions.
     pub complete: Recipient<Complete>,
+    /// Its partition: links for partitions held elsewhere that complete
+    /// no entry (the sitemaps robots.txt names).
+    pub forward: Recipient<Forward>,
     /// Its partition: idle and passivation reports.
     pub idle: Recipient<HostIdle>,
     /// Its partition: host state saves.
@@ -173,6 +176,16 @@ pub struct Complete {
     pub schedule: Schedule,
     /// Links the page found for partitions other nodes own: written to
     /// the outbox in the completion's batch.
+    pub outbox: Vec<crate::store::OutboxBatch>,
+}
+
+/// Links for partitions other nodes own that no completion carries (the
+/// sitemaps a robots.txt names): written to the partition's outbox at
+/// once.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct Forward {
+    /// By partition.
     pub outbox: Vec<crate::store::OutboxBatch>,
 }
 

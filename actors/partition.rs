@@ -265,6 +265,7 @@ impl PartitionActor {
         let links = HostLinks {
             pipeline: self.pipeline.clone(),
             complete: me.clone().recipient(),
+            forward: me.clone().recipient(),
             idle: me.clone().recipient(),
             save: me.recipient(),
         };
@@ -541,6 +542,19 @@ impl Handler<Complete> for PartitionActor {
             rx.await
                 .unwrap_or_else(|_| Err(Failure::Mailbox("a completion was dropped".into())))
         })
+    }
+}
+
+impl Handler<super::messages::Forward> for PartitionActor {
+    type Result = Result<(), Failure>;
+
+    fn handle(&mut self, msg: super::messages::Forward, _: &mut Self::Context) -> Self::Result {
+        self.store
+            .complete_with_outbox(&[], &[], &msg.outbox)
+            .map_err(|err| {
+                self.store_errors += 1;
+                Failure::Store(err.to_string())
+            })
     }
 }
 
