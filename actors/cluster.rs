@@ -250,6 +250,36 @@ impl Handler<LocalWork> for ClusterActor {
     }
 }
 
+impl Handler<super::messages::GetMembers> for ClusterActor {
+    type Result = MessageResult<super::messages::GetMembers>;
+
+    fn handle(&mut self, _: super::messages::GetMembers, _: &mut Self::Context) -> Self::Result {
+        let Some(m) = &self.membership else {
+            return MessageResult(Vec::new());
+        };
+        let members = m.snapshot();
+        MessageResult(
+            members
+                .as_slice()
+                .iter()
+                .map(|m| super::messages::MemberView {
+                    node: m.node_id.clone(),
+                    gossip: m.gossip_addr,
+                    live: m.live,
+                    bridge: m.info.as_ref().map(|i| i.bridge_addr),
+                    partitions: m
+                        .info
+                        .as_ref()
+                        .map(|i| i.partitions.clone())
+                        .unwrap_or_default(),
+                    ready: m.info.as_ref().is_some_and(|i| i.ready),
+                    idle: m.info.as_ref().is_some_and(|i| i.idle),
+                })
+                .collect(),
+        )
+    }
+}
+
 impl Handler<Leave> for ClusterActor {
     type Result = ResponseActFuture<Self, ()>;
 

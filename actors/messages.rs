@@ -445,6 +445,30 @@ pub struct LocalWork {
 #[rtype(result = "()")]
 pub struct ClusterIdle;
 
+/// Asks the ClusterActor for the members it knows.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Vec<MemberView>")]
+pub struct GetMembers;
+
+/// A member as this node sees it (served at `/api/v1/cluster`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MemberView {
+    /// Its node id.
+    pub node: String,
+    /// Its gossip address.
+    pub gossip: std::net::SocketAddr,
+    /// The failure detector thinks it alive.
+    pub live: bool,
+    /// What it published, if readable: its bridge address...
+    pub bridge: Option<std::net::SocketAddr>,
+    /// ...the partitions it holds...
+    pub partitions: Vec<u16>,
+    /// ...whether it is ready and idle.
+    pub ready: bool,
+    /// Nothing to do there.
+    pub idle: bool,
+}
+
 /// Asks the Bridge for its [`BridgeStatus`].
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "BridgeStatus")]

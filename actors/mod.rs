@@ -16,6 +16,6 @@ pub mod partition;
 pub mod seen;
 
 pub use node::{
-    CrashHostActor, CrashPartition, GetStatus, HostInfo, Node, NodeError, NodeStatus, Seed,
-    Shutdown, WhenAssigned, WhenIdle,
+    ClusterStatus, CrashHostActor, CrashPartition, GetCluster, GetStatus, HostInfo, Node,
+    NodeError, NodeStatus, Seed, Shutdown, WhenAssigned, WhenIdle,
 };

@@ -126,6 +126,8 @@ struct ClusterLinks {
     sending: std::collections::HashSet<(u16, [u8; 10])>,
     /// Waiting for a first assignment (see [`WhenAssigned`]).
     assigned_waiters: Vec<oneshot::Sender<()>>,
+    /// Partitions being handed back (draining).
+    releasing: std::collections::BTreeSet<u16>,
     /// The controller's thread (gossip never waits behind the node's).
     _arbiter: Arbiter,
 }
@@ -294,6 +296,7 @@ impl Node {
             assignment: Arc::new(Assignment::compute(config.storage.partitions, &[])),
             sending: Default::default(),
             assigned_waiters: Vec::new(),
+            releasing: Default::default(),
             _arbiter: arbiter,
         })
     }
@@ -434,15 +437,18 @@ impl Node {
     /// dispatching and finish what is in flight, then (if they did) its
     /// run is marked ended cleanly and its store closes with its actor,
     /// freeing its lock for the next owner.
-    fn release_partition(&mut self, id: u16) {
+    fn release_partition(&mut self, id: u16, ctx: &mut Context<Self>) {
         let Some(held) = self.partitions[usize::from(id)].take() else {
             return;
         };
         self.seen.do_send(Reroute { id, to: None });
+        if let Some(c) = &mut self.cluster {
+            c.releasing.insert(id);
+        }
         let drain = held.addr.send(Drain {
             timeout: self.shutdown_timeout,
         });
-        actix::spawn(async move {
+        let handed = async move {
             let clean = drain.await.unwrap_or(false);
             if clean {
                 if let Err(err) = held.store.end_run() {
@@ -451,7 +457,12 @@ impl Node {
             }
             held.addr.do_send(super::messages::Retire);
             tracing::info!(partition = id, clean, "partition handed back");
-        });
+        };
+        ctx.spawn(handed.into_actor(self).map(move |(), act, _| {
+            if let Some(c) = &mut act.cluster {
+                c.releasing.remove(&id);
+            }
+        }));
     }
 
     /// Sends what waits in the held partitions' outboxes to the owners of
@@ -530,7 +541,7 @@ impl Node {
 impl Handler<Hold> for Node {
     type Result = MessageResult<Hold>;
 
-    fn handle(&mut self, msg: Hold, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: Hold, ctx: &mut Self::Context) -> Self::Result {
         if self.shutting_down {
             return MessageResult(self.held_ids());
         }
@@ -546,7 +557,7 @@ impl Handler<Hold> for Node {
                         tracing::error!(partition = id, error = %err, "cannot open a partition")
                     }
                 },
-                (false, true) => self.release_partition(id),
+                (false, true) => self.release_partition(id, ctx),
                 _ => {}
             }
         }
@@ -580,6 +591,61 @@ impl Node {
             && self
                 .held()
                 .all(|h| h.store.outbox_page(None, 1).is_ok_and(|p| p.is_empty()))
+    }
+}
+
+/// Asks a cluster node for its view of the cluster (served at
+/// `/api/v1/cluster`); `None` on a single node.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Option<ClusterStatus>")]
+pub struct GetCluster;
+
+/// A cluster node's view of the cluster.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterStatus {
+    /// This node.
+    pub node: String,
+    /// Every member it knows, live or not.
+    pub members: Vec<super::messages::MemberView>,
+    /// Every partition's assigned owner, by partition id.
+    pub owners: Vec<Option<String>>,
+    /// The partitions this node holds.
+    pub held: Vec<u16>,
+    /// Partitions assigned here whose store the previous owner still holds.
+    pub taking: Vec<u16>,
+    /// Partitions this node is handing back (draining).
+    pub handing_back: Vec<u16>,
+}
+
+impl Handler<GetCluster> for Node {
+    type Result = ResponseFuture<Option<ClusterStatus>>;
+
+    fn handle(&mut self, _: GetCluster, _: &mut Self::Context) -> Self::Result {
+        let Some(c) = &self.cluster else {
+            return Box::pin(async { None });
+        };
+        let count = self.partitions.len() as u16;
+        let owners: Vec<Option<String>> = (0..count)
+            .map(|p| c.assignment.owner(p).map(str::to_owned))
+            .collect();
+        let held = self.held_ids();
+        let taking = (0..count)
+            .filter(|&p| c.assignment.owner(p) == Some(c.node_id.as_str()))
+            .filter(|p| !held.contains(p))
+            .collect();
+        let node = c.node_id.clone();
+        let handing_back = c.releasing.iter().copied().collect();
+        let members = c.controller.send(super::messages::GetMembers);
+        Box::pin(async move {
+            Some(ClusterStatus {
+                node,
+                members: members.await.unwrap_or_default(),
+                owners,
+                held,
+                taking,
+                handing_back,
+            })
+        })
     }
 }
 

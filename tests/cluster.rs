@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{assert_same_urls, audit_log, page_requests, start_web};
-use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
+use trawl::actors::{GetCluster, GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::metrics::Metrics;
 
@@ -116,6 +116,20 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
             .is_ok();
         let fetched: BTreeSet<String> = page_requests(&log.records(), port).into_keys().collect();
         let reached = reached && truth.is_subset(&fetched);
+        // Either node describes the whole cluster.
+        let view = n2.send(GetCluster).await.unwrap().expect("a cluster node");
+        assert_eq!(view.node, "n2");
+        let live: Vec<&str> = view
+            .members
+            .iter()
+            .filter(|m| m.live)
+            .map(|m| m.node.as_str())
+            .collect();
+        assert_eq!(live, ["n1", "n2"]);
+        assert!(view.owners.iter().all(Option::is_some), "{:?}", view.owners);
+        let held: BTreeSet<u16> = view.held.iter().copied().collect();
+        assert_eq!(held, split.1, "what n2 holds");
+        assert!(view.taking.is_empty() && view.handing_back.is_empty());
         n1.send(Shutdown).await.unwrap().expect("n1 stops");
         n2.send(Shutdown).await.unwrap().expect("n2 stops");
         (Some(split), reached)

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use actix::Addr;
 use actix_web::{web, App, HttpResponse, HttpServer};
 
-use crate::actors::{GetStatus, HostInfo, Node};
+use crate::actors::{GetCluster, GetStatus, HostInfo, Node};
 use crate::metrics::Metrics;
 
 struct AdminState {
@@ -44,6 +44,7 @@ pub fn start(
             .app_data(state.clone())
             .route("/metrics", web::get().to(metrics_text))
             .route("/api/v1/status", web::get().to(status))
+            .route("/api/v1/cluster", web::get().to(cluster))
             .route("/api/v1/hosts/{host}", web::get().to(host_info))
             .default_service(web::to(not_found))
     })
@@ -70,6 +71,16 @@ async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
 async fn status(state: web::Data<AdminState>) -> HttpResponse {
     match state.node.send(GetStatus).await {
         Ok(status) => HttpResponse::Ok().json(status),
+        Err(err) => HttpResponse::ServiceUnavailable()
+            .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
+    }
+}
+
+async fn cluster(state: web::Data<AdminState>) -> HttpResponse {
+    match state.node.send(GetCluster).await {
+        Ok(Some(view)) => HttpResponse::Ok().json(view),
+        Ok(None) => HttpResponse::NotFound()
+            .json(serde_json::json!({ "error": "not a cluster node ([cluster] enabled = false)" })),
         Err(err) => HttpResponse::ServiceUnavailable()
             .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
     }
