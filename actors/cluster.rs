@@ -41,6 +41,8 @@ pub struct ClusterSettings {
     pub bridge_addr: SocketAddr,
     /// Partitions of the crawl.
     pub partitions: u16,
+    /// Where this node's admin API listens, if it serves one.
+    pub admin_addr: Option<SocketAddr>,
 }
 
 /// The actor.
@@ -106,6 +108,7 @@ impl ClusterActor {
             ready,
             idle: self.work.idle,
             activity: self.work.activity,
+            admin: self.settings.admin_addr,
         }
     }
 
@@ -273,6 +276,7 @@ impl Handler<super::messages::GetMembers> for ClusterActor {
                         .map(|i| i.partitions.clone())
                         .unwrap_or_default(),
                     ready: m.info.as_ref().is_some_and(|i| i.ready),
+                    admin: m.info.as_ref().and_then(|i| i.admin),
                     idle: m.info.as_ref().is_some_and(|i| i.idle),
                 })
                 .collect(),

@@ -463,8 +463,10 @@ pub struct MemberView {
     pub bridge: Option<std::net::SocketAddr>,
     /// ...the partitions it holds...
     pub partitions: Vec<u16>,
-    /// ...whether it is ready and idle.
+    /// ...whether it is ready and idle...
     pub ready: bool,
+    /// ...and where its admin API listens.
+    pub admin: Option<std::net::SocketAddr>,
     /// Nothing to do there.
     pub idle: bool,
 }

@@ -284,6 +284,11 @@ impl Node {
                 membership,
                 bridge_addr,
                 partitions: config.storage.partitions,
+                admin_addr: config
+                    .admin
+                    .enabled
+                    .then(|| config.admin.listen.parse().ok())
+                    .flatten(),
             },
             node.clone().recipient(),
             node.recipient(),

@@ -42,6 +42,7 @@ fn node_config(
     gossip: SocketAddr,
     bridge: SocketAddr,
     peer: SocketAddr,
+    admin: SocketAddr,
 ) -> Config {
     common::config_with(
         data,
@@ -50,7 +51,7 @@ fn node_config(
         &format!(
             "[cluster]\nenabled = true\ncluster_id = \"test\"\nnode_id = \"{id}\"\n\
              gossip = \"{gossip}\"\nbridge = \"{bridge}\"\npeers = [\"{peer}\"]\n\
-             gossip_interval = \"100ms\"\n"
+             gossip_interval = \"100ms\"\n[admin]\nenabled = true\nlisten = \"{admin}\"\n"
         ),
     )
 }
@@ -66,8 +67,9 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     let data = tempfile::tempdir().unwrap();
     let (g1, b1) = free_ports();
     let (g2, b2) = free_ports();
-    let c1 = node_config(data.path(), "n1", g1, b1, g2);
-    let c2 = node_config(data.path(), "n2", g2, b2, g1);
+    let (a1, a2) = (free_ports().1, free_ports().1);
+    let c1 = node_config(data.path(), "n1", g1, b1, g2, a1);
+    let c2 = node_config(data.path(), "n2", g2, b2, g1, a2);
     let seeds = web.seeds(port);
     let truth = web.ground_truth(port);
     let log = server.log().clone();
@@ -77,8 +79,10 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     );
     let (node_m1, node_m2) = (m1.clone(), m2.clone());
     let (split, reached) = actix_rt::System::new().block_on(async move {
-        let n1 = Node::start(c1, node_m1).expect("n1 starts");
-        let n2 = Node::start(c2, node_m2).expect("n2 starts");
+        let n1 = Node::start(c1, node_m1.clone()).expect("n1 starts");
+        let n2 = Node::start(c2, node_m2.clone()).expect("n2 starts");
+        let admin1 = trawl::admin::start(&a1.to_string(), n1.clone(), node_m1).unwrap();
+        let admin2 = trawl::admin::start(&a2.to_string(), n2.clone(), node_m2).unwrap();
         // Wait for the split: every partition held, by exactly one node,
         // and both holding some.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -130,6 +134,26 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
         let held: BTreeSet<u16> = view.held.iter().copied().collect();
         assert_eq!(held, split.1, "what n2 holds");
         assert!(view.taking.is_empty() && view.handing_back.is_empty());
+        // n1's admin API answers for a host of n2's partitions by asking
+        // n2's, and for its own hosts itself.
+        let host_of = |held: &BTreeSet<u16>| {
+            (0..12)
+                .map(trawl::testweb::SyntheticWeb::host_name)
+                .find(|h| held.contains(&trawl::url::partition_of(h, PARTITIONS)))
+                .expect("a host in those partitions")
+        };
+        for host in [host_of(&split.1), host_of(&split.0)] {
+            let mut answer = awc::Client::new()
+                .get(format!("http://{a1}/api/v1/hosts/{host}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status().as_u16(), 200, "{host}");
+            let snapshot: serde_json::Value = answer.json().await.unwrap();
+            assert_eq!(snapshot["host"], host.as_str());
+        }
+        admin1.handle.stop(true).await;
+        admin2.handle.stop(true).await;
         n1.send(Shutdown).await.unwrap().expect("n1 stops");
         n2.send(Shutdown).await.unwrap().expect("n2 stops");
         (Some(split), reached)

@@ -67,6 +67,8 @@ pub const KEY_READY: &str = "ready";
 pub const KEY_IDLE: &str = "idle";
 /// The key of [`NodeInfo::activity`] (a decimal counter).
 pub const KEY_ACTIVITY: &str = "activity";
+/// The key of [`NodeInfo::admin`] (an address, or empty).
+pub const KEY_ADMIN: &str = "admin";
 
 /// How many characters of a malformed value a log line shows: enough to
 /// recognise it, bounded whatever a peer sends.
@@ -97,17 +99,24 @@ pub struct NodeInfo {
     /// all idle, taken far enough apart, mean the cluster is idle (see
     /// `cluster::idle`).
     pub activity: u64,
+    /// Where its admin API listens, if it serves one (questions about
+    /// hosts of its partitions are forwarded there).
+    pub admin: Option<SocketAddr>,
 }
 
 impl NodeInfo {
     /// The key-values that publish this info.
-    fn key_values(&self) -> [(&'static str, String); 5] {
+    fn key_values(&self) -> [(&'static str, String); 6] {
         [
             (KEY_BRIDGE_ADDR, self.bridge_addr.to_string()),
             (KEY_PARTITIONS, encode_partitions(&self.partitions)),
             (KEY_READY, self.ready.to_string()),
             (KEY_IDLE, self.idle.to_string()),
             (KEY_ACTIVITY, self.activity.to_string()),
+            (
+                KEY_ADMIN,
+                self.admin.map(|a| a.to_string()).unwrap_or_default(),
+            ),
         ]
     }
 
@@ -136,12 +145,15 @@ impl NodeInfo {
         let activity = activity
             .parse()
             .map_err(|_| malformed(KEY_ACTIVITY, activity))?;
+        // Optional: an unreadable admin address only loses forwarding.
+        let admin = state.get(KEY_ADMIN).and_then(|a| a.parse().ok());
         Ok(NodeInfo {
             bridge_addr,
             partitions,
             ready,
             idle,
             activity,
+            admin,
         })
     }
 }
@@ -802,6 +814,7 @@ mod tests {
             ready,
             idle: false,
             activity: 0,
+            admin: None,
         }
     }
 
