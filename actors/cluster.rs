@@ -33,7 +33,7 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 const JOIN_ROUNDS: u32 = 4;
 
 /// What the ClusterActor needs to know.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ClusterSettings {
     /// Gossip settings (cluster id, node id, address, seeds).
     pub membership: MembershipConfig,
@@ -43,6 +43,8 @@ pub struct ClusterSettings {
     pub partitions: u16,
     /// Where this node's admin API listens, if it serves one.
     pub admin_addr: Option<SocketAddr>,
+    /// The node's injected clock (idle detection's settle time).
+    pub clock: crate::clock::SharedClock,
 }
 
 /// The actor.
@@ -139,7 +141,7 @@ impl ClusterActor {
                 },
             })
             .collect();
-        if self.idle.observe(&live, std::time::Instant::now()) {
+        if self.idle.observe(&live, self.settings.clock.now().at) {
             self.idle_to.do_send(ClusterIdle);
         }
     }

@@ -232,7 +232,12 @@ impl Node {
         seen_ctx.run(SeenSet::new(&config, scope, recipients, metrics.clone()));
         let node_ctx = Context::<Node>::new();
         let cluster = match config.cluster.enabled {
-            true => Some(Self::join(&config, node_ctx.address(), metrics.clone())?),
+            true => Some(Self::join(
+                &config,
+                node_ctx.address(),
+                metrics.clone(),
+                clock.clone(),
+            )?),
             false => None,
         };
         Ok(node_ctx.run(Node {
@@ -261,6 +266,7 @@ impl Node {
         config: &Config,
         node: Addr<Node>,
         metrics: Arc<Metrics>,
+        clock: SharedClock,
     ) -> Result<ClusterLinks, NodeError> {
         let c = &config.cluster;
         let addr = |a: &str| {
@@ -289,6 +295,7 @@ impl Node {
                     .enabled
                     .then(|| config.admin.listen.parse().ok())
                     .flatten(),
+                clock,
             },
             node.clone().recipient(),
             node.recipient(),
