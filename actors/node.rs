@@ -742,11 +742,23 @@ impl Handler<Seed> for Node {
         let send = self.seen.send(Discover { candidates });
         let discovered = async move { send.await? };
         Box::pin(discovered.into_actor(self).then(move |discovered, act, _| {
-            // Seeds of partitions held elsewhere (a cluster node) go to
-            // their owners at once: no page completion carries them.
+            // Seeds of partitions held elsewhere (a cluster node) wait in
+            // the outbox of a partition this node holds, durably, and go
+            // to their owners like links do (retried until an owner that
+            // holds the partition takes them). A node holding no partition
+            // yet hands them over at once or fails.
             let routed = discovered.and_then(|d| {
                 let mut admission = d.admission;
                 admission.filtered += unparsed;
+                if d.remote.is_empty() {
+                    return Ok((admission, Vec::new()));
+                }
+                if let Some(held) = act.held().next() {
+                    held.store
+                        .complete_with_outbox(&[], &[], &d.remote)
+                        .map_err(|e| Failure::Store(e.to_string()))?;
+                    return Ok((admission, Vec::new()));
+                }
                 let sends = d
                     .remote
                     .into_iter()

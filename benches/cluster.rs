@@ -134,8 +134,17 @@ fn crawl(web: &SyntheticWeb, delay_ms: u64, nodes: usize) -> Run {
             spawn(&cfg, (i == 0).then_some(seeds.as_path()), &log)
         })
         .collect();
-    for child in &mut children {
-        assert!(child.wait().unwrap().success(), "a crawler failed");
+    for (i, child) in children.iter_mut().enumerate() {
+        let status = child.wait().unwrap();
+        if !status.success() {
+            let log = std::fs::read_to_string(dir.path().join(format!("{i}.log")));
+            let log = log.unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!(
+                "crawler {i} of {nodes} failed ({status}); its log ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
     }
     let wall = started.elapsed();
     let pages = server.log().len();
