@@ -557,24 +557,24 @@ impl Handler<Hold> for Node {
         if self.shutting_down {
             return MessageResult(self.held_ids());
         }
-        for id in 0..self.partitions.len() as u16 {
-            let mine = msg.assignment.owner(id) == Some(msg.node.as_str());
-            let held = self.partitions[usize::from(id)].is_some();
-            match (mine, held) {
-                (true, false) => match self.open_partition(id, &msg.node) {
-                    Ok(()) => tracing::info!(partition = id, "partition taken"),
-                    // Its last owner still holds it: next reconcile.
-                    Err(StoreError::Locked { .. }) => {}
-                    Err(err) => {
-                        tracing::error!(partition = id, error = %err, "cannot open a partition")
-                    }
-                },
-                (false, true) => self.release_partition(id, ctx),
-                _ => {}
+        let (take, release) = msg
+            .assignment
+            .changes_for(&msg.node, |p| self.partitions[usize::from(p)].is_some());
+        for id in take {
+            match self.open_partition(id, &msg.node) {
+                Ok(()) => tracing::info!(partition = id, "partition taken"),
+                // Its last owner still holds it: next reconcile.
+                Err(StoreError::Locked { .. }) => {}
+                Err(err) => {
+                    tracing::error!(partition = id, error = %err, "cannot open a partition")
+                }
             }
         }
-        let complete = (0..self.partitions.len() as u16).all(|p| msg.assignment.owner(p).is_some());
+        for id in release {
+            self.release_partition(id, ctx);
+        }
         if let Some(c) = &mut self.cluster {
+            let complete = msg.assignment.is_complete();
             c.assignment = msg.assignment;
             if complete {
                 for waiter in c.assigned_waiters.drain(..) {
@@ -675,8 +675,7 @@ impl Handler<WhenAssigned> for Node {
         let Some(c) = &mut self.cluster else {
             return Box::pin(async {});
         };
-        let assigned = (0..self.partitions.len() as u16).all(|p| c.assignment.owner(p).is_some());
-        if assigned {
+        if c.assignment.is_complete() {
             return Box::pin(async {});
         }
         let (tx, rx) = oneshot::channel();

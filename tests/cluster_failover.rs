@@ -87,12 +87,23 @@ fn spawn(config: &Path, seeds: Option<&Path>, log: &Path) -> Child {
         .expect("spawn trawl")
 }
 
-#[test]
-fn a_node_killed_mid_crawl_loses_nothing_and_its_partitions_move() {
+/// Three nodes crawling a synthetic web of 24 hosts × `pages` (generator
+/// seed `seed`), seeds given to n1, each logging into `n<i>.log`.
+struct Cluster {
+    web: SyntheticWeb,
+    server: TestWebServer,
+    port: u16,
+    dir: tempfile::TempDir,
+    configs: Vec<PathBuf>,
+    logs: Vec<PathBuf>,
+    nodes: [Child; 3],
+}
+
+fn start_cluster(pages: u32, seed: u64) -> Cluster {
     let web = SyntheticWeb::new(WebSpec {
         hosts: 24,
-        pages_per_host: 16,
-        seed: 33,
+        pages_per_host: pages,
+        seed,
         behaviours: false,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -109,9 +120,33 @@ fn a_node_killed_mid_crawl_loses_nothing_and_its_partitions_move() {
     let logs: Vec<PathBuf> = (1..=3)
         .map(|i| dir.path().join(format!("n{i}.log")))
         .collect();
-    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
-    let mut n2 = spawn(&configs[1], None, &logs[1]);
-    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let nodes = [
+        spawn(&configs[0], Some(&seeds), &logs[0]),
+        spawn(&configs[1], None, &logs[1]),
+        spawn(&configs[2], None, &logs[2]),
+    ];
+    Cluster {
+        web,
+        server,
+        port,
+        dir,
+        configs,
+        logs,
+        nodes,
+    }
+}
+
+#[test]
+fn a_node_killed_mid_crawl_loses_nothing_and_its_partitions_move() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir: _dir,
+        configs: _configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(16, 33);
 
     // Mid-crawl: a third of the pages requested.
     let truth = web.ground_truth(port);
@@ -155,29 +190,15 @@ fn a_node_killed_mid_crawl_loses_nothing_and_its_partitions_move() {
 
 #[test]
 fn a_paused_node_keeps_its_partitions_and_the_crawl_completes() {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 24,
-        pages_per_host: 16,
-        seed: 34,
-        behaviours: false,
-    });
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
-    let port = server.addr().port();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let seeds = dir.path().join("seeds.txt");
-    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
-    let all = members(3);
-    let configs: Vec<PathBuf> = (0..3)
-        .map(|i| write_config(dir.path(), &data, &all, i))
-        .collect();
-    let logs: Vec<PathBuf> = (1..=3)
-        .map(|i| dir.path().join(format!("n{i}.log")))
-        .collect();
-    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
-    let mut n2 = spawn(&configs[1], None, &logs[1]);
-    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let Cluster {
+        web,
+        server,
+        port,
+        dir: _dir,
+        configs: _configs,
+        logs: _logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(16, 34);
     let truth = web.ground_truth(port);
     assert!(
         server
@@ -251,30 +272,15 @@ fn wait_for_line(logs: &[&PathBuf], text: &str, limit: Duration) -> bool {
 
 #[test]
 fn a_killed_node_that_comes_back_gets_its_partitions_back_gracefully() {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 24,
-        pages_per_host: 24,
-        seed: 35,
-        behaviours: false,
-    });
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
-    let port = server.addr().port();
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let seeds = dir.path().join("seeds.txt");
-    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
-    let all = members(3);
-    let configs: Vec<PathBuf> = (0..3)
-        .map(|i| write_config(dir.path(), &data, &all, i))
-        .collect();
-    let logs: Vec<PathBuf> = ["n1", "n2", "n3", "n2-again"]
-        .iter()
-        .map(|n| dir.path().join(format!("{n}.log")))
-        .collect();
-    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
-    let mut n2 = spawn(&configs[1], None, &logs[1]);
-    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(24, 35);
     let truth = web.ground_truth(port);
     assert!(server
         .log()
@@ -288,7 +294,8 @@ fn a_killed_node_that_comes_back_gets_its_partitions_back_gracefully() {
         "no takeover"
     );
     // ...and it comes back: they hand its partitions back, cleanly.
-    let mut again = spawn(&configs[1], None, &logs[3]);
+    let again_log = dir.path().join("n2-again.log");
+    let mut again = spawn(&configs[1], None, &again_log);
     for (name, child) in [("n1", &mut n1), ("n2", &mut again), ("n3", &mut n3)] {
         assert!(
             wait_exit(child, Duration::from_secs(120)).success(),
@@ -304,7 +311,7 @@ fn a_killed_node_that_comes_back_gets_its_partitions_back_gracefully() {
     assert!(twice.len() <= 24, "fetched twice: {twice:?}");
     let report = audit_log(&web, &records, MIN_DELAY_MS);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
-    let back = plain(&std::fs::read_to_string(&logs[3]).unwrap());
+    let back = plain(&std::fs::read_to_string(&again_log).unwrap());
     let survivors = [&logs[0], &logs[2]].map(|p| plain(&std::fs::read_to_string(p).unwrap()));
     assert!(
         survivors

@@ -79,6 +79,26 @@ impl Assignment {
             .collect()
     }
 
+    /// Whether every partition has an owner (some member is live).
+    pub fn is_complete(&self) -> bool {
+        self.owners.iter().all(Option::is_some)
+    }
+
+    /// What `node` must do to hold what this assignment gives it, given
+    /// whether it holds each partition now: the partitions to open, and
+    /// those to hand back.
+    pub fn changes_for(&self, node: &str, holds: impl Fn(u16) -> bool) -> (Vec<u16>, Vec<u16>) {
+        let (mut take, mut release) = (Vec::new(), Vec::new());
+        for p in 0..self.owners.len() as u16 {
+            match (self.owner(p) == Some(node), holds(p)) {
+                (true, false) => take.push(p),
+                (false, true) => release.push(p),
+                _ => {}
+            }
+        }
+        (take, release)
+    }
+
     /// How many partitions each owner has.
     pub fn counts(&self) -> BTreeMap<&str, usize> {
         let mut counts = BTreeMap::new();
@@ -120,6 +140,18 @@ mod tests {
         assert!((0..64).all(|p| a.owner(p).is_some()));
         assert_eq!(Assignment::compute(4, &[]).owner(0), None);
         assert_eq!(a.owner(64), None, "no such partition");
+    }
+
+    #[test]
+    fn a_node_takes_what_is_newly_its_own_and_hands_back_the_rest() {
+        let a = Assignment::compute(16, &ids(&["n1", "n2"]));
+        let mine = a.held_by("n1");
+        // Holding nothing: take all of n1's.
+        assert_eq!(a.changes_for("n1", |_| false), (mine.clone(), vec![]));
+        // Holding everything: hand back n2's.
+        assert_eq!(a.changes_for("n1", |_| true), (vec![], a.held_by("n2")));
+        assert!(a.is_complete());
+        assert!(!Assignment::compute(4, &[]).is_complete());
     }
 
     #[test]
