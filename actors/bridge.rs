@@ -29,6 +29,11 @@
 //!   every connection, and an ack always names one batch). When a
 //!   connection comes up, every unacked batch is sent (again): admission
 //!   is idempotent, so a duplicate is harmless.
+//! - **Digest questions** ([`SendDigest`]) share the batches' numbering,
+//!   window and resending; their answer (`Answer`) resolves the sender's
+//!   request with the peer's reply. Inbound, a `Digest` becomes a
+//!   [`RemoteDigest`]; a failure other than "not held here" is answered
+//!   `Unclaimed` (the asker stores the payload in full), never by closing.
 //! - **Inbound.** An `Admit` becomes a [`RemoteAdmit`] to the inbound
 //!   recipient; `Ok` is acked. `Err(Failure::Peer)` (this node does not
 //!   hold the partition: the sender's view of the cluster is not ours) is
@@ -67,6 +72,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::{Bytes, BytesMut};
+use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, Stream, StreamExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -76,10 +82,14 @@ use tokio::time::{sleep, sleep_until, timeout, Instant};
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec, LengthDelimitedCodecError};
 
 use super::messages::{
-    BridgeStatus, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit, SendBatch, SetPeers,
+    BridgeInbound, BridgeStatus, DigestQuery, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit,
+    RemoteDigest, SendBatch, SendDigest, SetPeers,
 };
 use crate::cluster::valid_node_id;
-use crate::cluster::wire::{self, Message as WireMessage, Refusal, WireError, MAX_FRAME};
+use crate::cluster::wire::{
+    self, Message as WireMessage, Refusal, WireError, WireReply, MAX_FRAME,
+};
+use crate::dedup::exact::DigestReply;
 use crate::metrics::Metrics;
 
 /// The metric label of a node that is not a member: node ids from the
@@ -189,10 +199,13 @@ struct Batch {
     seq: u64,
     /// The encoded `Admit`, sent again as is after a reconnect.
     frame: Bytes,
-    reply: oneshot::Sender<Result<(), Failure>>,
+    reply: oneshot::Sender<Outcome>,
     /// Sent at least once (a later send counts as `resent`).
     sent: bool,
 }
+
+/// How a batch or question ended: acked (`None`) or answered.
+type Outcome = Result<Option<WireReply>, Failure>;
 
 /// An established connection, as the actor sees it.
 struct Link {
@@ -254,7 +267,7 @@ impl Peer {
 /// The Bridge actor.
 pub struct BridgeActor {
     settings: BridgeSettings,
-    inbound: Recipient<RemoteAdmit>,
+    inbound: BridgeInbound,
     metrics: Arc<Metrics>,
     /// Until `started` makes it a stream of connections.
     listener: Option<TcpListener>,
@@ -272,7 +285,7 @@ impl BridgeActor {
     /// system. Batches that arrive go to `inbound`.
     pub fn start(
         settings: BridgeSettings,
-        inbound: Recipient<RemoteAdmit>,
+        inbound: BridgeInbound,
         metrics: Arc<Metrics>,
     ) -> Result<(Addr<BridgeActor>, SocketAddr), BridgeError> {
         settings.check()?;
@@ -455,24 +468,21 @@ impl BridgeActor {
         tracing::info!(peer = %id, "bridge: peer left");
     }
 
-    /// Queues a batch for `msg.peer`; the receiver resolves with its ack.
+    /// Queues a batch or question for `peer`, `message` making its frame
+    /// from its number; the receiver resolves with the ack or answer.
     fn enqueue(
         &mut self,
-        msg: SendBatch,
-    ) -> Result<oneshot::Receiver<Result<(), Failure>>, Failure> {
+        id: &str,
+        message: impl FnOnce(u64) -> WireMessage,
+    ) -> Result<oneshot::Receiver<Outcome>, Failure> {
         let window = self.settings.window;
         let peer = self
             .peers
-            .get_mut(&msg.peer)
+            .get_mut(id)
             .filter(|p| p.addr.is_some())
-            .ok_or_else(|| Failure::Peer(format!("{:?} is not a member", short(&msg.peer))))?;
+            .ok_or_else(|| Failure::Peer(format!("{:?} is not a member", short(id))))?;
         let seq = peer.next_seq;
-        let frame = wire::encode(&WireMessage::Admit {
-            seq,
-            partition: msg.partition,
-            entries: msg.entries,
-        })
-        .map_err(|e| Failure::Peer(e.to_string()))?;
+        let frame = wire::encode(&message(seq)).map_err(|e| Failure::Peer(e.to_string()))?;
         peer.next_seq += 1;
         let (reply, rx) = oneshot::channel();
         peer.waiting.push_back(Batch {
@@ -481,7 +491,7 @@ impl BridgeActor {
             reply,
             sent: false,
         });
-        fill_window(peer, &msg.peer, window, &self.metrics);
+        fill_window(peer, id, window, &self.metrics);
         Ok(rx)
     }
 }
@@ -640,14 +650,51 @@ impl Handler<SendBatch> for BridgeActor {
     type Result = ResponseFuture<Result<(), Failure>>;
 
     fn handle(&mut self, msg: SendBatch, _: &mut Self::Context) -> Self::Result {
-        match self.enqueue(msg) {
-            Ok(rx) => Box::pin(async move {
-                rx.await
-                    .unwrap_or_else(|_| Err(Failure::Mailbox("the bridge stopped".into())))
-            }),
-            Err(failure) => Box::pin(async move { Err(failure) }),
-        }
+        let SendBatch {
+            peer,
+            partition,
+            entries,
+        } = msg;
+        let sent = self.enqueue(&peer, |seq| WireMessage::Admit {
+            seq,
+            partition,
+            entries,
+        });
+        Box::pin(async move { outcome(sent).await.map(drop) })
     }
+}
+
+impl Handler<SendDigest> for BridgeActor {
+    type Result = ResponseFuture<Result<DigestReply, Failure>>;
+
+    fn handle(&mut self, msg: SendDigest, _: &mut Self::Context) -> Self::Result {
+        let SendDigest {
+            peer,
+            partition,
+            query,
+        } = msg;
+        let sent = self.enqueue(&peer, |seq| WireMessage::Digest {
+            seq,
+            partition,
+            digest: query.digest,
+            ask: query.ask.into(),
+        });
+        Box::pin(async move {
+            match outcome(sent).await? {
+                Some(reply) => Ok(reply.into()),
+                None => Err(Failure::Peer(
+                    "a digest question was acked, not answered".into(),
+                )),
+            }
+        })
+    }
+}
+
+/// What became of an enqueued batch or question.
+async fn outcome(sent: Result<oneshot::Receiver<Outcome>, Failure>) -> Outcome {
+    sent?
+        .await
+        .unwrap_or_else(|_| Err(Failure::Mailbox("the bridge stopped".into())))
 }
 
 impl Handler<GetBridgeStatus> for BridgeActor {
@@ -733,6 +780,8 @@ impl Handler<Established> for BridgeActor {
 struct Acked {
     peer: String,
     seq: u64,
+    /// The answer, if `seq` was a question.
+    answer: Option<WireReply>,
 }
 
 impl Handler<Acked> for BridgeActor {
@@ -748,7 +797,7 @@ impl Handler<Acked> for BridgeActor {
             tracing::debug!(peer = %msg.peer, seq = msg.seq, "bridge: ack of no unacked batch");
             return;
         };
-        let _ = batch.reply.send(Ok(()));
+        let _ = batch.reply.send(Ok(msg.answer));
         self.metrics
             .bridge_batches
             .with_label_values(&[peer.label(&msg.peer), "acked"])
@@ -796,7 +845,7 @@ struct ConnSetup {
     cluster: String,
     node: String,
     bridge: Addr<BridgeActor>,
-    inbound: Recipient<RemoteAdmit>,
+    inbound: BridgeInbound,
     metrics: Arc<Metrics>,
     heartbeat: Duration,
     silence: Duration,
@@ -1103,9 +1152,10 @@ struct LinkIo<'a> {
     progress: &'a Cell<bool>,
 }
 
-/// A batch from the peer being admitted: its number, the result, and the
-/// permit that holds its place among the connection's `window`.
-type Answer = (u64, Result<(), Failure>, OwnedSemaphorePermit);
+/// A batch from the peer being admitted (or a question being answered):
+/// its number, the result (`None`: admitted), and the permit that holds
+/// its place among the connection's `window`.
+type Answer = (u64, Outcome, OwnedSemaphorePermit);
 
 async fn admit(
     request: RecipientRequest<RemoteAdmit>,
@@ -1113,6 +1163,24 @@ async fn admit(
     permit: OwnedSemaphorePermit,
 ) -> Answer {
     let result = request.await.map_err(Failure::from).and_then(|r| r);
+    (seq, result.map(|()| None), permit)
+}
+
+/// Answers a question: "not held here" stays a refusal (the asker gives
+/// up on it); any other failure is answered `Unclaimed`.
+async fn answer(
+    request: RecipientRequest<RemoteDigest>,
+    seq: u64,
+    permit: OwnedSemaphorePermit,
+) -> Answer {
+    let result = match request.await.map_err(Failure::from).and_then(|r| r) {
+        Ok(reply) => Ok(Some(reply.into())),
+        Err(Failure::Peer(reason)) => Err(Failure::Peer(reason)),
+        Err(failure) => {
+            tracing::debug!(error = %failure, "bridge: a digest question failed here");
+            Ok(Some(WireReply::Unclaimed))
+        }
+    };
     (seq, result, permit)
 }
 
@@ -1188,7 +1256,7 @@ impl LinkIo<'_> {
         &self,
         msg: WireMessage,
         place: &mut Option<OwnedSemaphorePermit>,
-    ) -> Result<Option<impl Future<Output = Answer>>, Closed> {
+    ) -> Result<Option<BoxFuture<'static, Answer>>, Closed> {
         match msg {
             WireMessage::Admit {
                 seq,
@@ -1197,18 +1265,44 @@ impl LinkIo<'_> {
             } => {
                 self.count_batch("received");
                 let permit = place.take().ok_or(Closed::Stopping)?;
-                let request = self.setup.inbound.send(RemoteAdmit {
+                let request = self.setup.inbound.admit.send(RemoteAdmit {
                     from: self.peer.to_owned(),
                     partition,
                     entries,
                 });
-                Ok(Some(admit(request, seq, permit)))
+                Ok(Some(Box::pin(admit(request, seq, permit))))
+            }
+            WireMessage::Digest {
+                seq,
+                partition,
+                digest,
+                ask,
+            } => {
+                let permit = place.take().ok_or(Closed::Stopping)?;
+                let request = self.setup.inbound.digest.send(RemoteDigest {
+                    partition,
+                    query: DigestQuery {
+                        digest,
+                        ask: ask.into(),
+                    },
+                });
+                Ok(Some(Box::pin(answer(request, seq, permit))))
+            }
+            WireMessage::Answer { seq, reply } => {
+                self.progress.set(true);
+                self.setup.bridge.do_send(Acked {
+                    peer: self.peer.to_owned(),
+                    seq,
+                    answer: Some(reply),
+                });
+                Ok(None)
             }
             WireMessage::Ack { seq } => {
                 self.progress.set(true);
                 self.setup.bridge.do_send(Acked {
                     peer: self.peer.to_owned(),
                     seq,
+                    answer: None,
                 });
                 Ok(None)
             }
@@ -1235,10 +1329,13 @@ impl LinkIo<'_> {
         acks: &mpsc::UnboundedSender<AckPlace>,
     ) -> Result<(), Closed> {
         match result {
-            Ok(()) => {
+            Ok(answer) => {
                 self.progress.set(true);
-                acks.send((Reply::Ack(seq), place))
-                    .map_err(|_| Closed::Stopping)
+                let reply = match answer {
+                    None => Reply::Ack(seq),
+                    Some(reply) => Reply::Answer(seq, reply),
+                };
+                acks.send((reply, place)).map_err(|_| Closed::Stopping)
             }
             Err(Failure::Peer(reason)) => {
                 self.count_batch("nacked");
@@ -1301,6 +1398,8 @@ enum Reply {
     Ack(u64),
     /// Not held here (the reason).
     Nack(u64, String),
+    /// A question's answer.
+    Answer(u64, WireReply),
 }
 
 impl Reply {
@@ -1310,6 +1409,10 @@ impl Reply {
             Reply::Nack(seq, reason) => WireMessage::Nack {
                 seq: *seq,
                 reason: reason.clone(),
+            },
+            Reply::Answer(seq, reply) => WireMessage::Answer {
+                seq: *seq,
+                reply: reply.clone(),
             },
         }
     }
@@ -1330,6 +1433,14 @@ mod tests {
 
         fn handle(&mut self, _: RemoteAdmit, _: &mut Self::Context) -> Self::Result {
             Ok(())
+        }
+    }
+
+    impl Handler<RemoteDigest> for Sink {
+        type Result = Result<DigestReply, Failure>;
+
+        fn handle(&mut self, _: RemoteDigest, _: &mut Self::Context) -> Self::Result {
+            Ok(DigestReply::Unclaimed)
         }
     }
 
@@ -1377,8 +1488,12 @@ mod tests {
         System::new().block_on(async {
             let taken = std::net::TcpListener::bind(loopback()).unwrap();
             let settings = BridgeSettings::new("c1", "n1", taken.local_addr().unwrap());
-            let started =
-                BridgeActor::start(settings, Sink.start().recipient(), Arc::new(Metrics::new()));
+            let sink = Sink.start();
+            let inbound = BridgeInbound {
+                admit: sink.clone().recipient(),
+                digest: sink.recipient(),
+            };
+            let started = BridgeActor::start(settings, inbound, Arc::new(Metrics::new()));
             assert!(matches!(started, Err(BridgeError::Listen { .. })));
         });
     }

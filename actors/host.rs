@@ -20,11 +20,12 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{
-    Archive, ArchiveRemoval, Complete, Crash, Discover, DrainHost, Failure, Fetch, GetHostSnapshot,
-    HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
+    Archive, ArchiveRemoval, Complete, Crash, DigestPayload, DigestQuery, Discover, DrainHost,
+    Failure, Fetch, GetHostSnapshot, HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
 };
 use crate::archive::Archived;
 use crate::clock::SharedClock;
+use crate::dedup::exact::{DigestAsk, DigestReply};
 use crate::events::EventKind;
 use crate::fetch::Validators;
 use crate::frontier::host::{
@@ -273,6 +274,64 @@ impl Runner {
         self.links.pipeline.archive.send(msg).await?
     }
 
+    /// Archives a page's response, storing its payload once crawl-wide: a
+    /// dedup candidate's digest is claimed at its partition first (the
+    /// answer may name the copy to revisit), and the claim is settled after
+    /// the records are written, before the page's links are offered, so a
+    /// page found through them is judged against this one's copy (the
+    /// protocol: [`crate::dedup::exact`]).
+    async fn archive_once(&self, mut msg: Archive) -> Result<Archived, Failure> {
+        if !(self.settings.exact_dedup && msg.is_dedup_candidate()) {
+            return self.archive(msg).await;
+        }
+        let digest = match msg.digest {
+            Some(digest) => digest,
+            None => {
+                let body = msg.response.body.clone();
+                self.links.pipeline.digest.send(DigestPayload(body)).await?
+            }
+        };
+        msg.digest = Some(digest);
+        let reply = self.ask_digest(digest, DigestAsk::Claim).await;
+        let claimed = reply == DigestReply::Claimed;
+        if let DigestReply::Stored(copy) = reply {
+            msg.stored = Some(copy);
+        }
+        let archived = self.archive(msg).await;
+        let settle = match (&archived, claimed) {
+            (
+                Ok(Archived {
+                    original: Some(copy),
+                    ..
+                }),
+                _,
+            ) => Some(DigestAsk::Register(copy.clone())),
+            (_, true) => Some(DigestAsk::Abandon),
+            (_, false) => None,
+        };
+        if let Some(ask) = settle {
+            self.ask_digest(digest, ask).await;
+        }
+        archived
+    }
+
+    /// Asks `digest`'s partition; an answer that cannot be had is
+    /// `Unclaimed` (store in full): exact dedup never stops a page.
+    async fn ask_digest(&self, digest: [u8; 32], ask: DigestAsk) -> DigestReply {
+        let query = DigestQuery { digest, ask };
+        match self.links.pipeline.digests.send(query).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(failure)) => {
+                tracing::debug!(host = %self.host, error = %failure, "digest question unanswered; stored in full");
+                DigestReply::Unclaimed
+            }
+            Err(e) => {
+                tracing::debug!(host = %self.host, error = %e, "digest question unanswered; stored in full");
+                DigestReply::Unclaimed
+            }
+        }
+    }
+
     /// Offers candidates; those of partitions other nodes own come back,
     /// to be written to the outbox with the page's completion.
     async fn discover(
@@ -352,10 +411,11 @@ impl Runner {
                     })
                     .await?;
                 let findings =
-                    response::page_findings(parsed, header.as_deref(), &job.url, value.depth);
+                    response::page_findings(parsed.page, header.as_deref(), &job.url, value.depth);
                 let mut record = self.record(job, findings.robots_meta);
                 record.canonical = findings.canonical;
                 record.simhash = findings.simhash;
+                record.digest = Some(parsed.digest);
                 (findings.found, Some(record))
             }
             Plan::Archive { found } => {
@@ -367,7 +427,7 @@ impl Runner {
         if let Some(mut record) = archive.take().filter(|_| job.archived.is_none()) {
             record.links_out = found.len();
             record.previous = previous.clone();
-            job.archived = Some(self.archive(record).await?);
+            job.archived = Some(self.archive_once(record).await?);
         }
         let archived = job.archived.clone();
         if !job.admitted {

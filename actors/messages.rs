@@ -5,7 +5,8 @@
 //! ```text
 //! Discover ─▶ SeenSet ─AdmitBatch─▶ PartitionActor ─Wake─▶ HostActor
 //! HostActor ─Fetch─▶ FetcherPool ─(FetchResponse)─▶ HostActor
-//! HostActor ─Parse─▶ ParserPool ; ─Archive─▶ Archive ; ─Discover─▶ SeenSet
+//! HostActor ─Parse─▶ ParserPool ; ─DigestQuery─▶ Node ─▶ (the digest's PartitionActor)
+//! HostActor ─Archive─▶ Archive ; ─DigestQuery (register)─▶ … ; ─Discover─▶ SeenSet
 //! HostActor ─Complete─▶ PartitionActor        (the URL is done, durably)
 //! ```
 //!
@@ -14,6 +15,7 @@
 //!
 //! ```text
 //! (outbox) ─SendBatch─▶ Bridge ═Admit/Ack (TCP)═ Bridge ─RemoteAdmit─▶ (owner's admission)
+//! Node ─SendDigest─▶ Bridge ═Digest/Found (TCP)═ Bridge ─RemoteDigest─▶ (owner's partition)
 //! (membership) ─SetPeers─▶ Bridge
 //! ```
 //!
@@ -60,6 +62,20 @@ pub struct PipelineLinks {
     pub removed: Recipient<ArchiveRemoval>,
     /// SeenSet.
     pub discover: Recipient<Discover>,
+    /// ParserPool: payload digests of bodies not parsed.
+    pub digest: Recipient<DigestPayload>,
+    /// Node: questions for a digest's partition (exact dedup).
+    pub digests: Recipient<DigestQuery>,
+}
+
+/// Where the Bridge hands what other nodes send: URLs for partitions this
+/// node holds, and questions for their digests.
+#[derive(Clone)]
+pub struct BridgeInbound {
+    /// Admission of URLs.
+    pub admit: Recipient<RemoteAdmit>,
+    /// Digest questions.
+    pub digest: Recipient<RemoteDigest>,
 }
 
 /// Where a host sends its work: the pipeline, and its own partition.
@@ -323,9 +339,10 @@ pub struct ParseSitemap {
     pub limits: SitemapLimits,
 }
 
-/// Parses an HTML body.
+/// Parses an HTML body; replies with what it found and the body's
+/// payload digest (computed on the parser's thread, off the executor).
 #[derive(Debug, Message)]
-#[rtype(result = "ParsedPage")]
+#[rtype(result = "Parsed")]
 pub struct Parse {
     /// The page's URL (base for relative links).
     pub url: Url,
@@ -335,6 +352,37 @@ pub struct Parse {
     pub content_type: Option<String>,
     /// The Content-Encoding header (gzip, br, ... undone before parsing).
     pub content_encoding: Option<String>,
+}
+
+/// What [`Parse`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Parsed {
+    /// Links, canonical, meta robots, simhash.
+    pub page: ParsedPage,
+    /// SHA-256 of the body as fetched (the WARC payload digest).
+    pub digest: [u8; 32],
+}
+
+/// The SHA-256 of a body that is archived without being parsed.
+#[derive(Debug, Message)]
+#[rtype(result = "[u8; 32]")]
+pub struct DigestPayload(pub Bytes);
+
+// ------------------------------------------------------------------- Dedup
+
+/// A question about a payload digest for the partition it belongs to
+/// (see [`crate::dedup::exact`]): asked of the node, which answers from
+/// the partition if it holds it and asks the owner over the bridge if
+/// not. A question that cannot be answered in time (no owner, the owner
+/// unreachable) is answered [`DigestReply::Unclaimed`](crate::dedup::exact::DigestReply)
+/// by the node: exact dedup never holds up the crawl.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<crate::dedup::exact::DigestReply, Failure>")]
+pub struct DigestQuery {
+    /// The payload's SHA-256.
+    pub digest: [u8; 32],
+    /// What is asked.
+    pub ask: crate::dedup::exact::DigestAsk,
 }
 
 // ----------------------------------------------------------------- Archive
@@ -396,6 +444,35 @@ pub struct SendBatch {
     pub partition: u16,
     /// The entries.
     pub entries: Vec<WireEntry>,
+}
+
+/// Asks `peer`, which owns `partition`, a question about a digest of it.
+/// Resolves with the peer's answer; `Err(Failure::Peer)` as for
+/// [`SendBatch`] (also when the peer does not hold the partition). Asking
+/// again is harmless: a registration repeated is answered as the first
+/// was, and a claim repeated (resent after a reconnect) at worst waits for
+/// the first one's expiry.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<crate::dedup::exact::DigestReply, Failure>")]
+pub struct SendDigest {
+    /// The node id of the owner.
+    pub peer: String,
+    /// The digest's partition.
+    pub partition: u16,
+    /// The question.
+    pub query: DigestQuery,
+}
+
+/// A question about a digest of `partition` from another node. Answered
+/// `Err(Failure::Peer)` if this node does not hold the partition (the
+/// bridge sends that back as a refusal).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<crate::dedup::exact::DigestReply, Failure>")]
+pub struct RemoteDigest {
+    /// The partition.
+    pub partition: u16,
+    /// The question.
+    pub query: DigestQuery,
 }
 
 /// URLs another node sent for `partition`, which this node owns. `Ok` means

@@ -23,9 +23,10 @@ use super::bridge::{BridgeActor, BridgeSettings};
 use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveSnapshot, Candidate, CloseArchive, ClusterIdle, Crash, CrashHost, Discover,
-    Drain, Failure, GetArchiveSnapshot, GetHost, GetPartitionSnapshot, Hold, HostSnapshot,
-    LocalWork, PartitionSnapshot, PipelineLinks, RemoteAdmit, Reroute, SendBatch,
+    Admission, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive, ClusterIdle, Crash,
+    CrashHost, DigestQuery, Discover, Drain, Failure, GetArchiveSnapshot, GetHost,
+    GetPartitionSnapshot, Hold, HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks,
+    RemoteAdmit, RemoteDigest, Reroute, SendBatch, SendDigest,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
@@ -34,6 +35,7 @@ use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
 use crate::cluster::wire::WireEntry;
 use crate::config::Config;
+use crate::dedup::exact::{digest_partition, DigestReply};
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::HostSettings;
 use crate::frontier::{EntryKind, Priority};
@@ -193,13 +195,17 @@ impl Node {
         // create the SeenSet's mailbox first and start it once wired.
         let seen_ctx = Context::<SeenSet>::new();
         let seen_addr = seen_ctx.address();
+        // Hosts ask the node digest questions: its mailbox exists first too.
+        let node_ctx = Context::<Node>::new();
         let pipeline = PipelineLinks {
             fetch: fetcher.recipient(),
             parse: parser.clone().recipient(),
-            parse_sitemap: parser.recipient(),
+            parse_sitemap: parser.clone().recipient(),
+            digest: parser.recipient(),
             archive: archive.clone().recipient(),
             removed: archive.clone().recipient(),
             discover: seen_addr.clone().recipient(),
+            digests: node_ctx.address().recipient(),
         };
         let slots = ActiveSlots::new(config.frontier.active_hosts_cap(config.fetch.concurrency));
         let setup = PartitionSetup {
@@ -230,7 +236,6 @@ impl Node {
             .map(|p| p.as_ref().map(|h| h.addr.clone().recipient()))
             .collect();
         seen_ctx.run(SeenSet::new(&config, scope, recipients, metrics.clone()));
-        let node_ctx = Context::<Node>::new();
         let cluster = match config.cluster.enabled {
             true => Some(Self::join(
                 &config,
@@ -274,8 +279,11 @@ impl Node {
                 .map_err(|_| NodeError::Address(a.to_owned()))
         };
         let settings = BridgeSettings::new(&c.cluster_id, &c.node_id, addr(&c.bridge)?);
-        let (bridge, bridge_addr) =
-            BridgeActor::start(settings, node.clone().recipient(), metrics)?;
+        let inbound = BridgeInbound {
+            admit: node.clone().recipient(),
+            digest: node.clone().recipient(),
+        };
+        let (bridge, bridge_addr) = BridgeActor::start(settings, inbound, metrics)?;
         let mut membership = crate::cluster::membership::MembershipConfig::new(
             &c.cluster_id,
             &c.node_id,
@@ -711,6 +719,85 @@ impl Handler<RemoteAdmit> for Node {
     }
 }
 
+impl Node {
+    /// Asks `query` of the digest's partition: here if this node holds it,
+    /// of its owner over the bridge if another node does; `None` while it
+    /// has no owner (or is being opened here).
+    fn ask_partition(
+        &self,
+        partition: u16,
+        query: DigestQuery,
+    ) -> Option<futures_util::future::BoxFuture<'static, Result<DigestReply, Failure>>> {
+        if let Some(Some(held)) = self.partitions.get(usize::from(partition)) {
+            let ask = held.addr.send(query);
+            return Some(Box::pin(async move { ask.await? }));
+        }
+        let cluster = self.cluster.as_ref()?;
+        let owner = cluster.assignment.owner(partition)?;
+        if owner == cluster.node_id {
+            return None;
+        }
+        let ask = cluster.bridge.send(SendDigest {
+            peer: owner.to_owned(),
+            partition,
+            query,
+        });
+        Some(Box::pin(async move { ask.await? }))
+    }
+}
+
+/// The longest a digest question waits for its answer: longer than a
+/// claim may stay open (a waiting claim is answered by then), short
+/// enough that a partition whose owner is unreachable holds pages up only
+/// briefly (they are then stored in full).
+const DIGEST_WAIT: Duration = Duration::from_secs(15);
+
+impl Handler<DigestQuery> for Node {
+    type Result = ResponseFuture<Result<DigestReply, Failure>>;
+
+    fn handle(&mut self, msg: DigestQuery, _: &mut Self::Context) -> Self::Result {
+        let partition = digest_partition(&msg.digest, self.partitions.len() as u16);
+        let ask = self.ask_partition(partition, msg);
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let answer = match ask {
+                Some(ask) => tokio::time::timeout(DIGEST_WAIT, ask).await.ok(),
+                None => None,
+            };
+            let (reply, label) = match answer {
+                Some(Ok(reply)) => {
+                    let label = match reply {
+                        DigestReply::Stored(_) => "stored",
+                        DigestReply::Claimed => "claimed",
+                        DigestReply::Unclaimed => "unclaimed",
+                    };
+                    (reply, label)
+                }
+                Some(Err(failure)) => {
+                    tracing::debug!(partition, error = %failure, "digest question failed");
+                    (DigestReply::Unclaimed, "unanswered")
+                }
+                None => (DigestReply::Unclaimed, "unanswered"),
+            };
+            metrics.digest_answers.with_label_values(&[label]).inc();
+            Ok(reply)
+        })
+    }
+}
+
+impl Handler<RemoteDigest> for Node {
+    type Result = ResponseFuture<Result<DigestReply, Failure>>;
+
+    fn handle(&mut self, msg: RemoteDigest, _: &mut Self::Context) -> Self::Result {
+        let Some(Some(held)) = self.partitions.get(usize::from(msg.partition)) else {
+            let reason = format!("partition {} is not held here", msg.partition);
+            return Box::pin(async move { Err(Failure::Peer(reason)) });
+        };
+        let ask = held.addr.send(msg.query);
+        Box::pin(async move { ask.await? })
+    }
+}
+
 /// Offers seed URLs (depth 0). Unparseable ones count as filtered.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Admission, Failure>")]
@@ -754,7 +841,7 @@ impl Handler<Seed> for Node {
                 }
                 if let Some(held) = act.held().next() {
                     held.store
-                        .complete_with_outbox(&[], &[], &d.remote)
+                        .complete_with_outbox(&[], &[], &d.remote, &[])
                         .map_err(|e| Failure::Store(e.to_string()))?;
                     return Ok((admission, Vec::new()));
                 }

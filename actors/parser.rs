@@ -3,7 +3,8 @@
 //! Parsing is the largest CPU cost per page, so it runs on its own threads
 //! (one per core by default), never on the async executor. scraper's DOM is
 //! not `Send`: it is built and dropped inside the thread and only plain
-//! [`ParsedPage`] data leaves. Each page's parse is bounded
+//! [`ParsedPage`] data leaves. The payload digest (SHA-256) of a page is
+//! computed here too, for the same reason. Each page's parse is bounded
 //! ([`ParseLimits`]): a page cut short still yields what was read before the
 //! cut, and the cut is counted by reason.
 
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 
-use super::messages::{Parse, ParseSitemap};
+use super::messages::{DigestPayload, Parse, ParseSitemap, Parsed};
 use crate::config::ParseConfig;
 use crate::fetch::decode::decode_body;
 use crate::metrics::Metrics;
@@ -58,11 +59,29 @@ impl Handler<Parse> for ParserPool {
     type Result = MessageResult<Parse>;
 
     fn handle(&mut self, msg: Parse, _: &mut Self::Context) -> Self::Result {
+        let digest = crate::warc::payload_sha256(&msg.body);
+        MessageResult(Parsed {
+            page: self.parse(&msg),
+            digest,
+        })
+    }
+}
+
+impl Handler<DigestPayload> for ParserPool {
+    type Result = MessageResult<DigestPayload>;
+
+    fn handle(&mut self, msg: DigestPayload, _: &mut Self::Context) -> Self::Result {
+        MessageResult(crate::warc::payload_sha256(&msg.0))
+    }
+}
+
+impl ParserPool {
+    fn parse(&self, msg: &Parse) -> ParsedPage {
         let body = match decode_body(&msg.body, msg.content_encoding.as_deref(), self.max_decoded) {
             Ok(decoded) => decoded.bytes,
             Err(err) => {
                 tracing::debug!(url = %msg.url, error = %err, "cannot decode the body; no links read");
-                return MessageResult(ParsedPage::default());
+                return ParsedPage::default();
             }
         };
         let (html, _) = decode_html(&body, msg.content_type.as_deref());
@@ -75,7 +94,7 @@ impl Handler<Parse> for ParserPool {
             tracing::debug!(url = %msg.url, reason = %cut.reason, parsed_bytes = cut.parsed_bytes,
                 html_bytes = html.len(), "parse stopped at a bound; the rest of the page is archived unread");
         }
-        MessageResult(page)
+        page
     }
 }
 

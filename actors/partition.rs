@@ -24,16 +24,17 @@ use actix::prelude::*;
 
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, Complete, Crash, CrashHost, Drain, DrainHost, Failure, GetHost, GetHostSnapshot,
-    GetPartitionSnapshot, HostIdle, HostLinks, HostSnapshot, PartitionSnapshot, PipelineLinks,
-    SaveHostState, Wake,
+    AdmitBatch, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost, Failure, GetHost,
+    GetHostSnapshot, GetPartitionSnapshot, HostIdle, HostLinks, HostSnapshot, PartitionSnapshot,
+    PipelineLinks, SaveHostState, Wake,
 };
 use crate::clock::SharedClock;
+use crate::dedup::exact::{ClaimBook, DigestReply};
 use crate::frontier::due::{ActiveSlots, DueIndex};
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::{Completion, DueCounts, PartitionStore};
+use crate::store::{Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy};
 use crate::url::Fingerprint;
 
 /// A dormant host is activated this long before it comes due, so its
@@ -112,8 +113,26 @@ pub struct PartitionActor {
     pending: PendingCompletions,
     /// Refresh counts last added to the node's gauges.
     refresh_due: DueCounts,
+    /// This partition's part of exact dedup.
+    digests: Digests,
     metrics: Arc<Metrics>,
 }
+
+/// The partition's side of exact dedup ([`crate::dedup::exact`]): the
+/// open claims of its digests, and copies registered but not yet written
+/// (they go into the next completion batch, and are answered from here
+/// until then).
+struct Digests {
+    claims: ClaimBook<oneshot::Sender<DigestReply>>,
+    unwritten: HashMap<[u8; 32], StoredCopy>,
+}
+
+/// An open claim expires after this. A claimant archives in milliseconds;
+/// one that takes this long has died or is cut off, and its waiters store
+/// the payload in full rather than wait longer.
+const CLAIM_TTL_MS: u64 = 10_000;
+/// How often expired claims are looked for.
+const CLAIM_SWEEP: Duration = Duration::from_secs(1);
 
 /// Completions are written together: those arriving within
 /// [`COMPLETE_AFTER`] (or [`COMPLETE_AT`] of them) share one write batch,
@@ -126,6 +145,8 @@ struct PendingCompletions {
     /// Links for partitions other nodes own, found by those pages.
     outbox: Vec<crate::store::OutboxBatch>,
     schedules: Vec<(String, Schedule)>,
+    /// New entries of the partition's digest index.
+    digests: Vec<DigestEntry>,
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
     armed: bool,
 }
@@ -167,6 +188,10 @@ impl PartitionActor {
             pending: PendingCompletions::default(),
             refresh_due: DueCounts::default(),
             refresh_waiting: Default::default(),
+            digests: Digests {
+                claims: ClaimBook::new(CLAIM_TTL_MS),
+                unwritten: HashMap::new(),
+            },
             metrics,
         }
     }
@@ -367,6 +392,12 @@ impl Actor for PartitionActor {
             tracing::error!(partition = self.id, error = %err, "cannot read the queue");
         }
         ctx.run_interval(SUPERVISE_EVERY, |act, ctx| act.supervise(ctx));
+        ctx.run_interval(CLAIM_SWEEP, |act, _| {
+            let now_ms = act.clock.now().unix_ms();
+            for (asker, reply) in act.digests.claims.expire(now_ms) {
+                let _ = asker.send(reply);
+            }
+        });
         self.activate_due(ctx);
     }
 
@@ -489,7 +520,7 @@ impl PartitionActor {
     /// senders.
     fn flush_completions(&mut self) {
         let pending = std::mem::take(&mut self.pending);
-        if pending.completions.is_empty() {
+        if pending.completions.is_empty() && pending.digests.is_empty() {
             return;
         }
         let schedules: Vec<(&str, &Schedule)> = pending
@@ -499,11 +530,21 @@ impl PartitionActor {
             .collect();
         let result = self
             .store
-            .complete_with_outbox(&pending.completions, &schedules, &pending.outbox)
+            .complete_with_outbox(
+                &pending.completions,
+                &schedules,
+                &pending.outbox,
+                &pending.digests,
+            )
             .map_err(|err| {
                 tracing::error!(partition = self.id, error = %err, "complete failed");
                 Failure::Store(err.to_string())
             });
+        // Written, or lost with the batch (the payloads are then stored
+        // in full once more: the index is an optimisation).
+        for entry in &pending.digests {
+            self.digests.unwritten.remove(&entry.digest);
+        }
         if result.is_err() {
             self.store_errors += 1;
         }
@@ -532,15 +573,68 @@ impl Handler<Complete> for PartitionActor {
         self.pending.outbox.extend(msg.outbox);
         self.pending.schedules.push((msg.host, msg.schedule));
         self.pending.waiters.push(tx);
-        if self.pending.completions.len() >= COMPLETE_AT {
+        self.schedule_flush(ctx);
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(Failure::Mailbox("a completion was dropped".into())))
+        })
+    }
+}
+
+impl PartitionActor {
+    /// Writes the pending batch now if it is full, or arms its timer.
+    fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.pending.completions.len() + self.pending.digests.len() >= COMPLETE_AT {
             self.flush_completions();
         } else if !self.pending.armed {
             self.pending.armed = true;
             ctx.run_later(COMPLETE_AFTER, |act, _| act.flush_completions());
         }
+    }
+
+    /// The copy of `digest` on record: registered (maybe not yet written)
+    /// or in the store.
+    fn stored_copy(&mut self, digest: &[u8; 32]) -> Result<Option<StoredCopy>, Failure> {
+        if let Some(copy) = self.digests.unwritten.get(digest) {
+            return Ok(Some(copy.clone()));
+        }
+        self.store.stored_copy(digest).map_err(|err| {
+            self.store_errors += 1;
+            Failure::Store(err.to_string())
+        })
+    }
+}
+
+impl Handler<DigestQuery> for PartitionActor {
+    type Result = ResponseFuture<Result<DigestReply, Failure>>;
+
+    fn handle(&mut self, msg: DigestQuery, ctx: &mut Self::Context) -> Self::Result {
+        let known = match self.stored_copy(&msg.digest) {
+            Ok(known) => known,
+            Err(failure) => return Box::pin(async move { Err(failure) }),
+        };
+        let (tx, rx) = oneshot::channel();
+        let now_ms = self.clock.now().unix_ms();
+        let (answers, record) =
+            self.digests
+                .claims
+                .ask(msg.digest, msg.ask, known.as_ref(), now_ms, tx);
+        if let Some(copy) = record {
+            self.digests.unwritten.insert(msg.digest, copy.clone());
+            self.pending.digests.push(DigestEntry {
+                digest: msg.digest,
+                copy,
+            });
+            self.schedule_flush(ctx);
+        }
+        for (asker, reply) in answers {
+            let _ = asker.send(reply);
+        }
+        // A claim that waits is answered when it is settled or expires (or
+        // fails, if the partition stops meanwhile).
         Box::pin(async move {
             rx.await
-                .unwrap_or_else(|_| Err(Failure::Mailbox("a completion was dropped".into())))
+                .map_err(|_| Failure::Mailbox("the partition stopped".into()))
         })
     }
 }
@@ -550,7 +644,7 @@ impl Handler<super::messages::Forward> for PartitionActor {
 
     fn handle(&mut self, msg: super::messages::Forward, _: &mut Self::Context) -> Self::Result {
         self.store
-            .complete_with_outbox(&[], &[], &msg.outbox)
+            .complete_with_outbox(&[], &[], &msg.outbox, &[])
             .map_err(|err| {
                 self.store_errors += 1;
                 Failure::Store(err.to_string())

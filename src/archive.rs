@@ -3,16 +3,18 @@
 //!
 //! [`Archiver::store`] decides and writes:
 //! 1. the dedup verdict ([`DedupIndex::judge`]): only a page's whole,
-//!    non-empty 2xx is a candidate; a payload archived before becomes a
-//!    WARC `revisit` record pointing at the first copy, a near-duplicate
-//!    page is flagged (or, with `skip-archive`, neither archived nor given
-//!    an event);
+//!    non-empty 2xx is a candidate; a payload archived before (the copy its
+//!    digest's partition named, asked by the host before archiving:
+//!    [`crate::dedup::exact`]) becomes a WARC `revisit` record pointing at
+//!    the first copy, a near-duplicate page is flagged (or, with
+//!    `skip-archive`, neither archived nor given an event);
 //! 2. the records (response plus request) and their bytes flushed to the
 //!    OS, then the event that points at them, flushed too, so an
 //!    acknowledged response survives a crash of the process;
-//! 3. only then the index update: a stored original becomes what later
-//!    identical payloads (and similar pages) are compared with; a
-//!    near-duplicate never does, so similarity does not drift.
+//! 3. only then the index update: a stored original's simhash becomes
+//!    what later similar pages are compared with (a near-duplicate's never
+//!    does, so similarity does not drift), and the reply names it as a
+//!    new original, for the host to register at its digest's partition.
 //!
 //! On a refetch it also judges whether the content changed since the copy
 //! on record ([`lifecycle::judge_change`]), says so in the event, and
@@ -29,7 +31,7 @@ use std::sync::Arc;
 use url::Url;
 
 use crate::config::DedupConfig;
-use crate::dedup::{DedupIndex, NearAction, Original, Verdict};
+use crate::dedup::{DedupIndex, NearAction, Verdict};
 use crate::error::Failure;
 use crate::events::{Event, EventKind, EventWriter};
 use crate::fetch::FetchResponse;
@@ -64,6 +66,11 @@ pub struct ArchiveRequest {
     /// A 304 confirming `previous`'s copy: archived as a
     /// `server-not-modified` revisit of it.
     pub not_modified: bool,
+    /// The payload's SHA-256, if computed already (by the parser).
+    pub digest: Option<[u8; 32]>,
+    /// Where the payload is stored in full, as its digest's partition
+    /// answered (a dedup candidate's, asked before archiving).
+    pub stored: Option<StoredCopy>,
 }
 
 /// What archiving a response produced, for the URL's record.
@@ -78,6 +85,9 @@ pub struct Archived {
     /// Whether the content changed since `previous` (`None` on a first
     /// fetch).
     pub changed: Option<bool>,
+    /// Set when this response was stored in full as the first copy of its
+    /// payload: the copy to register at the digest's partition.
+    pub original: Option<StoredCopy>,
 }
 
 impl ArchiveRequest {
@@ -95,6 +105,8 @@ impl ArchiveRequest {
             simhash: None,
             previous: None,
             not_modified: false,
+            digest: None,
+            stored: None,
         }
     }
 
@@ -181,7 +193,7 @@ impl Archiver {
         }
         let settings = self.settings.clone();
         self.index()?
-            .judge(sha256, req.simhash, &settings)
+            .judge(sha256, req.stored.clone(), req.simhash, &settings)
             .map_err(|e| Failure::Archive(e.to_string()))
     }
 
@@ -213,7 +225,9 @@ impl Archiver {
                 return self.store_not_modified(&req, &exchange, digest, copy);
             }
         }
-        let sha256 = crate::warc::payload_sha256(&resp.body);
+        let sha256 = req
+            .digest
+            .unwrap_or_else(|| crate::warc::payload_sha256(&resp.body));
         let verdict = self.verdict(&req, &sha256)?;
         let changed = lifecycle::judge_change(
             req.previous.as_ref(),
@@ -234,6 +248,7 @@ impl Archiver {
                 digest: sha256,
                 copy: None,
                 changed,
+                original: None,
             });
         };
         let event = Event {
@@ -242,21 +257,17 @@ impl Archiver {
             ..Self::event(&req, date, &stored.at, &sha256)
         };
         self.append(event)?;
-        // Only a stored original enters the index, after its records.
+        // Only a stored original is indexed, after its records.
         let original = copy
             .as_ref()
-            .filter(|c| c.record_id == stored.record_id && req.is_dedup_candidate());
-        if let Some(c) = original {
-            let original = Original {
-                uri: c.uri.clone(),
-                date: c.date.clone(),
-                record_id: c.record_id.clone(),
-            };
-            let near = req
-                .simhash
-                .filter(|_| self.index_simhash && self.settings.near_duplicates != NearAction::Off);
+            .filter(|c| c.record_id == stored.record_id && req.is_dedup_candidate())
+            .cloned();
+        let near = req
+            .simhash
+            .filter(|_| self.index_simhash && self.settings.near_duplicates != NearAction::Off);
+        if let (Some(c), Some(hash)) = (&original, near) {
             self.index()?
-                .remember(&sha256, Some(&original), near, &original.uri)
+                .remember(hash, &c.uri)
                 .map_err(|e| Failure::Archive(e.to_string()))?;
         }
         Ok(Archived {
@@ -264,6 +275,7 @@ impl Archiver {
             digest: sha256,
             copy,
             changed,
+            original,
         })
     }
 
@@ -293,12 +305,8 @@ impl Archiver {
                     .warc
                     .write_revisit(exchange, sha256, &original)
                     .map_err(|e| fail(&e))?;
-                let copy = StoredCopy {
-                    uri: original.uri.clone(),
-                    date: original.date,
-                    record_id: original.record_id,
-                };
-                (stored, Some(original.uri), Some(copy))
+                let uri = original.uri.clone();
+                (stored, Some(uri), Some(original))
             }
             Verdict::Near(url) => {
                 self.count("near_flagged");
@@ -351,15 +359,10 @@ impl Archiver {
         digest: [u8; 32],
         copy: StoredCopy,
     ) -> Result<Archived, Failure> {
-        let original = Original {
-            uri: copy.uri.clone(),
-            date: copy.date.clone(),
-            record_id: copy.record_id.clone(),
-        };
         let records_before = self.warc.bytes();
         let stored = self
             .warc
-            .write_not_modified(exchange, digest, &original)
+            .write_not_modified(exchange, digest, &copy)
             .map_err(|e| Failure::Archive(e.to_string()))?;
         self.metrics.warc_records.inc_by(2);
         self.metrics
@@ -376,6 +379,7 @@ impl Archiver {
             digest,
             copy: Some(copy),
             changed: Some(false),
+            original: None,
         })
     }
 

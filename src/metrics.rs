@@ -37,6 +37,10 @@ pub struct Metrics {
     /// Duplicate responses by kind (`exact`, `near_flagged`,
     /// `near_skipped`).
     pub duplicates: IntCounterVec,
+    /// Answers to exact dedup's questions at a digest's partition, by
+    /// answer (`stored`, `claimed`, `unclaimed`, `unanswered`: the
+    /// partition could not be asked in time), counted where asked.
+    pub digest_answers: IntCounterVec,
     /// The seen filter's answers (`absent`, `maybe_seen`,
     /// `false_positive`).
     pub seen_filter: IntCounterVec,
@@ -192,6 +196,11 @@ impl Metrics {
                 "trawl_duplicates_total",
                 "Responses found to duplicate an archived one, by kind.",
                 "kind",
+            ),
+            digest_answers: counter_vec(
+                "trawl_digest_answers_total",
+                "Answers to exact dedup's digest questions (claims and registrations), by answer.",
+                "answer",
             ),
             seen_filter: counter_vec(
                 "trawl_seen_filter_total",

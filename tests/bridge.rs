@@ -21,10 +21,13 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use trawl::actors::bridge::{BridgeActor, BridgeSettings};
 use trawl::actors::messages::{
-    BridgeStatus, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit, SendBatch, SetPeers,
+    BridgeInbound, BridgeStatus, DigestQuery, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit,
+    RemoteDigest, SendBatch, SendDigest, SetPeers,
 };
 use trawl::cluster::wire::{self, Message, WireEntry, WireKind};
+use trawl::dedup::exact::{DigestAsk, DigestReply};
 use trawl::metrics::Metrics;
+use trawl::store::StoredCopy;
 
 const CLUSTER: &str = "c1";
 /// The longest any awaited signal may take.
@@ -72,6 +75,27 @@ impl Handler<RemoteAdmit> for Probe {
     }
 }
 
+/// Answers digest questions as a partition holding only partition 1
+/// would: a registration is answered with the copy registered, a claim
+/// with `Claimed`; any other partition is not held here.
+impl Handler<RemoteDigest> for Probe {
+    type Result = Result<DigestReply, Failure>;
+
+    fn handle(&mut self, msg: RemoteDigest, _: &mut Self::Context) -> Self::Result {
+        if msg.partition != 1 {
+            return Err(Failure::Peer(format!(
+                "partition {} is not held here",
+                msg.partition
+            )));
+        }
+        Ok(match msg.query.ask {
+            DigestAsk::Register(copy) => DigestReply::Stored(copy),
+            DigestAsk::Claim => DigestReply::Claimed,
+            DigestAsk::Abandon => DigestReply::Unclaimed,
+        })
+    }
+}
+
 /// A bridge under test and what its recipient sees.
 struct TestNode {
     id: &'static str,
@@ -100,12 +124,12 @@ fn start_at(id: &'static str, listen: SocketAddr, window: usize, hold: bool) -> 
     let (tx, deliveries) = mpsc::unbounded_channel();
     let probe = Probe { tx, hold }.start();
     let metrics = Arc::new(Metrics::new());
-    let (addr, bound) = BridgeActor::start(
-        settings(id, listen, window),
-        probe.recipient(),
-        metrics.clone(),
-    )
-    .expect("bridge starts");
+    let inbound = BridgeInbound {
+        admit: probe.clone().recipient(),
+        digest: probe.recipient(),
+    };
+    let (addr, bound) = BridgeActor::start(settings(id, listen, window), inbound, metrics.clone())
+        .expect("bridge starts");
     TestNode {
         id,
         addr,
@@ -572,6 +596,44 @@ fn a_batch_for_a_partition_not_held_there_is_refused_back_to_its_sender() {
             .unwrap();
         next.answer.unwrap().send(Ok(())).unwrap();
         assert_eq!(within("the ack", send).await, Ok(Ok(())));
+        assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);
+    });
+}
+
+#[test]
+fn digest_questions_are_answered_across_the_bridge_or_refused_if_not_held() {
+    System::new().block_on(async {
+        let a = start("a", 4, false);
+        let b = start("b", 4, false);
+        pair(&a, &b).await;
+        let copy = StoredCopy {
+            uri: "http://mirror-a.test/".into(),
+            date: "2026-11-30T00:00:00.000000Z".into(),
+            record_id: "<urn:uuid:1>".into(),
+        };
+        let ask = |partition, ask| SendDigest {
+            peer: "b".into(),
+            partition,
+            query: DigestQuery {
+                digest: [7; 32],
+                ask,
+            },
+        };
+        let claim = within("a claim", a.addr.send(ask(1, DigestAsk::Claim))).await;
+        assert_eq!(claim, Ok(Ok(DigestReply::Claimed)));
+        let register = a.addr.send(ask(1, DigestAsk::Register(copy.clone())));
+        assert_eq!(
+            within("a registration", register).await,
+            Ok(Ok(DigestReply::Stored(copy)))
+        );
+        // Not held there: refused back, and the link stays up.
+        let stray = within("a refusal", a.addr.send(ask(2, DigestAsk::Claim))).await;
+        assert_eq!(
+            stray,
+            Ok(Err(Failure::Peer("partition 2 is not held here".into())))
+        );
+        assert_eq!(count(&a.metrics.bridge_batches, &["b", "acked"]), 2);
+        assert_eq!(count(&a.metrics.bridge_batches, &["b", "nacked"]), 1);
         assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);
     });
 }

@@ -15,10 +15,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
 use common::{assert_same_urls, audit_log, page_requests, start_web};
 use trawl::actors::{GetCluster, GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::metrics::Metrics;
+use trawl::testweb::dupes::{self, MIRRORS};
 
 const PARTITIONS: u16 = 8;
 const MIN_DELAY_MS: u64 = 5;
@@ -60,6 +63,31 @@ fn held(status: &NodeStatus) -> BTreeSet<u16> {
     status.partitions.iter().map(|p| p.id).collect()
 }
 
+/// Waits for two nodes to split the partitions: every partition held, by
+/// exactly one node, and both holding some. `None` if that takes too long.
+async fn wait_split(
+    n1: &actix::Addr<Node>,
+    n2: &actix::Addr<Node>,
+) -> Option<(BTreeSet<u16>, BTreeSet<u16>)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        let (s1, s2) = (
+            n1.send(GetStatus).await.unwrap(),
+            n2.send(GetStatus).await.unwrap(),
+        );
+        let (h1, h2) = (held(&s1), held(&s2));
+        if !h1.is_empty()
+            && !h2.is_empty()
+            && h1.is_disjoint(&h2)
+            && h1.len() + h2.len() == usize::from(PARTITIONS)
+        {
+            return Some((h1, h2));
+        }
+        actix_rt::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
 #[test]
 fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     let (web, server) = start_web(12, 8, 21);
@@ -83,27 +111,7 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
         let n2 = Node::start(c2, node_m2.clone()).expect("n2 starts");
         let admin1 = trawl::admin::start(&a1.to_string(), n1.clone(), node_m1).unwrap();
         let admin2 = trawl::admin::start(&a2.to_string(), n2.clone(), node_m2).unwrap();
-        // Wait for the split: every partition held, by exactly one node,
-        // and both holding some.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut split = None;
-        while Instant::now() < deadline {
-            let (s1, s2) = (
-                n1.send(GetStatus).await.unwrap(),
-                n2.send(GetStatus).await.unwrap(),
-            );
-            let (h1, h2) = (held(&s1), held(&s2));
-            if !h1.is_empty()
-                && !h2.is_empty()
-                && h1.is_disjoint(&h2)
-                && h1.len() + h2.len() == usize::from(PARTITIONS)
-            {
-                split = Some((h1, h2));
-                break;
-            }
-            actix_rt::time::sleep(Duration::from_millis(50)).await;
-        }
-        let Some(split) = split else {
+        let Some(split) = wait_split(&n1, &n2).await else {
             n1.send(Shutdown).await.unwrap().ok();
             n2.send(Shutdown).await.unwrap().ok();
             return (None, false);
@@ -185,4 +193,90 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     let dir = data.path();
     assert!(dir.join("events-n1.jsonl").exists() && dir.join("events-n2.jsonl").exists());
     eprintln!("n1 held {h1:?}, n2 held {h2:?}");
+}
+
+/// Two node ids under which the two mirror sites belong to different
+/// nodes, so each node fetches one copy of every mirrored page.
+fn ids_splitting_the_mirrors() -> (String, String) {
+    let [a, b] = MIRRORS.map(|m| trawl::url::partition_of(m, PARTITIONS));
+    (1..100)
+        .map(|i| (format!("m{i}"), format!("m{}", i + 1)))
+        .find(|(x, y)| {
+            let members = [x.clone(), y.clone()];
+            let owner = |p| trawl::cluster::assign::owner(p, &members).map(str::to_owned);
+            owner(a) != owner(b)
+        })
+        .expect("some pair of ids splits two partitions")
+}
+
+#[test]
+fn a_payload_fetched_on_two_nodes_is_stored_once() {
+    let (web, server) = start_web(3, 3, 4);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let (id1, id2) = ids_splitting_the_mirrors();
+    let (g1, b1) = free_ports();
+    let (g2, b2) = free_ports();
+    let (a1, a2) = (free_ports().1, free_ports().1);
+    let c1 = node_config(data.path(), &id1, g1, b1, g2, a1);
+    let c2 = node_config(data.path(), &id2, g2, b2, g1, a2);
+    let mut seeds = web.seeds(port);
+    seeds.push(format!("http://{}:{port}/", dupes::HUB));
+    let (m1, m2) = (
+        Arc::new(Metrics::for_node(Some(&id1))),
+        Arc::new(Metrics::for_node(Some(&id2))),
+    );
+    let (node_m1, node_m2) = (m1.clone(), m2.clone());
+    let (cc1, cc2) = (c1.clone(), c2.clone());
+    let finished = actix_rt::System::new().block_on(async move {
+        let n1 = Node::start(cc1, node_m1).expect("node 1 starts");
+        let n2 = Node::start(cc2, node_m2).expect("node 2 starts");
+        let split = wait_split(&n1, &n2).await.is_some();
+        if split {
+            n1.send(Seed { urls: seeds }).await.unwrap().expect("seeds");
+            let idle = futures_util::future::join(n1.send(WhenIdle), n2.send(WhenIdle));
+            let _ = tokio::time::timeout(Duration::from_secs(60), idle).await;
+        }
+        n1.send(Shutdown).await.unwrap().expect("node 1 stops");
+        n2.send(Shutdown).await.unwrap().expect("node 2 stops");
+        split
+    });
+    assert!(finished, "the nodes did not split the partitions");
+    server.stop();
+    // Which node fetched which page, from each node's own events.
+    let mut events = BTreeMap::new();
+    for config in [&c1, &c2] {
+        for e in common::page_events(config) {
+            events.insert(e.url.clone(), (config, e));
+        }
+    }
+    let paths: Vec<String> = std::iter::once("/".to_owned())
+        .chain((1..=dupes::MIRROR_PAGES).map(|n| format!("/m/{n}.html")))
+        .collect();
+    for path in &paths {
+        let url = |host: &str| format!("http://{host}:{port}{path}");
+        let (ca, ea) = &events[&url(MIRRORS[0])];
+        let (cb, eb) = &events[&url(MIRRORS[1])];
+        assert_ne!(
+            ca.cluster.node_id, cb.cluster.node_id,
+            "{path}: the mirrors are on different nodes"
+        );
+        let ((_, original), (copy_config, copy)) = match (&ea.duplicate_of, &eb.duplicate_of) {
+            (None, Some(_)) => ((ca, ea), (cb, eb)),
+            (Some(_), None) => ((cb, eb), (ca, ea)),
+            other => panic!("{path}: exactly one copy is a duplicate, got {other:?}"),
+        };
+        assert_eq!(copy.duplicate_of.as_deref(), Some(original.url.as_str()));
+        assert_eq!(copy.content_sha256, original.content_sha256);
+        let record = common::record_at(copy_config, copy);
+        assert!(
+            record.starts_with("WARC/1.1\r\nWARC-Type: revisit\r\n"),
+            "{record}"
+        );
+        assert!(record.contains(&format!("WARC-Refers-To-Target-URI: {}\r\n", original.url)));
+    }
+    let exact = |m: &Metrics| m.duplicates.with_label_values(&["exact"]).get();
+    // One node's revisit names the other's record: only the digest's
+    // partition, asked across the bridge, can have told it.
+    assert_eq!(exact(&m1) + exact(&m2), paths.len() as u64);
 }

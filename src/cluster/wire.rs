@@ -18,6 +18,10 @@
 //!   answers [`Message::Ack`] once they are durably admitted, and only
 //!   then does the sender delete them from its outbox. A batch sent again
 //!   after a reconnect is harmless: admission is idempotent.
+//! - **Digest questions**: exact dedup asks the node holding a digest's
+//!   partition ([`crate::dedup::exact`]) with [`Message::Digest`], numbered
+//!   and windowed like batches; the answer is [`Message::Answer`] (or a
+//!   `Nack` if the receiver does not hold the partition).
 //!
 //! Enum variants are only appended; anything else is a new
 //! [`PROTOCOL_VERSION`].
@@ -26,8 +30,12 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::LengthDelimitedCodec;
 
+use crate::dedup::exact::{DigestAsk, DigestReply};
+use crate::store::StoredCopy;
+
 /// The version of this protocol; a peer speaking an older one is refused.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2 added digest questions.
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The largest frame accepted (and sent): a batch of links is far below
 /// it; anything larger is a broken or hostile peer.
@@ -84,6 +92,118 @@ pub enum Message {
         /// Why, for the sender's log.
         reason: String,
     },
+    /// A question about a payload digest of `partition`, which the
+    /// receiver owns (numbered like a batch, from the same counter).
+    Digest {
+        /// Sequence number.
+        seq: u64,
+        /// The digest's partition.
+        partition: u16,
+        /// The payload's SHA-256.
+        digest: [u8; 32],
+        /// The question.
+        ask: WireAsk,
+    },
+    /// The answer to question `seq`.
+    Answer {
+        /// The question.
+        seq: u64,
+        /// The answer.
+        reply: WireReply,
+    },
+}
+
+/// Where a payload is stored in full, on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireCopy {
+    /// `WARC-Target-URI` of the record.
+    pub uri: String,
+    /// Its `WARC-Date`.
+    pub date: String,
+    /// Its `WARC-Record-ID`.
+    pub record_id: String,
+}
+
+/// [`DigestAsk`] on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireAsk {
+    /// See [`DigestAsk::Claim`].
+    Claim,
+    /// See [`DigestAsk::Register`].
+    Register(WireCopy),
+    /// See [`DigestAsk::Abandon`].
+    Abandon,
+}
+
+/// [`DigestReply`] on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireReply {
+    /// See [`DigestReply::Stored`].
+    Stored(WireCopy),
+    /// See [`DigestReply::Claimed`].
+    Claimed,
+    /// See [`DigestReply::Unclaimed`].
+    Unclaimed,
+}
+
+impl From<StoredCopy> for WireCopy {
+    fn from(c: StoredCopy) -> Self {
+        WireCopy {
+            uri: c.uri,
+            date: c.date,
+            record_id: c.record_id,
+        }
+    }
+}
+
+impl From<WireCopy> for StoredCopy {
+    fn from(c: WireCopy) -> Self {
+        StoredCopy {
+            uri: c.uri,
+            date: c.date,
+            record_id: c.record_id,
+        }
+    }
+}
+
+impl From<DigestAsk> for WireAsk {
+    fn from(ask: DigestAsk) -> Self {
+        match ask {
+            DigestAsk::Claim => WireAsk::Claim,
+            DigestAsk::Register(copy) => WireAsk::Register(copy.into()),
+            DigestAsk::Abandon => WireAsk::Abandon,
+        }
+    }
+}
+
+impl From<WireAsk> for DigestAsk {
+    fn from(ask: WireAsk) -> Self {
+        match ask {
+            WireAsk::Claim => DigestAsk::Claim,
+            WireAsk::Register(copy) => DigestAsk::Register(copy.into()),
+            WireAsk::Abandon => DigestAsk::Abandon,
+        }
+    }
+}
+
+impl From<DigestReply> for WireReply {
+    fn from(reply: DigestReply) -> Self {
+        match reply {
+            DigestReply::Stored(copy) => WireReply::Stored(copy.into()),
+            DigestReply::Claimed => WireReply::Claimed,
+            DigestReply::Unclaimed => WireReply::Unclaimed,
+        }
+    }
+}
+
+impl From<WireReply> for DigestReply {
+    fn from(reply: WireReply) -> Self {
+        match reply {
+            WireReply::Stored(copy) => DigestReply::Stored(copy.into()),
+            WireReply::Claimed => DigestReply::Claimed,
+            WireReply::Unclaimed => DigestReply::Unclaimed,
+        }
+    }
 }
 
 /// A URL offered to a partition on another node: what admission needs,
@@ -324,6 +444,20 @@ mod tests {
             Message::Heartbeat,
             Message::Refuse {
                 reason: "bye".into(),
+            },
+            Message::Digest {
+                seq: 11,
+                partition: 7,
+                digest: [0xab; 32],
+                ask: WireAsk::Register(WireCopy {
+                    uri: "http://a.test/".into(),
+                    date: "2026-11-30T00:00:00Z".into(),
+                    record_id: "<urn:uuid:1>".into(),
+                }),
+            },
+            Message::Answer {
+                seq: 11,
+                reply: WireReply::Claimed,
             },
         ];
         let bytes = wire(&msgs);

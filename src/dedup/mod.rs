@@ -1,51 +1,50 @@
 //! Dedup: the URL-seen set's Bloom pre-filter ([`bloom`]), each payload
 //! stored once, near-duplicates flagged.
 //!
-//! - Exact: the SHA-256 of every archived payload is kept with the
-//!   response record that holds it. A later response with the same payload
-//!   is archived as a WARC `revisit` record (profile
+//! - Exact ([`exact`]): the SHA-256 of every archived payload is looked up
+//!   at the partition the digest belongs to, crawl-wide (on a cluster, at
+//!   the node holding that partition). A later response with the same
+//!   payload is archived as a WARC `revisit` record (profile
 //!   identical-payload-digest) pointing at the original, and its event
 //!   names the original in `duplicate_of`.
 //! - Near: the simhash of a page's visible text is looked up among the
 //!   stored pages' (within `[dedup] near_distance` bits, at most 3). A match
 //!   is flagged in the event (`duplicate_of`), or with
 //!   `near_duplicates = "skip-archive"` the page is not archived at all.
-//!   Either way its links are still followed.
+//!   Either way its links are still followed. This index is the node's own
+//!   ([`DedupIndex`]): on a cluster a page is compared with the pages its
+//!   node stored, which for a site's own templates (a site lives in one
+//!   partition, on one node) is what matters; near-duplicates across sites
+//!   on different nodes are not flagged.
 //!
-//! The index lives in its own RocksDB under `data_dir/dedup`, written by
-//! the Archive actor alone (one writer, like each partition store), after
-//! the records it points at are written, and without a write-ahead log: a
-//! crash can lose recent entries (those payloads are then stored in full
-//! once more), never produce a revisit without its original.
-//! Simhashes are loaded into memory at start (16 bytes and a URL per page;
-//! a crawl of tens of millions of pages wants a disk-backed table here).
-
+//! [`DedupIndex`] lives in its own RocksDB under the node's dedup
+//! directory, written by the Archive actor alone, after the records it
+//! points at are written, and without a write-ahead log: a crash can lose
+//! recent simhashes (those pages are then not flagged). Simhashes are
+//! loaded into memory at start (16 bytes and a URL per page; a crawl of
+//! tens of millions of pages wants a disk-backed table here). Exact
+//! entries that releases before the partitioned index wrote here are
+//! still read, as a fallback, so an upgraded crawl keeps its revisits.
 pub mod bloom;
+pub mod exact;
 pub mod simhash;
 
 use std::path::{Path, PathBuf};
 
 use rocksdb::{Direction, IteratorMode, Options, WriteBatch, DB};
-use serde::{Deserialize, Serialize};
 
 pub use crate::config::NearAction;
-use crate::store::codec::{decode_value, encode_value, CodecError};
+use crate::store::codec::decode_value;
+#[cfg(test)]
+use crate::store::codec::encode_value;
+use crate::store::StoredCopy;
 pub use simhash::{distance, simhash, NearIndex};
 
-/// The response record a payload was first stored in.
-///
-/// Stored with [`encode_value`] (postcard behind a version byte): its
-/// fields are its stored shape, so changing them means a new version byte
-/// (see `store/codec.rs`); entries of earlier releases are JSON, still read.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Original {
-    /// Its WARC-Target-URI.
-    pub uri: String,
-    /// Its WARC-Date.
-    pub date: String,
-    /// Its WARC-Record-ID (`<urn:uuid:…>`).
-    pub record_id: String,
-}
+/// The response record a payload was first stored in: what a revisit
+/// points at. The same shape as a URL record's [`StoredCopy`], which is
+/// how it is stored (postcard behind a version byte, `store/codec.rs`;
+/// legacy entries of earlier releases are JSON, still read).
+pub type Original = StoredCopy;
 
 /// What dedup decided for one response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,9 +68,6 @@ pub enum DedupError {
         path: PathBuf,
         source: rocksdb::Error,
     },
-    /// A value could not be encoded.
-    #[error("dedup index {path}: {source}")]
-    Codec { path: PathBuf, source: CodecError },
 }
 
 /// What an exact entry's value is, for errors.
@@ -85,7 +81,8 @@ const NEAR_VERSION_KEY: &[u8] = b"v:simhash";
 /// then are no longer found as near-duplicates; exact dedup is unaffected).
 const NEAR_VERSION: u32 = 2;
 
-/// The persistent exact index and the in-memory near index.
+/// The node's near index (persisted, loaded into memory), and the exact
+/// entries earlier releases kept per node (read only).
 pub struct DedupIndex {
     db: DB,
     path: PathBuf,
@@ -128,7 +125,8 @@ impl DedupIndex {
         })
     }
 
-    /// The original of a payload stored before, if any.
+    /// The original of a payload stored before, as the node-level index
+    /// of earlier releases recorded it, if any.
     pub fn exact(&self, sha256: &[u8; 32]) -> Result<Option<Original>, DedupError> {
         let Some(value) = self.db.get(exact_key(sha256)).map_err(|e| self.fail(e))? else {
             return Ok(None);
@@ -145,16 +143,22 @@ impl DedupIndex {
     }
 
     /// What to do with a payload of SHA-256 `sha256` whose page has the
-    /// simhash `hash`: exact first (a revisit is cheaper than any flag),
-    /// then near, as `settings` ask.
+    /// simhash `hash`, `stored` being the copy its digest's partition
+    /// named: exact first (a revisit is cheaper than any flag; the legacy
+    /// entries are the fallback), then near, as `settings` ask.
     pub fn judge(
         &self,
         sha256: &[u8; 32],
+        stored: Option<Original>,
         hash: Option<u64>,
         settings: &crate::config::DedupConfig,
     ) -> Result<Verdict, DedupError> {
         if settings.exact {
-            if let Some(original) = self.exact(sha256)? {
+            let original = match stored {
+                Some(original) => Some(original),
+                None => self.exact(sha256)?,
+            };
+            if let Some(original) = original {
                 return Ok(Verdict::Exact(original));
             }
         }
@@ -174,42 +178,19 @@ impl DedupIndex {
         self.near.find(hash, max_distance)
     }
 
-    /// Records a stored payload (unless its digest is known) and the page's
-    /// simhash, in one write.
-    pub fn remember(
-        &mut self,
-        sha256: &[u8; 32],
-        original: Option<&Original>,
-        hash: Option<u64>,
-        url: &str,
-    ) -> Result<(), DedupError> {
-        let mut batch = WriteBatch::default();
-        if let Some(original) = original {
-            let bytes = encode_value(ORIGINAL, original).map_err(|source| DedupError::Codec {
-                path: self.path.clone(),
-                source,
-            })?;
-            batch.put(exact_key(sha256), bytes);
-        }
-        if let Some(hash) = hash {
-            let mut key = Vec::with_capacity(9 + url.len());
-            key.push(NEAR);
-            key.extend_from_slice(&hash.to_be_bytes());
-            key.extend_from_slice(url.as_bytes());
-            batch.put(key, []);
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
+    /// Records the simhash of a page stored in full as an original.
+    pub fn remember(&mut self, hash: u64, url: &str) -> Result<(), DedupError> {
+        let mut key = Vec::with_capacity(9 + url.len());
+        key.push(NEAR);
+        key.extend_from_slice(&hash.to_be_bytes());
+        key.extend_from_slice(url.as_bytes());
         // No WAL: the index is an optimisation. A crash loses at most the
-        // entries since the last memtable flush (their payloads are then
-        // stored in full once more); a clean close flushes them.
+        // entries since the last memtable flush (those pages are then not
+        // flagged); a clean close flushes them.
         let mut opts = rocksdb::WriteOptions::default();
         opts.disable_wal(true);
-        self.db.write_opt(batch, &opts).map_err(|e| self.fail(e))?;
-        if let Some(hash) = hash {
-            self.near.insert(hash, url.to_owned());
-        }
+        self.db.put_opt(key, [], &opts).map_err(|e| self.fail(e))?;
+        self.near.insert(hash, url.to_owned());
         Ok(())
     }
 
@@ -232,71 +213,108 @@ fn exact_key(sha256: &[u8; 32]) -> [u8; 33] {
 mod tests {
     use super::*;
 
-    #[test]
-    fn originals_and_simhashes_survive_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let sha = [7u8; 32];
-        let original = Original {
-            uri: "http://a.test/".into(),
+    fn original(uri: &str) -> Original {
+        Original {
+            uri: uri.into(),
             date: "2026-11-30T00:00:00.000000Z".into(),
-            record_id: "<urn:uuid:1>".into(),
-        };
-        {
-            let mut index = DedupIndex::open(dir.path()).unwrap();
-            assert_eq!(index.exact(&sha).unwrap(), None);
-            index
-                .remember(&sha, Some(&original), Some(0xabcd), "http://a.test/")
-                .unwrap();
-            assert_eq!(index.exact(&sha).unwrap(), Some(original.clone()));
+            record_id: format!("<urn:uuid:{uri}>"),
         }
-        let index = DedupIndex::open(dir.path()).unwrap();
-        assert_eq!(index.exact(&sha).unwrap(), Some(original));
-        assert_eq!(index.near(0xabcd ^ 0b101, 3), Some(("http://a.test/", 2)));
-        assert_eq!(index.exact(&[8u8; 32]).unwrap(), None);
+    }
+
+    /// An exact entry as the node-level index of earlier releases wrote it.
+    fn put_legacy(dir: &Path, sha: &[u8; 32], bytes: Vec<u8>) {
+        let db = DB::open_default(dir).unwrap();
+        db.put(exact_key(sha), bytes).unwrap();
     }
 
     #[test]
-    fn originals_stored_as_json_by_earlier_releases_are_still_read() {
+    fn simhashes_survive_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let original = Original {
-            uri: "http://a.test/old".into(),
-            date: "2025-01-01T00:00:00.000000Z".into(),
-            record_id: "<urn:uuid:3>".into(),
-        };
-        let (old, new) = ([1u8; 32], [2u8; 32]);
         {
-            let db = DB::open_default(dir.path()).unwrap();
-            db.put(exact_key(&old), serde_json::to_vec(&original).unwrap())
-                .unwrap();
+            let mut index = DedupIndex::open(dir.path()).unwrap();
+            index.remember(0xabcd, "http://a.test/").unwrap();
+            assert_eq!(index.near(0xabcd, 0), Some(("http://a.test/", 0)));
         }
-        let mut index = DedupIndex::open(dir.path()).unwrap();
-        assert_eq!(index.exact(&old).unwrap(), Some(original.clone()));
-        index
-            .remember(&new, Some(&original), None, "http://a.test/new")
-            .unwrap();
-        let stored = index.db.get(exact_key(&new)).unwrap().unwrap();
-        assert_eq!(
-            stored[0],
-            crate::store::codec::VERSION,
-            "new entries are versioned"
+        let index = DedupIndex::open(dir.path()).unwrap();
+        assert_eq!(index.near(0xabcd ^ 0b101, 3), Some(("http://a.test/", 2)));
+        assert_eq!(index.near(0xabcd ^ 0b1111, 3), None);
+    }
+
+    #[test]
+    fn legacy_exact_entries_versioned_or_json_are_still_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (json, versioned) = ([1u8; 32], [2u8; 32]);
+        let old = original("http://a.test/old");
+        let new = original("http://a.test/new");
+        put_legacy(dir.path(), &json, serde_json::to_vec(&old).unwrap());
+        put_legacy(
+            dir.path(),
+            &versioned,
+            encode_value(ORIGINAL, &new).unwrap(),
         );
-        assert_eq!(index.exact(&new).unwrap(), Some(original));
+        let index = DedupIndex::open(dir.path()).unwrap();
+        assert_eq!(index.exact(&json).unwrap(), Some(old));
+        assert_eq!(index.exact(&versioned).unwrap(), Some(new));
+        assert_eq!(index.exact(&[3u8; 32]).unwrap(), None);
+    }
+
+    #[test]
+    fn the_partitions_copy_comes_first_then_legacy_then_near() {
+        let dir = tempfile::tempdir().unwrap();
+        let legacy = [1u8; 32];
+        put_legacy(
+            dir.path(),
+            &legacy,
+            encode_value(ORIGINAL, &original("http://old.test/")).unwrap(),
+        );
+        let mut index = DedupIndex::open(dir.path()).unwrap();
+        index.remember(0xff00, "http://near.test/").unwrap();
+        let settings = crate::config::Config::defaults().dedup;
+        let sha = [9u8; 32];
+        let stored = original("http://a.test/");
+        assert_eq!(
+            index
+                .judge(&sha, Some(stored.clone()), Some(0xff00), &settings)
+                .unwrap(),
+            Verdict::Exact(stored)
+        );
+        assert_eq!(
+            index.judge(&legacy, None, None, &settings).unwrap(),
+            Verdict::Exact(original("http://old.test/"))
+        );
+        assert_eq!(
+            index.judge(&sha, None, Some(0xff01), &settings).unwrap(),
+            Verdict::Near("http://near.test/".into())
+        );
+        assert_eq!(
+            index.judge(&sha, None, Some(0x00ff), &settings).unwrap(),
+            Verdict::New
+        );
+        let off = crate::config::DedupConfig {
+            exact: false,
+            ..settings
+        };
+        assert_eq!(
+            index
+                .judge(&sha, Some(original("http://a.test/")), None, &off)
+                .unwrap(),
+            Verdict::New,
+            "exact dedup off"
+        );
     }
 
     #[test]
     fn simhashes_of_another_version_are_dropped_and_digests_kept() {
         let dir = tempfile::tempdir().unwrap();
         let sha = [9u8; 32];
-        let original = Original {
-            uri: "http://a.test/".into(),
-            date: "2026-11-30T00:00:00.000000Z".into(),
-            record_id: "<urn:uuid:2>".into(),
-        };
+        put_legacy(
+            dir.path(),
+            &sha,
+            encode_value(ORIGINAL, &original("http://a.test/")).unwrap(),
+        );
         {
             let mut index = DedupIndex::open(dir.path()).unwrap();
-            index
-                .remember(&sha, Some(&original), Some(0xabcd), "http://a.test/")
-                .unwrap();
+            index.remember(0xabcd, "http://a.test/").unwrap();
         }
         {
             // As if written by a build with an older simhash.
@@ -305,6 +323,6 @@ mod tests {
         }
         let index = DedupIndex::open(dir.path()).unwrap();
         assert_eq!(index.near(0xabcd, 3), None);
-        assert_eq!(index.exact(&sha).unwrap(), Some(original));
+        assert_eq!(index.exact(&sha).unwrap(), Some(original("http://a.test/")));
     }
 }

@@ -83,6 +83,9 @@ pub struct HostSettings {
     pub max_redirects: u32,
     /// Archive 2xx responses that are not HTML (else only count them).
     pub archive_non_html: bool,
+    /// `[dedup] exact`: a page's payload digest is looked up (and claimed)
+    /// at its partition before archiving (see [`crate::dedup::exact`]).
+    pub exact_dedup: bool,
     /// Sitemap discovery, if enabled.
     pub sitemaps: Option<SitemapSettings>,
     /// The previous run did not stop cleanly: a request may have been in
@@ -120,6 +123,7 @@ impl HostSettings {
             },
             max_redirects: config.fetch.max_redirects,
             archive_non_html: config.fetch.archive_non_html,
+            exact_dedup: config.dedup.exact,
             sitemaps: config.sitemap.enabled.then_some(SitemapSettings {
                 limits: crate::sitemap::SitemapLimits {
                     max_urls: config.sitemap.max_urls,

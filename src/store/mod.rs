@@ -24,6 +24,7 @@
 mod admission;
 mod budgets;
 pub mod codec;
+mod digests;
 mod due;
 mod files;
 mod host_state;
@@ -41,6 +42,7 @@ use rocksdb::{WriteBatch, WriteOptions, DB};
 pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
 pub use codec::{CodecError, QueueValue};
+pub use digests::DigestEntry;
 pub use files::{Manifest, RunMarker};
 pub use host_state::HostState;
 pub use outbox::{OutboxBatch, Pending};

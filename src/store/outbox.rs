@@ -131,15 +131,19 @@ fn key(seq: u64, partition: u16) -> [u8; 10] {
 
 impl PartitionStore {
     /// [`PartitionStore::complete`], with `outbox` written in the same
-    /// batch: the links a page found for partitions owned elsewhere.
+    /// batch (the links a page found for partitions owned elsewhere), and
+    /// `digests` (new entries of this partition's part of the exact
+    /// dedup index, `digests.rs`).
     pub fn complete_with_outbox(
         &self,
         completions: &[Completion],
         schedules: &[(&str, &Schedule)],
         outbox: &[OutboxBatch],
+        digests: &[super::DigestEntry],
     ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
         let next = self.stage_outbox(&mut batch, outbox)?;
+        self.stage_digests(&mut batch, digests)?;
         self.complete_in(batch, completions, schedules)?;
         self.outbox_seq.store(next, Ordering::Relaxed);
         Ok(())
@@ -265,7 +269,9 @@ mod tests {
                     entries: vec![],
                 },
             ];
-            store.complete_with_outbox(&[done], &[], &outbox).unwrap();
+            store
+                .complete_with_outbox(&[done], &[], &outbox, &[])
+                .unwrap();
             // One write: the page is done and its links wait.
             assert!(store.queued_urls().unwrap().is_empty());
             let pending = store.outbox_page(None, 10).unwrap();
@@ -282,7 +288,7 @@ mod tests {
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].batch.partition, 2);
         store
-            .complete_with_outbox(&[], &[], &[links(3, 1)])
+            .complete_with_outbox(&[], &[], &[links(3, 1)], &[])
             .unwrap();
         let all = store.outbox_page(None, 10).unwrap();
         assert_eq!(all.iter().map(Pending::seq).collect::<Vec<_>>(), [1, 2]);

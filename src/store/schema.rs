@@ -43,7 +43,10 @@ pub(super) const CF_DUE: &str = "due";
 pub(super) const CF_RECRAWL: &str = "recrawl";
 /// Links for partitions owned elsewhere, until acknowledged (`outbox.rs`).
 pub(super) const CF_OUTBOX: &str = "outbox";
-pub(super) const ALL_CFS: [&str; 10] = [
+/// Payload digests whose partition this is → where the payload is stored
+/// in full (`digests.rs`).
+pub(super) const CF_DIGESTS: &str = "digests";
+pub(super) const ALL_CFS: [&str; 11] = [
     CF_URLS,
     CF_QUEUE,
     CF_HOSTS,
@@ -54,6 +57,7 @@ pub(super) const ALL_CFS: [&str; 10] = [
     CF_DUE,
     CF_RECRAWL,
     CF_OUTBOX,
+    CF_DIGESTS,
 ];
 
 /// Where a store's queue is, and in which layout.

@@ -155,6 +155,7 @@ fn settings() -> HostSettings {
         },
         max_redirects: 5,
         archive_non_html: true,
+        exact_dedup: true,
         sitemaps: None,
         crashed: false,
         ip_slots: None,
