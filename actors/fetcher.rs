@@ -2,7 +2,9 @@
 //!
 //! Runs HTTP requests and never decides what to fetch. At most
 //! `fetch.concurrency` requests run at once across all hosts; more wait for
-//! a slot in arrival order. Lives on one arbiter because awc's client is
+//! a slot in arrival order. Before its slot, a request passes the node's
+//! [`FetchGate`]: held while the operator paused the node, metered by the
+//! node-wide rate limit. Lives on one arbiter because awc's client is
 //! bound to its thread; a single thread drives thousands of connections.
 
 use std::rc::Rc;
@@ -13,6 +15,7 @@ use tokio::sync::Semaphore;
 
 use super::messages::Fetch;
 use crate::config::Config;
+use crate::fetch::gate::FetchGate;
 use crate::fetch::{FetchError, FetchResponse, HttpClient};
 use crate::metrics::Metrics;
 
@@ -20,16 +23,23 @@ use crate::metrics::Metrics;
 pub struct FetcherPool {
     client: Rc<HttpClient>,
     slots: Rc<Semaphore>,
+    gate: Arc<FetchGate>,
     metrics: Arc<Metrics>,
 }
 
 impl FetcherPool {
     /// A pool for `config` with the TLS setup `tls` (must be created on the
     /// arbiter it runs on).
-    pub fn new(config: &Config, tls: Arc<rustls::ClientConfig>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        config: &Config,
+        tls: Arc<rustls::ClientConfig>,
+        gate: Arc<FetchGate>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         FetcherPool {
             client: Rc::new(HttpClient::new(config, tls, metrics.clone())),
             slots: Rc::new(Semaphore::new(config.fetch.concurrency)),
+            gate,
             metrics,
         }
     }
@@ -52,8 +62,10 @@ impl Handler<Fetch> for FetcherPool {
     fn handle(&mut self, msg: Fetch, _: &mut Self::Context) -> Self::Result {
         let client = self.client.clone();
         let slots = self.slots.clone();
+        let gate = self.gate.clone();
         let metrics = self.metrics.clone();
         Box::pin(async move {
+            gate.pass().await;
             let _slot = slots.acquire().await.expect("semaphore is never closed");
             if msg.asker.strong_count() == 0 {
                 // Its host is gone (failed, or stopped): nobody would

@@ -345,7 +345,10 @@ impl Runner {
             .links
             .pipeline
             .discover
-            .send(Discover { candidates })
+            .send(Discover {
+                candidates,
+                detail: false,
+            })
             .await??;
         Ok(discovered.remote)
     }

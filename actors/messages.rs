@@ -141,6 +141,25 @@ pub use crate::frontier::Candidate;
 pub struct Discover {
     /// The candidates.
     pub candidates: Vec<Candidate>,
+    /// Answer what became of each candidate ([`Discovered::outcomes`]),
+    /// not only the counts (seeds from an operator; a page's links need
+    /// only the counts).
+    pub detail: bool,
+}
+
+/// What became of one candidate of a [`Discover`] with `detail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UrlOutcome {
+    /// Newly queued.
+    Admitted,
+    /// Seen before.
+    Seen,
+    /// Not admitted, for this reason (the `trawl_urls_dropped_total`
+    /// label: `invalid`, `depth`, a scope or trap rule...).
+    Filtered(&'static str),
+    /// Its partition is another node's: sent there (admitted or seen
+    /// there).
+    Forwarded,
 }
 
 /// The answer to a [`Discover`].
@@ -148,6 +167,8 @@ pub struct Discover {
 pub struct Discovered {
     /// The counts.
     pub admission: Admission,
+    /// Each candidate's outcome, in order (only if asked: `detail`).
+    pub outcomes: Vec<UrlOutcome>,
     /// Candidates of partitions this node does not hold, by partition (on
     /// a single node: none).
     pub remote: Vec<crate::store::OutboxBatch>,
@@ -444,6 +465,23 @@ pub struct SendBatch {
     pub partition: u16,
     /// The entries.
     pub entries: Vec<WireEntry>,
+}
+
+/// The node's runtime controls (pause, request rate).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "crate::control::Controls")]
+pub struct GetControls;
+
+/// Changes the node's runtime controls: the fields given, the others as
+/// they are. Takes effect at once (requests waiting at the gate see it)
+/// and is saved, so a restart keeps it. Replies with the controls now.
+#[derive(Debug, Clone, Copy, Default, Message)]
+#[rtype(result = "Result<crate::control::Controls, Failure>")]
+pub struct SetControls {
+    /// Pause (`true`) or resume (`false`).
+    pub paused: Option<bool>,
+    /// Requests per second, node-wide (0 = no limit).
+    pub max_requests_per_second: Option<f64>,
 }
 
 /// Asks `peer`, which owns `partition`, a question about a digest of it.

@@ -24,9 +24,9 @@ use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
     Admission, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive, ClusterIdle, Crash,
-    CrashHost, DigestQuery, Discover, Drain, Failure, GetArchiveSnapshot, GetHost,
+    CrashHost, DigestQuery, Discover, Drain, Failure, GetArchiveSnapshot, GetControls, GetHost,
     GetPartitionSnapshot, Hold, HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks,
-    RemoteAdmit, RemoteDigest, Reroute, SendBatch, SendDigest,
+    RemoteAdmit, RemoteDigest, Reroute, SendBatch, SendDigest, SetControls, UrlOutcome,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
@@ -35,7 +35,9 @@ use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
 use crate::cluster::wire::WireEntry;
 use crate::config::Config;
+use crate::control::{ControlError, Controls};
 use crate::dedup::exact::{digest_partition, DigestReply};
+use crate::fetch::gate::FetchGate;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::HostSettings;
 use crate::frontier::{EntryKind, Priority};
@@ -76,6 +78,9 @@ pub enum NodeError {
     /// A scope rule does not compile.
     #[error(transparent)]
     Scope(#[from] crate::url::scope::ScopeError),
+    /// The saved runtime controls cannot be read.
+    #[error(transparent)]
+    Controls(#[from] ControlError),
 }
 
 /// A partition this node holds: its actor, and its store (open: holding
@@ -115,6 +120,11 @@ pub struct Node {
     /// Last totals seen by the idle poll.
     last: Totals,
     shutting_down: bool,
+    /// The operator's runtime controls, and where they are kept.
+    controls: Controls,
+    controls_path: std::path::PathBuf,
+    /// What every request passes: the controls, applied.
+    gate: Arc<FetchGate>,
 }
 
 /// A cluster node's links to the others.
@@ -185,7 +195,16 @@ impl Node {
         };
         let archive = ArchiveActor::start(&config, metrics.clone())?;
         let parser = ParserPool::start(&config.parse, config.fetch.max_body_bytes, metrics.clone());
-        let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
+        let controls_path = config.controls_file();
+        let controls = Controls::load(
+            &controls_path,
+            Controls::new(config.fetch.max_requests_per_second),
+        )?;
+        if controls.paused {
+            tracing::warn!(file = %controls_path.display(), "the crawl is paused (by an operator, before this start): POST /api/v1/crawl/resume to go on");
+        }
+        let gate = Arc::new(FetchGate::new(&controls));
+        let fetcher = FetcherPool::new(&config, tls, gate.clone(), metrics.clone()).start();
         let settings = Arc::new(HostSettings::from_config(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)
             .map(|_| Arbiter::new())
@@ -263,6 +282,9 @@ impl Node {
             idle_waiters: Vec::new(),
             last: Totals::default(),
             shutting_down: false,
+            controls,
+            controls_path,
+            gate,
         }))
     }
 
@@ -810,24 +832,52 @@ impl Handler<Seed> for Node {
     type Result = ResponseActFuture<Self, Result<Admission, Failure>>;
 
     fn handle(&mut self, msg: Seed, _: &mut Self::Context) -> Self::Result {
-        let offered = msg.urls.len();
-        let candidates: Vec<Candidate> = msg
-            .urls
+        Box::pin(self.offer(msg.urls, false).map(|r, _, _| r.map(|(a, _)| a)))
+    }
+}
+
+/// Offers seed URLs as [`Seed`] does, answering what became of each, in
+/// order (the admin API's `POST /api/v1/seeds`).
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<UrlOutcome>, Failure>")]
+pub struct SeedEach {
+    /// The seed URLs.
+    pub urls: Vec<String>,
+}
+
+impl Handler<SeedEach> for Node {
+    type Result = ResponseActFuture<Self, Result<Vec<UrlOutcome>, Failure>>;
+
+    fn handle(&mut self, msg: SeedEach, _: &mut Self::Context) -> Self::Result {
+        Box::pin(self.offer(msg.urls, true).map(|r, _, _| r.map(|(_, o)| o)))
+    }
+}
+
+impl Node {
+    /// Offers `urls` as seeds (depth 0); with `detail`, also what became of
+    /// each (an unparseable one is filtered as `invalid`).
+    fn offer(
+        &mut self,
+        urls: Vec<String>,
+        detail: bool,
+    ) -> impl ActorFuture<Self, Output = Result<(Admission, Vec<UrlOutcome>), Failure>> {
+        let parsed: Vec<Option<Url>> = urls.iter().map(|u| Url::parse(u.trim()).ok()).collect();
+        let candidates: Vec<Candidate> = parsed
             .iter()
-            .filter_map(|u| Url::parse(u.trim()).ok())
+            .flatten()
             .map(|url| Candidate {
                 referrer: None,
-                url,
+                url: url.clone(),
                 depth: 0,
                 priority: Priority::SEED,
                 kind: EntryKind::Page,
                 lastmod_ms: None,
             })
             .collect();
-        let unparsed = offered - candidates.len();
-        let send = self.seen.send(Discover { candidates });
+        let unparsed = urls.len() - candidates.len();
+        let send = self.seen.send(Discover { candidates, detail });
         let discovered = async move { send.await? };
-        Box::pin(discovered.into_actor(self).then(move |discovered, act, _| {
+        discovered.into_actor(self).then(move |discovered, act, _| {
             // Seeds of partitions held elsewhere (a cluster node) wait in
             // the outbox of a partition this node holds, durably, and go
             // to their owners like links do (retried until an owner that
@@ -836,14 +886,25 @@ impl Handler<Seed> for Node {
             let routed = discovered.and_then(|d| {
                 let mut admission = d.admission;
                 admission.filtered += unparsed;
+                let mut outcomes = d.outcomes.into_iter();
+                let outcomes: Vec<UrlOutcome> = match detail {
+                    true => parsed
+                        .iter()
+                        .map(|p| match p {
+                            Some(_) => outcomes.next().unwrap_or(UrlOutcome::Filtered("invalid")),
+                            None => UrlOutcome::Filtered("invalid"),
+                        })
+                        .collect(),
+                    false => Vec::new(),
+                };
                 if d.remote.is_empty() {
-                    return Ok((admission, Vec::new()));
+                    return Ok((admission, outcomes, Vec::new()));
                 }
                 if let Some(held) = act.held().next() {
                     held.store
                         .complete_with_outbox(&[], &[], &d.remote, &[])
                         .map_err(|e| Failure::Store(e.to_string()))?;
-                    return Ok((admission, Vec::new()));
+                    return Ok((admission, outcomes, Vec::new()));
                 }
                 let sends = d
                     .remote
@@ -854,17 +915,17 @@ impl Handler<Seed> for Node {
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok((admission, sends))
+                Ok((admission, outcomes, sends))
             });
             async move {
-                let (admission, sends) = routed?;
+                let (admission, outcomes, sends) = routed?;
                 for send in sends {
                     send.await?;
                 }
-                Ok(admission)
+                Ok((admission, outcomes))
             }
             .into_actor(act)
-        }))
+        })
     }
 }
 
@@ -918,6 +979,8 @@ pub struct NodeStatus {
     pub host_restarts: u64,
     /// Shutting down.
     pub shutting_down: bool,
+    /// The operator's runtime controls (paused, request rate).
+    pub controls: Controls,
     /// The archive's counters.
     pub archive: ArchiveSnapshot,
     /// Each partition.
@@ -942,6 +1005,7 @@ impl Handler<GetStatus> for Node {
         let shutting_down = self.shutting_down;
         let (peak, cap) = (self.slots.peak(), self.slots.cap());
         let partition_restarts = self.partition_restarts;
+        let controls = self.controls;
         Box::pin(async move {
             let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
                 .await
@@ -964,10 +1028,53 @@ impl Handler<GetStatus> for Node {
                 partition_restarts,
                 host_restarts: partitions.iter().map(|p| p.host_restarts).sum(),
                 shutting_down,
+                controls,
                 archive: archive.await.unwrap_or_default(),
                 partitions,
             }
         })
+    }
+}
+
+impl Handler<GetControls> for Node {
+    type Result = MessageResult<GetControls>;
+
+    fn handle(&mut self, _: GetControls, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.controls)
+    }
+}
+
+impl Handler<SetControls> for Node {
+    type Result = Result<Controls, Failure>;
+
+    fn handle(&mut self, msg: SetControls, _: &mut Self::Context) -> Self::Result {
+        let mut next = self.controls;
+        if let Some(paused) = msg.paused {
+            next.paused = paused;
+        }
+        if let Some(rate) = msg.max_requests_per_second {
+            crate::control::check_rate(rate).map_err(|e| Failure::Invalid(e.to_string()))?;
+            next.max_requests_per_second = rate;
+        }
+        // Saved first: a change the next start would not see is not made.
+        next.save(&self.controls_path)
+            .map_err(|e| Failure::Store(e.to_string()))?;
+        if next.paused != self.controls.paused {
+            tracing::info!(
+                paused = next.paused,
+                "crawl {} by the operator",
+                if next.paused { "paused" } else { "resumed" }
+            );
+        }
+        if next.max_requests_per_second != self.controls.max_requests_per_second {
+            tracing::info!(
+                max_requests_per_second = next.max_requests_per_second,
+                "request rate set by the operator"
+            );
+        }
+        self.gate.set(&next);
+        self.controls = next;
+        Ok(next)
     }
 }
 

@@ -15,7 +15,9 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use super::messages::{Admission, AdmitBatch, Candidate, Discover, Discovered, Failure, Reroute};
+use super::messages::{
+    Admission, AdmitBatch, Candidate, Discover, Discovered, Failure, Reroute, UrlOutcome,
+};
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::store::{AdmitEntry, OutboxBatch};
@@ -162,8 +164,22 @@ impl Handler<Discover> for SeenSet {
         let partitions = self.partitions.len() as u16;
         let mut mine: Vec<Vec<Fingerprint>> = vec![Vec::new(); self.pending.len()];
         let mut remote: std::collections::BTreeMap<u16, Vec<AdmitEntry>> = Default::default();
+        // With `detail`: each candidate's outcome, the admitted ones' to be
+        // told apart (admitted or seen) by fingerprint once admitted.
+        let mut outcomes: Vec<(UrlOutcome, Option<Fingerprint>)> = Vec::new();
         for candidate in msg.candidates {
-            match self.entry(candidate) {
+            let outcome = self.entry(candidate);
+            if msg.detail {
+                outcomes.push(match &outcome {
+                    Err(reason) => (UrlOutcome::Filtered(reason), None),
+                    // Recorded as seen, never fetched.
+                    Ok(entry) if !entry.queue => {
+                        (UrlOutcome::Filtered(Excluded::Extension.label()), None)
+                    }
+                    Ok(entry) => (UrlOutcome::Forwarded, Some(entry.fp)),
+                });
+            }
+            match outcome {
                 Ok(entry) => {
                     if !entry.queue {
                         self.metrics
@@ -216,18 +232,35 @@ impl Handler<Discover> for SeenSet {
                 forwarded,
                 ..Admission::default()
             };
+            let mut fates = std::collections::HashMap::new();
             for (fps, rx) in replies {
                 let admitted = rx
                     .await
                     .map_err(|_| Failure::Mailbox("seen set dropped a batch".into()))??;
                 for fp in fps {
-                    if admitted.binary_search(&fp).is_ok() {
+                    let fate = if admitted.binary_search(&fp).is_ok() {
                         admission.admitted += 1;
+                        UrlOutcome::Admitted
                     } else {
                         admission.seen += 1;
-                    }
+                        UrlOutcome::Seen
+                    };
+                    fates.insert(fp, fate);
                 }
             }
+            // Ours were offered here (the rest went elsewhere); a URL
+            // offered twice in one batch is admitted once, then seen.
+            let mut told = std::collections::HashSet::new();
+            let outcomes = outcomes
+                .into_iter()
+                .map(
+                    |(outcome, fp)| match fp.and_then(|fp| fates.get(&fp).map(|f| (fp, *f))) {
+                        Some((fp, UrlOutcome::Admitted)) if !told.insert(fp) => UrlOutcome::Seen,
+                        Some((_, fate)) => fate,
+                        None => outcome,
+                    },
+                )
+                .collect();
             metrics
                 .urls
                 .with_label_values(&["admitted"])
@@ -236,7 +269,11 @@ impl Handler<Discover> for SeenSet {
                 .urls
                 .with_label_values(&["seen"])
                 .inc_by(admission.seen as u64);
-            Ok(Discovered { admission, remote })
+            Ok(Discovered {
+                admission,
+                remote,
+                outcomes,
+            })
         })
     }
 }
@@ -305,7 +342,13 @@ mod tests {
             )
             .start();
             let candidates = offered;
-            seen.send(Discover { candidates }).await.unwrap().unwrap()
+            seen.send(Discover {
+                candidates,
+                detail: false,
+            })
+            .await
+            .unwrap()
+            .unwrap()
         });
         let a = discovered.admission;
         assert_eq!((a.admitted, a.forwarded, a.filtered), (3, 3, 1), "{a:?}");

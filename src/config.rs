@@ -71,6 +71,8 @@ pub struct Config {
     pub events: EventsConfig,
     /// The admin HTTP API.
     pub admin: AdminConfig,
+    /// Logging.
+    pub log: LogConfig,
     /// HTML parsing.
     pub parse: ParseConfig,
     /// URL normal form.
@@ -402,6 +404,9 @@ pub struct FetchConfig {
     pub deny_addresses: Vec<IpNet>,
     /// CIDR blocks exempt from the SSRF deny list.
     pub allow_addresses: Vec<IpNet>,
+    /// Node-wide cap on requests started per second (0 = none); the admin
+    /// API changes it at runtime (`PUT /api/v1/crawl/rate`).
+    pub max_requests_per_second: f64,
 }
 
 /// `[storage]`: the partition stores.
@@ -452,6 +457,31 @@ pub struct AdminConfig {
     pub listen: String,
     /// Whether to start the server.
     pub enabled: bool,
+    /// A file holding the bearer token mutating requests must carry (the
+    /// environment variable `TRAWL_ADMIN_TOKEN` overrides it).
+    pub token_file: Option<PathBuf>,
+    /// Whether mutating endpoints (pause, seeds, rate) are served at all.
+    pub mutations: bool,
+    /// Whether read-only endpoints and `/metrics` need the token too.
+    pub protect_reads: bool,
+}
+
+/// `[log]`: how the binary logs (to stderr; `RUST_LOG` filters).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` (human-readable lines) or `json` (one object per line).
+    pub format: LogFormat,
+}
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `[url]`: the URL normal form (see `src/url/normalise.rs`).
@@ -603,9 +633,9 @@ impl Config {
         }
     }
 
-    /// This node's content-dedup index (one per node on a cluster for
-    /// now: exact dedup is per node until digests are routed to an owning
-    /// partition).
+    /// This node's near-duplicate index (one per node on a cluster:
+    /// near-duplicates are judged per node; exact dedup lives in the
+    /// partitions).
     pub fn dedup_dir(&self) -> PathBuf {
         let path = self.data_path(&self.dedup.dir);
         match self.node_id() {
@@ -614,8 +644,24 @@ impl Config {
         }
     }
 
+    /// This node's runtime controls (pause, rate), kept across restarts.
+    pub fn controls_file(&self) -> PathBuf {
+        let path = self.data_path(Path::new("controls.json"));
+        match self.node_id() {
+            Some(node) => with_node(&path, node),
+            None => path,
+        }
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if !(self.fetch.max_requests_per_second.is_finite()
+            && self.fetch.max_requests_per_second >= 0.0)
+        {
+            return invalid(
+                "fetch.max_requests_per_second must be a non-negative number (0 = no limit)",
+            );
+        }
         if self.politeness.max_in_flight_per_host == 0 {
             return invalid("politeness.max_in_flight_per_host must be at least 1");
         }

@@ -25,6 +25,9 @@ pub enum Failure {
     /// sender, to be routed again.
     #[error("peer: {0}")]
     Peer(String),
+    /// A request (from an operator) is not valid: nothing was changed.
+    #[error("invalid: {0}")]
+    Invalid(String),
 }
 
 impl Failure {
@@ -35,6 +38,7 @@ impl Failure {
             Failure::Archive(_) => "archive",
             Failure::Mailbox(_) => "mailbox",
             Failure::Peer(_) => "peer",
+            Failure::Invalid(_) => "invalid",
         }
     }
 }

@@ -37,6 +37,7 @@ pub mod archive;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod control;
 pub mod dedup;
 pub mod error;
 pub mod events;

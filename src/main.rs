@@ -33,6 +33,8 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Decide URLs against a robots.txt file, naming the deciding line.
     Robots(cli::robots::RobotsArgs),
+    /// Control a running node through its admin API.
+    Ctl(cli::ctl::CtlArgs),
     /// Serve the synthetic web on loopback.
     Testweb(cli::testweb::TestwebArgs),
     /// Print the simhash (near-duplicate fingerprint) of HTML files.
@@ -67,11 +69,15 @@ enum ConfigCommand {
 
 fn main() -> std::process::ExitCode {
     trawl::store::tune_native_heap();
-    cli::init_logging();
     let args = Args::parse();
+    // `run` logs in the format its config asks for, once it has read it.
+    if !matches!(args.command, Command::Run(_)) {
+        cli::init_logging(trawl::config::LogFormat::Text);
+    }
     let result = match args.command {
         Command::Demo(a) => cli::demo::main(a),
         Command::Run(a) => cli::run::main(a),
+        Command::Ctl(a) => cli::ctl::main(a),
         Command::Robots(a) => cli::robots::main(a),
         Command::Testweb(a) => cli::testweb::main(a),
         Command::Url {

@@ -1,30 +1,52 @@
 //! The admin HTTP API (actix-web), an edge of the system: it holds the
 //! node's handle, the node does not know it exists.
 //!
+//! Read-only:
 //! - `GET /metrics`: Prometheus text exposition;
 //! - `GET /api/v1/status`: the node's status as JSON;
 //! - `GET /api/v1/cluster`: a cluster node's view of the cluster;
-//! - `GET /api/v1/hosts/{host}`: one host's robots.txt state (per origin:
-//!   status, fetch time, rule count, Crawl-delay, sitemaps), politeness
-//!   state (in flight, next allowed, failures, parked) and queue sizes by
-//!   priority, whether its actor is active or not. On a cluster node, a
-//!   host of a partition another node holds is asked of that node's admin
-//!   API (once: a forwarded question is not forwarded again).
+//! - `GET /api/v1/hosts/{host}`: one host's robots.txt, politeness state
+//!   and queue sizes; on a cluster node, a host of a partition another
+//!   node holds is asked of that node's admin API;
+//! - `GET /api/v1/crawl`: the runtime controls;
+//! - `GET /api/v1/openapi.json`: the OpenAPI 3 document of all this,
+//!   generated from the handlers' types ([`api::ApiDoc`]).
 //!
-//! Unknown paths answer 404 with a JSON error body.
+//! Mutating (bearer token, see [`auth`]):
+//! - `POST /api/v1/crawl/pause`, `POST /api/v1/crawl/resume`: no new
+//!   request starts while paused; kept across restarts. They act on the
+//!   node asked (on a cluster, pause each node);
+//! - `PUT /api/v1/crawl/rate`: the node-wide request rate;
+//! - `POST /api/v1/seeds`: admits seeds, answering each URL's outcome.
+//!
+//! Every error is a JSON body with a stable code ([`error::ApiError`]):
+//! malformed JSON, wrong types, unknown fields, bodies over 1 MiB, a
+//! missing content type, unknown paths and methods all get a 4xx.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+mod forward;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use actix::Addr;
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 
-use crate::actors::{GetCluster, GetStatus, HostInfo, Node};
+use crate::actors::Node;
 use crate::metrics::Metrics;
+pub use auth::{Access, AccessError};
+use error::ApiError;
 
-struct AdminState {
+/// The largest request body accepted.
+const MAX_BODY: usize = 1 << 20;
+
+/// What every handler is given.
+pub struct AdminState {
     node: Addr<Node>,
     metrics: Arc<Metrics>,
+    access: Access,
 }
 
 /// A running admin server.
@@ -35,20 +57,52 @@ pub struct AdminServer {
     pub addr: SocketAddr,
 }
 
-/// Binds `listen` and serves the API on the current actix system.
+/// Binds `listen` and serves the API on the current actix system, open to
+/// anyone who can reach it (tests and the demo, on loopback).
 pub fn start(
     listen: &str,
     node: Addr<Node>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<AdminServer> {
-    let state = web::Data::new(AdminState { node, metrics });
+    start_with(listen, Access::open(), node, metrics)
+}
+
+/// Binds `listen` and serves the API with `access` rules.
+pub fn start_with(
+    listen: &str,
+    access: Access,
+    node: Addr<Node>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<AdminServer> {
+    let state = web::Data::new(AdminState {
+        node,
+        metrics,
+        access,
+    });
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
-            .route("/metrics", web::get().to(metrics_text))
-            .route("/api/v1/status", web::get().to(status))
-            .route("/api/v1/cluster", web::get().to(cluster))
-            .route("/api/v1/hosts/{host}", web::get().to(host_info))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(MAX_BODY)
+                    .error_handler(|err, _| error::json_error(err).into()),
+            )
+            .app_data(
+                web::PathConfig::default().error_handler(|err, _| error::path_error(err).into()),
+            )
+            .app_data(
+                web::QueryConfig::default().error_handler(|err, _| error::query_error(err).into()),
+            )
+            .service(resource("/metrics").route(web::get().to(metrics_text)))
+            .service(resource("/api/v1/status").route(web::get().to(api::status)))
+            .service(resource("/api/v1/cluster").route(web::get().to(api::cluster)))
+            .service(resource("/api/v1/hosts/{host}").route(web::get().to(api::host)))
+            .service(resource("/api/v1/crawl").route(web::get().to(api::controls)))
+            .service(resource("/api/v1/crawl/pause").route(web::post().to(api::pause)))
+            .service(resource("/api/v1/crawl/resume").route(web::post().to(api::resume)))
+            .service(resource("/api/v1/crawl/rate").route(web::put().to(api::set_rate)))
+            .service(resource("/api/v1/seeds").route(web::post().to(api::seeds)))
+            .service(resource("/api/v1/openapi.json").route(web::get().to(api::openapi_json)))
             .default_service(web::to(not_found))
     })
     .workers(1)
@@ -65,83 +119,33 @@ pub fn start(
     Ok(AdminServer { handle, addr })
 }
 
-async fn metrics_text(state: web::Data<AdminState>) -> HttpResponse {
-    HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(state.metrics.render())
-}
-
-async fn status(state: web::Data<AdminState>) -> HttpResponse {
-    match state.node.send(GetStatus).await {
-        Ok(status) => HttpResponse::Ok().json(status),
-        Err(err) => HttpResponse::ServiceUnavailable()
-            .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
-    }
-}
-
-async fn cluster(state: web::Data<AdminState>) -> HttpResponse {
-    match state.node.send(GetCluster).await {
-        Ok(Some(view)) => HttpResponse::Ok().json(view),
-        Ok(None) => HttpResponse::NotFound()
-            .json(serde_json::json!({ "error": "not a cluster node ([cluster] enabled = false)" })),
-        Err(err) => HttpResponse::ServiceUnavailable()
-            .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
-    }
-}
-
-async fn host_info(
+async fn metrics_text(
     state: web::Data<AdminState>,
-    host: web::Path<String>,
-    req: actix_web::HttpRequest,
-) -> HttpResponse {
-    let host = host.into_inner();
-    if host.is_empty() || host.len() > 253 || host.contains(['/', ' ']) {
-        return HttpResponse::BadRequest()
-            .json(serde_json::json!({ "error": "invalid host name" }));
-    }
-    let forwarded = req.query_string().split('&').any(|kv| kv == "forwarded=1");
-    match state.node.send(HostInfo { host: host.clone() }).await {
-        Ok(Ok(snapshot)) => HttpResponse::Ok().json(snapshot),
-        Ok(Err(crate::error::Failure::Peer(reason))) if !forwarded => {
-            match ask_owner(&state, &host).await {
-                Some(answer) => answer,
-                None => HttpResponse::ServiceUnavailable().json(serde_json::json!({
-                    "error": format!("{reason}, and its admin API cannot be reached")
-                })),
-            }
-        }
-        Ok(Err(err)) => HttpResponse::InternalServerError()
-            .json(serde_json::json!({ "error": err.to_string() })),
-        Err(err) => HttpResponse::ServiceUnavailable()
-            .json(serde_json::json!({ "error": format!("node unavailable: {err}") })),
-    }
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    state.access.read(&req)?;
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(state.metrics.render()))
 }
 
-/// Asks the admin API of the node that holds `host`'s partition.
-async fn ask_owner(state: &AdminState, host: &str) -> Option<HttpResponse> {
-    let view = state.node.send(GetCluster).await.ok()??;
-    let partition = crate::url::partition_of(host, view.owners.len() as u16);
-    let owner = view.owners.get(usize::from(partition))?.as_ref()?;
-    let admin = view
-        .members
-        .iter()
-        .find(|m| &m.node == owner && m.live)?
-        .admin?;
-    let url = format!("http://{admin}/api/v1/hosts/{host}?forwarded=1");
-    let mut answer = awc::Client::new()
-        .get(url)
-        .timeout(std::time::Duration::from_secs(5))
-        .send()
-        .await
-        .ok()?;
-    let body = answer.body().limit(1 << 20).await.ok()?;
-    Some(
-        HttpResponse::build(answer.status())
-            .content_type("application/json")
-            .body(body),
-    )
+/// A resource whose other methods answer 405 with a JSON error.
+fn resource(path: &str) -> actix_web::Resource {
+    web::resource(path).default_service(web::to(method_not_allowed))
 }
 
-async fn not_found() -> HttpResponse {
-    HttpResponse::NotFound().json(serde_json::json!({ "error": "no such endpoint" }))
+async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::not_found(format!(
+        "no endpoint {} {}",
+        req.method(),
+        req.path()
+    )))
+}
+
+async fn method_not_allowed(req: HttpRequest) -> Result<HttpResponse, ApiError> {
+    Err(ApiError::method_not_allowed(format!(
+        "{} is not served on {}",
+        req.method(),
+        req.path()
+    )))
 }

@@ -35,12 +35,18 @@ pub async fn crawl(
     until_idle: bool,
 ) -> anyhow::Result<CrawlOutcome> {
     let started = Instant::now();
+    // An unsafe admin setup is refused before anything opens.
+    let access = match config.admin.enabled {
+        true => Some(trawl::admin::Access::from_config(&config.admin)?),
+        false => None,
+    };
     let metrics = Arc::new(Metrics::for_node(config.node_id()));
     let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
-    let admin = if config.admin.enabled {
-        let server = trawl::admin::start(&config.admin.listen, node.clone(), metrics.clone())
-            .with_context(|| format!("starting the admin server on {}", config.admin.listen))?;
-        tracing::info!(addr = %server.addr, "admin api listening (/metrics, /api/v1/status)");
+    let admin = if let Some(access) = access {
+        let server =
+            trawl::admin::start_with(&config.admin.listen, access, node.clone(), metrics.clone())
+                .with_context(|| format!("starting the admin server on {}", config.admin.listen))?;
+        tracing::info!(addr = %server.addr, "admin api listening (/metrics, /api/v1/openapi.json)");
         Some(server)
     } else {
         None

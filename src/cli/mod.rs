@@ -9,12 +9,20 @@ pub mod simhash;
 pub mod testweb;
 pub mod url;
 
-/// Logs to stderr, `info` by default, `RUST_LOG` to change.
-pub fn init_logging() {
+pub mod ctl;
+
+use trawl::config::LogFormat;
+
+/// Logs to stderr in `format`, `info` by default, `RUST_LOG` to change.
+/// One line per notable event: nothing is logged per request at `info`.
+pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,actix_server=warn"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
 }

@@ -44,7 +44,13 @@ fn seed_lines(path: &Path) -> anyhow::Result<impl Iterator<Item = anyhow::Result
 
 /// Runs `trawl run`.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let mut config = trawl::validate::load(args.config.as_deref())?;
+    let loaded = trawl::validate::load(args.config.as_deref());
+    super::init_logging(
+        loaded
+            .as_ref()
+            .map_or(trawl::config::LogFormat::Text, |c| c.log.format),
+    );
+    let mut config = loaded?;
     if let Some(data) = args.data {
         config.storage.data_dir = data;
     }

@@ -13,6 +13,7 @@
 pub mod decode;
 pub mod dns_backend;
 pub mod dns_cache;
+pub mod gate;
 pub mod guard;
 mod resolver;
 pub mod tls;
