@@ -7,6 +7,7 @@ fn settings(dir: &Path, max: u64) -> WarcSettings {
         dir: dir.to_owned(),
         prefix: "t".into(),
         max_file_bytes: max,
+        compression: crate::config::WarcCompression::Gzip,
         compression_level: 1,
         info: vec![("software".into(), "trawl-test".into())],
     }
