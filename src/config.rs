@@ -793,6 +793,20 @@ mod tests {
     }
 
     #[test]
+    fn warc_compression_levels_depend_on_the_codec() {
+        assert_eq!(Config::defaults().warc.compression, WarcCompression::Gzip);
+        let zstd = layer("[warc]\ncompression = \"zstd\"\ncompression_level = 19\n").unwrap();
+        assert_eq!(zstd.warc.compression, WarcCompression::Zstd);
+        assert_eq!(zstd.warc.compression.extension(), ".warc.zst");
+        let err = layer("[warc]\ncompression_level = 10\n").unwrap_err();
+        assert!(err.to_string().contains("warc.compression_level"), "{err}");
+        let err = layer("[warc]\ncompression = \"zstd\"\ncompression_level = 0\n").unwrap_err();
+        assert!(err.to_string().contains("for zstd"), "{err}");
+        let err = layer("[warc]\ncompression = \"xz\"\n").unwrap_err();
+        assert!(err.to_string().contains("warc.compression"), "{err}");
+    }
+
+    #[test]
     fn layer_overrides_only_named_keys() {
         let config = layer("[politeness]\nmin_delay = \"250ms\"\n").unwrap();
         assert_eq!(config.politeness.min_delay, Duration::from_millis(250));
