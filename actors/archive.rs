@@ -50,6 +50,7 @@ impl ArchiveActor {
             dir: config.data_path(&config.warc.dir),
             prefix: config.warc_prefix(),
             max_file_bytes: config.warc.max_file_bytes,
+            compression: config.warc.compression,
             compression_level: config.warc.compression_level,
             info: vec![
                 ("software".into(), format!("trawl/{}", env!("CARGO_PKG_VERSION"))),

@@ -232,6 +232,7 @@ fn warc_write(c: &mut Criterion) {
         dir: dir.path().to_owned(),
         prefix: "bench".into(),
         max_file_bytes: 1 << 30,
+        compression: trawl::config::WarcCompression::Gzip,
         compression_level: 1,
         info: vec![],
     })

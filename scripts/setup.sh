@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine lacks to build and test trawl:
 # a C++ compiler and libclang (RocksDB is compiled from source, its bindings
-# by bindgen), and python3-venv for the test helper (warcio). Checks first,
+# by bindgen), and python3-venv for the test helpers (warcio, and pywb's
+# CDXJ indexer to check trawl's indexes against). Checks first,
 # installs only what is missing. Sourced by demo.sh and test.sh.
 set -euo pipefail
 
@@ -34,11 +35,11 @@ fi
 
 if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   venv="${TRAWL_VENV:-$(pwd)/.venv}"
-  if ! "$venv/bin/python" -c 'import warcio' >/dev/null 2>&1; then
-    echo "setup: creating $venv with warcio" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1'
+  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer' >/dev/null 2>&1; then
+    echo "setup: creating $venv with warcio and cdxj-indexer" >&2
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0'
   fi
-  # Tests call warcio through this interpreter.
+  # Tests call warcio and cdxj-indexer through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"
 fi

@@ -437,8 +437,32 @@ pub struct WarcConfig {
     pub max_file_bytes: u64,
     /// File name prefix.
     pub prefix: String,
-    /// gzip level per record.
+    /// Per-record compression: a gzip member (`.warc.gz`) or a zstd
+    /// frame (`.warc.zst`) per record.
+    pub compression: WarcCompression,
+    /// Level per record: gzip 0–9, zstd 1–19.
     pub compression_level: u32,
+}
+
+/// How WARC records are compressed (`[warc] compression`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WarcCompression {
+    /// One gzip member per record: `.warc.gz`, what every WARC tool reads.
+    Gzip,
+    /// One zstd frame per record, no dictionary: `.warc.zst`, per the IIPC
+    /// zstd WARC proposal; warcio and pywb cannot read it.
+    Zstd,
+}
+
+impl WarcCompression {
+    /// The file name suffix of the WARC files it writes.
+    pub fn extension(self) -> &'static str {
+        match self {
+            WarcCompression::Gzip => ".warc.gz",
+            WarcCompression::Zstd => ".warc.zst",
+        }
+    }
 }
 
 /// `[events]`: output events.
@@ -683,8 +707,16 @@ impl Config {
         if self.fetch.concurrency == 0 {
             return invalid("fetch.concurrency must be at least 1");
         }
-        if self.warc.compression_level > 9 {
-            return invalid("warc.compression_level must be between 0 and 9");
+        match self.warc.compression {
+            WarcCompression::Gzip if self.warc.compression_level > 9 => {
+                return invalid("warc.compression_level must be between 0 and 9 for gzip");
+            }
+            // Levels 20 and up need windows larger than the 8 MiB the zstd
+            // WARC proposal requires readers to support.
+            WarcCompression::Zstd if !(1..=19).contains(&self.warc.compression_level) => {
+                return invalid("warc.compression_level must be between 1 and 19 for zstd");
+            }
+            _ => {}
         }
         if self.crawl.user_agent.trim().is_empty() {
             return invalid("crawl.user_agent must not be empty");
@@ -804,6 +836,20 @@ mod tests {
         let printed = config.to_toml();
         let again = Config::from_layers(&[("printed".into(), printed)]).unwrap();
         assert_eq!(again.to_toml(), config.to_toml());
+    }
+
+    #[test]
+    fn warc_compression_levels_depend_on_the_codec() {
+        assert_eq!(Config::defaults().warc.compression, WarcCompression::Gzip);
+        let zstd = layer("[warc]\ncompression = \"zstd\"\ncompression_level = 19\n").unwrap();
+        assert_eq!(zstd.warc.compression, WarcCompression::Zstd);
+        assert_eq!(zstd.warc.compression.extension(), ".warc.zst");
+        let err = layer("[warc]\ncompression_level = 10\n").unwrap_err();
+        assert!(err.to_string().contains("warc.compression_level"), "{err}");
+        let err = layer("[warc]\ncompression = \"zstd\"\ncompression_level = 0\n").unwrap_err();
+        assert!(err.to_string().contains("for zstd"), "{err}");
+        let err = layer("[warc]\ncompression = \"xz\"\n").unwrap_err();
+        assert!(err.to_string().contains("warc.compression"), "{err}");
     }
 
     #[test]

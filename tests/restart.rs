@@ -147,9 +147,11 @@ fn kill_9_then_restart_loses_nothing_and_refetches_only_in_flight() {
         );
     }
     assert!(pages.values().all(|&n| n <= 2));
-    // The WARC file the kill left open was recovered; everything validates.
+    // The WARC file the kill left open was recovered and indexed;
+    // everything validates.
     let crawl = config(&crawl_dir, MIN_DELAY_MS, PARTITIONS);
     warcio_check(&warc_files(&crawl));
+    cdxj_check(&warc_files(&crawl));
     let event_urls: BTreeSet<String> = page_events(&crawl).into_iter().map(|e| e.url).collect();
     assert_same_urls(&event_urls, &truth);
 }

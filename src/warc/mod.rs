@@ -1,4 +1,5 @@
-//! WARC 1.1 writer: one gzip member per record, rotation, crash recovery.
+//! WARC 1.1 writer: one gzip member (or zstd frame) per record, rotation,
+//! crash recovery, a CDXJ index beside each closed file.
 //!
 //! Why our own writer: the `warc` crate writes lower-case header names in a
 //! random order, computes no digests and may write partially. This writer
@@ -8,12 +9,22 @@
 //! `(file, offset, length)` can point to.
 //!
 //! A file is written as `NAME.warc.gz.open` and renamed to `NAME.warc.gz`
-//! when closed, so readers never pick up a file being written. A file left
-//! `.open` by a crash is recovered on the next start: cut after its last
-//! complete record and renamed.
+//! when closed, so readers never pick up a file being written. Just before
+//! the rename, its CDXJ index (`NAME.warc.gz.cdxj`, see [`cdxj`]) is
+//! written from what the writer knew of each record. A file left `.open`
+//! by a crash is recovered on the next start: cut after its last complete
+//! record, indexed and renamed.
+//!
+//! With `[warc] compression = "zstd"` each record is one zstd frame (with
+//! content size and checksum) in `NAME.warc.zst`, as the IIPC proposal for
+//! zstd WARC files describes, without a dictionary frame: a dictionary
+//! would have to be trained on records before the file's first one is
+//! written, and files without one can be concatenated.
 
+pub mod cdxj;
 mod record;
 mod recover;
+pub mod surt;
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -22,16 +33,18 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use record::{payload_sha256, warc_date, Exchange, Record};
-pub use recover::recover_open_files;
+pub use recover::{recover_open_files, RecoverError};
+
+use crate::config::WarcCompression;
 
 /// Where a record landed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WarcRef {
     /// File name (final, without `.open`), relative to the WARC directory.
     pub file: String,
-    /// Byte offset of the record's gzip member.
+    /// Byte offset of the record's gzip member (or zstd frame).
     pub offset: u64,
-    /// Compressed length of the member.
+    /// Compressed length of the member (or frame).
     pub length: u64,
 }
 
@@ -55,6 +68,9 @@ pub enum WarcError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file a crash left open could not be recovered.
+    #[error(transparent)]
+    Recover(#[from] RecoverError),
 }
 
 /// Settings of a [`WarcWriter`].
@@ -66,7 +82,9 @@ pub struct WarcSettings {
     pub prefix: String,
     /// Rotate once a file reaches this many bytes.
     pub max_file_bytes: u64,
-    /// gzip level 0–9.
+    /// gzip member or zstd frame per record.
+    pub compression: WarcCompression,
+    /// gzip level 0–9, zstd level 1–19.
     pub compression_level: u32,
     /// Lines of the warcinfo record (`software`, `http-header-user-agent`, ...).
     pub info: Vec<(String, String)>,
@@ -79,9 +97,12 @@ struct OpenFile {
     offset: u64,
     /// Offset after the warcinfo record.
     info_end: u64,
+    /// CDXJ lines of the records written so far, for the index written
+    /// when the file closes.
+    index: Vec<String>,
 }
 
-/// Writes records to rotating `.warc.gz` files.
+/// Writes records to rotating `.warc.gz` (or `.warc.zst`) files.
 pub struct WarcWriter {
     settings: WarcSettings,
     current: Option<OpenFile>,
@@ -104,7 +125,7 @@ impl WarcWriter {
             source,
         };
         std::fs::create_dir_all(&settings.dir).map_err(io)?;
-        recover_open_files(&settings.dir, &settings.prefix).map_err(io)?;
+        recover_open_files(&settings.dir, &settings.prefix)?;
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         Ok(WarcWriter {
             settings,
@@ -180,13 +201,12 @@ impl WarcWriter {
         payload_sha256: [u8; 32],
     ) -> Result<Stored, WarcError> {
         let record_id = first.header("WARC-Record-ID").unwrap_or("").to_owned();
-        let level = self.settings.compression_level;
-        let first = first.to_gzip_member(level);
-        let request = request.to_gzip_member(level);
+        let first_bytes = self.compress(first);
+        let request_bytes = self.compress(request);
         // Both records of an exchange go to the same file.
-        self.file_for((first.len() + request.len()) as u64)?;
-        let at = self.write_member(&first)?;
-        self.write_member(&request)?;
+        self.file_for((first_bytes.len() + request_bytes.len()) as u64)?;
+        let at = self.write_member(&first_bytes, first)?;
+        self.write_member(&request_bytes, request)?;
         Ok(Stored {
             at,
             payload_sha256,
@@ -194,15 +214,21 @@ impl WarcWriter {
         })
     }
 
-    /// Writes one record as its own gzip member.
+    /// Writes one record as its own gzip member (or zstd frame).
     pub fn write_record(&mut self, record: &Record) -> Result<WarcRef, WarcError> {
-        let member = record.to_gzip_member(self.settings.compression_level);
+        let member = self.compress(record);
         self.file_for(member.len() as u64)?;
-        self.write_member(&member)
+        self.write_member(&member, record)
     }
 
-    /// Appends a gzip member to the current file (opened by `file_for`).
-    fn write_member(&mut self, member: &[u8]) -> Result<WarcRef, WarcError> {
+    /// `record` compressed as the settings say.
+    fn compress(&self, record: &Record) -> Vec<u8> {
+        record.compress(self.settings.compression, self.settings.compression_level)
+    }
+
+    /// Appends `record`, compressed as `member`, to the current file
+    /// (opened by `file_for`), and its line to the file's index.
+    fn write_member(&mut self, member: &[u8], record: &Record) -> Result<WarcRef, WarcError> {
         let file = self.current.as_mut().expect("file_for opened a file");
         let at = WarcRef {
             file: file.name.clone(),
@@ -214,6 +240,8 @@ impl WarcWriter {
             source,
         })?;
         file.offset += member.len() as u64;
+        file.index
+            .extend(cdxj::index_line(&cdxj::RecordView::from(record), &at));
         self.records += 1;
         self.bytes += member.len() as u64;
         Ok(at)
@@ -231,7 +259,10 @@ impl WarcWriter {
         Ok(())
     }
 
-    /// Closes the current file: flush, fsync, rename to its final name.
+    /// Closes the current file: flush, fsync, write its index, rename it
+    /// to its final name. The index is in place before the file is: a
+    /// crash in between leaves an `.open` file, which recovery indexes
+    /// again.
     pub fn close(&mut self) -> Result<(), WarcError> {
         let Some(file) = self.current.take() else {
             return Ok(());
@@ -243,6 +274,10 @@ impl WarcWriter {
         };
         let inner = file.out.into_inner().map_err(|e| io(e.into_error()))?;
         inner.sync_all().map_err(io)?;
+        cdxj::write_index(&final_path, file.index).map_err(|source| WarcError::Io {
+            path: cdxj::index_path(&final_path),
+            source,
+        })?;
         std::fs::rename(&file.open_path, &final_path).map_err(io)?;
         self.closed.push(file.name);
         Ok(())
@@ -281,8 +316,12 @@ impl WarcWriter {
     fn open_next(&mut self) -> Result<(), WarcError> {
         let stamp = chrono::Utc::now().format("%Y%m%d%H%M%S");
         let name = format!(
-            "{}-{}-{:05}-{}.warc.gz",
-            self.settings.prefix, stamp, self.serial, self.run_id
+            "{}-{}-{:05}-{}{}",
+            self.settings.prefix,
+            stamp,
+            self.serial,
+            self.run_id,
+            self.settings.compression.extension()
         );
         self.serial += 1;
         let open_path = self.settings.dir.join(format!("{name}.open"));
@@ -300,10 +339,11 @@ impl WarcWriter {
             out: BufWriter::with_capacity(256 * 1024, file),
             offset: 0,
             info_end: 0,
+            index: Vec::new(),
         });
         let info = Record::warcinfo(&name, &self.settings.info);
-        let member = info.to_gzip_member(self.settings.compression_level);
-        let at = self.write_member(&member)?;
+        let member = self.compress(&info);
+        let at = self.write_member(&member, &info)?;
         if let Some(file) = &mut self.current {
             file.info_end = at.offset + at.length;
         }
@@ -319,11 +359,14 @@ impl Drop for WarcWriter {
     }
 }
 
-/// Lists finished `.warc.gz` files in `dir`, sorted.
+/// Lists finished `.warc.gz` and `.warc.zst` files in `dir`, sorted.
 pub fn list_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(".warc.gz"))
+        .filter(|p| {
+            let name = p.to_string_lossy();
+            name.ends_with(".warc.gz") || name.ends_with(".warc.zst")
+        })
         .collect();
     files.sort();
     Ok(files)

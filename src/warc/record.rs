@@ -8,6 +8,8 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use sha2::{Digest, Sha256};
 
+use crate::config::WarcCompression;
+
 /// One HTTP exchange to archive.
 #[derive(Debug, Clone)]
 pub struct Exchange<'a> {
@@ -101,6 +103,30 @@ impl Record {
         );
         enc.write_all(&raw).expect("writing to a Vec cannot fail");
         enc.finish().expect("writing to a Vec cannot fail")
+    }
+
+    /// The record as one complete zstd frame, with its content size and
+    /// checksum, as the zstd WARC proposal requires of every frame.
+    pub fn to_zstd_frame(&self, level: u32) -> Vec<u8> {
+        use zstd::zstd_safe::CParameter;
+        let raw = self.to_bytes();
+        let mut compressor =
+            zstd::bulk::Compressor::new(level as i32).expect("level checked by the config");
+        compressor
+            .set_parameter(CParameter::ChecksumFlag(true))
+            .and_then(|()| compressor.set_parameter(CParameter::ContentSizeFlag(true)))
+            .expect("valid zstd parameters");
+        compressor
+            .compress(&raw)
+            .expect("compressing into a growable buffer cannot fail")
+    }
+
+    /// The record compressed as its own gzip member or zstd frame.
+    pub fn compress(&self, codec: WarcCompression, level: u32) -> Vec<u8> {
+        match codec {
+            WarcCompression::Gzip => self.to_gzip_member(level),
+            WarcCompression::Zstd => self.to_zstd_frame(level),
+        }
     }
 
     /// The value of header `name`, if present.

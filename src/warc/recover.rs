@@ -1,16 +1,32 @@
 //! Recovery of WARC files a crash left open.
 //!
-//! Every record is its own gzip member, so a file is valid up to the end of
-//! its last complete member. Recovery decodes member by member, cuts the
-//! file after the last one that decodes completely, and renames it to its
-//! final name. Responses lost that way were never acknowledged, so their
-//! URLs are still queued and are fetched again.
+//! Every record is its own gzip member (or zstd frame), so a file is valid
+//! up to the end of its last complete member. Recovery decodes member by
+//! member, cuts the file after the last one that decodes completely (a
+//! zstd frame's checksum must match too), writes the CDXJ index of the
+//! records kept, and renames the file to its final name. Responses lost
+//! that way were never acknowledged, so their URLs are still queued and
+//! are fetched again. Both `.warc.gz.open` and `.warc.zst.open` files are
+//! recovered.
 
 use std::fs::OpenOptions;
 use std::io::{self, BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use flate2::bufread::GzDecoder;
+
+use super::{cdxj, WarcRef};
+use crate::config::WarcCompression;
+
+/// A file a crash left open that could not be recovered.
+#[derive(Debug, thiserror::Error)]
+#[error("recovering warc file {path}: {source}")]
+pub struct RecoverError {
+    /// The file (or directory) concerned.
+    pub path: PathBuf,
+    /// What failed.
+    pub source: io::Error,
+}
 
 /// A `BufRead` that counts the bytes its reader consumed.
 struct Counting<R> {
@@ -36,8 +52,16 @@ impl<R: BufRead> BufRead for Counting<R> {
     }
 }
 
-/// The length of the longest prefix of `path` made of complete gzip members.
-pub fn complete_prefix_len(path: &Path) -> io::Result<u64> {
+/// One complete member (or frame): where it is and what it decodes to.
+struct Unit {
+    offset: u64,
+    length: u64,
+    record: Vec<u8>,
+}
+
+/// Calls `each` on every complete member (or frame) at the start of the
+/// file, in order; returns the length of that complete prefix.
+fn scan(path: &Path, codec: WarcCompression, mut each: impl FnMut(Unit)) -> io::Result<u64> {
     let file = std::fs::File::open(path)?;
     let total = file.metadata()?.len();
     let mut reader = Counting {
@@ -46,15 +70,57 @@ pub fn complete_prefix_len(path: &Path) -> io::Result<u64> {
     };
     let mut good = 0;
     while good < total {
-        let mut member = GzDecoder::new(&mut reader);
-        if io::copy(&mut member, &mut io::sink()).is_err() {
+        let mut record = Vec::new();
+        let decoded = match codec {
+            WarcCompression::Gzip => {
+                io::copy(&mut GzDecoder::new(&mut reader), &mut record).map(drop)
+            }
+            WarcCompression::Zstd => zstd::stream::read::Decoder::with_buffer(&mut reader)
+                .and_then(|d| io::copy(&mut d.single_frame(), &mut record).map(drop)),
+        };
+        if decoded.is_err() || reader.consumed <= good {
             break;
         }
-        if reader.consumed <= good {
-            break;
-        }
+        each(Unit {
+            offset: good,
+            length: reader.consumed - good,
+            record,
+        });
         good = reader.consumed;
     }
+    Ok(good)
+}
+
+/// The codec of a WARC file, by its name.
+fn codec_of(final_name: &str) -> Option<WarcCompression> {
+    [WarcCompression::Gzip, WarcCompression::Zstd]
+        .into_iter()
+        .find(|c| final_name.ends_with(c.extension()))
+}
+
+/// Cuts the open file at `path` after its last complete record, writes
+/// the index of what it kept, and renames it to `final_path`.
+fn recover_file(path: &Path, final_path: &Path, codec: WarcCompression) -> io::Result<u64> {
+    let file_name = final_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    let good = scan(path, codec, |unit| {
+        let at = WarcRef {
+            file: file_name.clone(),
+            offset: unit.offset,
+            length: unit.length,
+        };
+        if let Some(view) = cdxj::parse_record(&unit.record) {
+            lines.extend(cdxj::index_line(&view, &at));
+        }
+    })?;
+    let file = OpenOptions::new().write(true).open(path)?;
+    file.set_len(good)?;
+    file.sync_all()?;
+    cdxj::write_index(final_path, lines)?;
+    std::fs::rename(path, final_path)?;
     Ok(good)
 }
 
@@ -74,29 +140,30 @@ pub fn written_with(file_name: &str, prefix: &str) -> bool {
         && rest.as_bytes()[14] == b'-'
 }
 
-/// Truncates and renames every `*.warc.gz.open` file of `prefix` in
-/// `dir`: only this writer's own files (on a cluster, other nodes write
-/// into the same directory, and their open files are theirs).
-pub fn recover_open_files(dir: &Path, prefix: &str) -> io::Result<Vec<String>> {
+/// Recovers every `*.warc.gz.open` and `*.warc.zst.open` file of
+/// `prefix` in `dir`: cut, indexed, renamed. Only this writer's own files
+/// (on a cluster, other nodes write into the same directory, and their
+/// open files are theirs).
+pub fn recover_open_files(dir: &Path, prefix: &str) -> Result<Vec<String>, RecoverError> {
+    let at = |path: &Path| {
+        let path = path.to_owned();
+        move |source| RecoverError { path, source }
+    };
     let mut recovered = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+    for entry in std::fs::read_dir(dir).map_err(at(dir))? {
+        let path = entry.map_err(at(dir))?.path();
         let name = path.to_string_lossy().into_owned();
         let Some(final_name) = name.strip_suffix(".open") else {
             continue;
         };
-        if !final_name.ends_with(".warc.gz") {
+        let Some(codec) = codec_of(final_name) else {
             continue;
-        }
+        };
         let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         if !file_name.is_some_and(|n| written_with(&n, prefix)) {
             continue;
         }
-        let good = complete_prefix_len(&path)?;
-        let file = OpenOptions::new().write(true).open(&path)?;
-        file.set_len(good)?;
-        file.sync_all()?;
-        std::fs::rename(&path, final_name)?;
+        let good = recover_file(&path, Path::new(final_name), codec).map_err(at(&path))?;
         tracing::warn!(file = %final_name, bytes = good, "recovered warc file left open by a crash");
         recovered.push(final_name.to_owned());
     }

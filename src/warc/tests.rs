@@ -7,6 +7,7 @@ fn settings(dir: &Path, max: u64) -> WarcSettings {
         dir: dir.to_owned(),
         prefix: "t".into(),
         max_file_bytes: max,
+        compression: crate::config::WarcCompression::Gzip,
         compression_level: 1,
         info: vec![("software".into(), "trawl-test".into())],
     }
@@ -141,4 +142,156 @@ fn recovery_cuts_a_torn_last_record() {
     assert!(bytes.len() as u64 > a.offset + a.length);
     assert!((bytes.len() as u64) < len - 7);
     assert!(read_member(dir.path(), &a).contains("first"));
+}
+
+fn zstd_settings(dir: &Path, max: u64) -> WarcSettings {
+    WarcSettings {
+        compression: crate::config::WarcCompression::Zstd,
+        compression_level: 3,
+        ..settings(dir, max)
+    }
+}
+
+/// The lines of the index beside `warc`.
+fn index_lines(warc: &Path) -> Vec<String> {
+    std::fs::read_to_string(cdxj::index_path(warc))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_closed_file_has_its_sorted_index_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
+    let b = w
+        .write_exchange(&exchange("http://www.a.test/b", b"<p>b</p>"))
+        .unwrap();
+    let a = w
+        .write_exchange(&exchange("http://a.test/a", b"<p>a</p>"))
+        .unwrap();
+    let open = dir.path().join(format!("{}.open", a.at.file));
+    assert!(!cdxj::index_path(&open).exists());
+    w.close().unwrap();
+    let files = list_files(dir.path()).unwrap();
+    let lines = index_lines(&files[0]);
+    // Responses only (no warcinfo, no requests), sorted by key.
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("test,a)/a "), "{lines:?}");
+    assert!(lines[1].starts_with("test,a)/b "), "{lines:?}");
+    for (line, stored) in lines.iter().zip([&a, &b]) {
+        let json: serde_json::Value =
+            serde_json::from_str(&line[line.find('{').unwrap()..]).unwrap();
+        assert_eq!(json["offset"], stored.at.offset.to_string());
+        assert_eq!(json["length"], stored.at.length.to_string());
+        assert_eq!(json["filename"], stored.at.file);
+        assert_eq!(json["status"], "200");
+        assert_eq!(json["mime"], "text/html");
+        assert_eq!(
+            json["digest"],
+            record::format_sha256(&stored.payload_sha256)
+        );
+    }
+}
+
+#[test]
+fn zstd_records_are_frames_the_index_points_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(zstd_settings(dir.path(), 1 << 30)).unwrap();
+    let a = w
+        .write_exchange(&exchange("http://a.test/", b"<p>a</p>"))
+        .unwrap()
+        .at;
+    w.close().unwrap();
+    assert!(a.file.ends_with(".warc.zst"), "{}", a.file);
+    let path = dir.path().join(&a.file);
+    let bytes = std::fs::read(&path).unwrap();
+    // A zstd frame's magic number opens the file (no dictionary frame).
+    assert_eq!(&bytes[..4], &[0x28, 0xB5, 0x2F, 0xFD]);
+    let frame = &bytes[a.offset as usize..(a.offset + a.length) as usize];
+    let text = zstd::stream::decode_all(frame).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.starts_with("WARC/1.1\r\nWARC-Type: response\r\n"),
+        "{text}"
+    );
+    assert!(text.ends_with("<p>a</p>\r\n\r\n"));
+    let lines = index_lines(&path);
+    assert_eq!(lines.len(), 1);
+    assert!(
+        lines[0].contains(&format!("\"offset\": \"{}\"", a.offset)),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn recovery_cuts_and_indexes_a_torn_zstd_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(zstd_settings(dir.path(), 1 << 30)).unwrap();
+    let a = w
+        .write_exchange(&exchange("http://a.test/", b"first"))
+        .unwrap()
+        .at;
+    w.write_exchange(&exchange("http://a.test/2", b"second"))
+        .unwrap();
+    w.flush().unwrap();
+    let open_path = dir.path().join(format!("{}.open", a.file));
+    std::mem::forget(w);
+    let len = std::fs::metadata(&open_path).unwrap().len();
+    let file = OpenOptions::new().write(true).open(&open_path).unwrap();
+    file.set_len(len - 3).unwrap();
+    let recovered = recover_open_files(dir.path(), "t").unwrap();
+    assert_eq!(recovered.len(), 1);
+    let path = dir.path().join(&a.file);
+    let kept = std::fs::metadata(&path).unwrap().len();
+    assert!(kept > a.offset + a.length && kept < len - 3);
+    // Both responses survive (only the torn request went), and the
+    // index lists them.
+    let lines = index_lines(&path);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].starts_with("test,a)/ "), "{lines:?}");
+    assert!(lines[1].starts_with("test,a)/2 "), "{lines:?}");
+}
+
+#[test]
+fn recovery_indexes_a_gzip_file_like_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
+    for i in 0..3 {
+        w.write_exchange(&exchange(&format!("http://a.test/{i}"), b"x"))
+            .unwrap();
+    }
+    w.close().unwrap();
+    let path = list_files(dir.path()).unwrap().remove(0);
+    let written = index_lines(&path);
+    // The same file, as if a crash had left it open after its last record.
+    let open = dir.path().join(format!(
+        "{}.open",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::rename(&path, &open).unwrap();
+    std::fs::remove_file(cdxj::index_path(&path)).unwrap();
+    recover_open_files(dir.path(), "t").unwrap();
+    assert_eq!(index_lines(&path), written);
+}
+
+#[test]
+fn rotation_gives_every_file_its_own_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(settings(dir.path(), 600)).unwrap();
+    let payload = vec![b'x'; 2000];
+    for i in 0..3 {
+        w.write_exchange(&exchange(&format!("http://a.test/{i}"), &payload))
+            .unwrap();
+    }
+    drop(w);
+    let files = list_files(dir.path()).unwrap();
+    assert_eq!(files.len(), 3);
+    for file in &files {
+        let lines = index_lines(file);
+        let name = file.file_name().unwrap().to_string_lossy();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains(&format!("\"filename\": \"{name}\"")));
+    }
 }

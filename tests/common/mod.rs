@@ -200,6 +200,38 @@ pub fn warcio_check(files: &[PathBuf]) {
     }
 }
 
+/// Asserts each file's CDXJ index (beside it) is, line for line, what
+/// pywb's `cdxj-indexer --sort` computes from the file; returns the
+/// indexes.
+pub fn cdxj_check(files: &[PathBuf]) -> Vec<String> {
+    assert!(!files.is_empty(), "no WARC files to index");
+    let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let mut indexes = Vec::new();
+    for file in files {
+        let index = trawl::warc::cdxj::index_path(file);
+        let ours =
+            std::fs::read_to_string(&index).unwrap_or_else(|e| panic!("{}: {e}", index.display()));
+        let out = Command::new(&python)
+            .args(["-c", "from cdxj_indexer.main import main; main()", "--sort"])
+            .arg(file)
+            .output()
+            .expect("python with cdxj-indexer (scripts/test.sh installs it; set TRAWL_PYTHON)");
+        assert!(
+            out.status.success(),
+            "cdxj-indexer failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let theirs = String::from_utf8(out.stdout).unwrap();
+        assert!(!theirs.is_empty(), "{} indexes to nothing", file.display());
+        for (a, b) in ours.lines().zip(theirs.lines()) {
+            assert_eq!(a, b, "first differing line of {}", index.display());
+        }
+        assert_eq!(ours, theirs, "{}", index.display());
+        indexes.push(ours);
+    }
+    indexes
+}
+
 /// Waits for a child process to exit, at most `timeout`.
 pub fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + timeout;

@@ -1,0 +1,314 @@
+//! CDXJ indexes beside closed WARC files, in pywb's format.
+//!
+//! A replay tool (pywb, and anything reading its CDXJ) finds a capture by
+//! its URL's SURT key and timestamp, then reads `length` bytes at `offset`
+//! of `filename`. Indexing a finished file means reading it again; the
+//! writer already knows every record's place, so it builds each line as it
+//! writes the record ([`index_line`]) and writes the sorted index when it
+//! closes the file ([`write_index`]). Only crash recovery reads a file
+//! again ([`parse_record`]), to index what it kept.
+//!
+//! A line is what `cdxj-indexer` (pywb's indexer) writes by default with
+//! `--sort`, byte for byte: `SURT-key timestamp {json}` with `url`, `mime`,
+//! `status`, `digest` (the record's `WARC-Payload-Digest` as written, so
+//! `sha256:BASE32`), `length`, `offset`, `filename`, values as strings,
+//! keys in that order, JSON spaced and ASCII-escaped as Python writes it.
+//! Response, revisit, resource and metadata records are indexed (not
+//! requests, nor `application/warc-fields` resource or metadata records);
+//! a revisit's `mime` is `warc/revisit`. Lines are sorted as whole lines,
+//! which is by key, then timestamp (keys hold no spaces).
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::surt::surt;
+use super::WarcRef;
+
+/// A record's headers and block, borrowed: from a [`super::Record`] being
+/// written, or from a record read back by recovery.
+#[derive(Debug, Clone)]
+pub struct RecordView<'a> {
+    /// WARC headers, in order.
+    pub headers: Vec<(&'a str, &'a str)>,
+    /// The record block.
+    pub block: &'a [u8],
+}
+
+impl<'a> RecordView<'a> {
+    /// The first header named `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&'a str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+}
+
+impl<'a> From<&'a super::Record> for RecordView<'a> {
+    fn from(record: &'a super::Record) -> Self {
+        RecordView {
+            headers: record
+                .headers
+                .iter()
+                .map(|(n, v)| (*n, v.as_str()))
+                .collect(),
+            block: &record.block,
+        }
+    }
+}
+
+/// The record types the default index holds.
+const INDEXED: [&str; 4] = ["response", "revisit", "resource", "metadata"];
+
+/// The CDXJ line of a record stored at `at`, or `None` for a record the
+/// index leaves out.
+pub fn index_line(record: &RecordView<'_>, at: &WarcRef) -> Option<String> {
+    let kind = record.header("WARC-Type")?;
+    if !INDEXED.contains(&kind) {
+        return None;
+    }
+    let content_type = record.header("Content-Type");
+    if matches!(kind, "resource" | "metadata") && content_type == Some("application/warc-fields") {
+        return None;
+    }
+    let url = record.header("WARC-Target-URI").unwrap_or_default();
+    let timestamp = timestamp(record.header("WARC-Date")?)?;
+    let http = matches!(kind, "response" | "revisit")
+        && !record.block.is_empty()
+        && (url.starts_with("http:") || url.starts_with("https:"));
+    let head = http.then(|| HttpHead::parse(record.block));
+    let mime = match kind {
+        "revisit" => Some("warc/revisit".to_owned()),
+        "response" => head
+            .as_ref()
+            .and_then(|h| h.header("content-type"))
+            .map(short_mime),
+        _ => content_type.map(short_mime),
+    };
+    let status = head.as_ref().map(|h| h.status.clone());
+    let mut fields: Vec<(&str, String)> = vec![("url", url.to_owned())];
+    fields.extend(mime.map(|m| ("mime", m)));
+    fields.extend(status.map(|s| ("status", s)));
+    fields.extend(
+        record
+            .header("WARC-Payload-Digest")
+            .map(|d| ("digest", d.to_owned())),
+    );
+    fields.push(("length", at.length.to_string()));
+    fields.push(("offset", at.offset.to_string()));
+    fields.push(("filename", at.file.clone()));
+    let json: Vec<String> = fields
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {}", py_json_string(v)))
+        .collect();
+    Some(format!("{} {timestamp} {{{}}}", surt(url), json.join(", ")))
+}
+
+/// `20261130154354` from `2026-11-30T15:43:54.123456Z`: the first 14
+/// digits (fractions are dropped, as pywb does).
+fn timestamp(date: &str) -> Option<String> {
+    let digits: String = date.chars().filter(char::is_ascii_digit).take(14).collect();
+    (digits.len() == 14).then_some(digits)
+}
+
+/// A Content-Type's media type alone (`text/html` of
+/// `text/html; charset=utf-8`).
+fn short_mime(value: &str) -> String {
+    value
+        .split([';', ' ', '\t', '\n', '\r', '\x0b', '\x0c'])
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// A JSON string as Python's `json.dumps` writes it: non-ASCII as
+/// `\uXXXX` escapes.
+fn py_json_string(value: &str) -> String {
+    let json = serde_json::to_string(value).expect("a string serialises");
+    if json.is_ascii() {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// The status code and headers of an HTTP response head, read as warcio
+/// reads them.
+struct HttpHead {
+    status: String,
+    headers: Vec<(String, String)>,
+}
+
+impl HttpHead {
+    fn parse(block: &[u8]) -> HttpHead {
+        let text = String::from_utf8_lossy(block);
+        let mut lines = text.split('\n').map(|l| l.trim_end());
+        let status_line = lines.next().unwrap_or_default();
+        let status = status_line
+            .split_once(' ')
+            .map(|(_, rest)| rest.trim_start().split(' ').next().unwrap_or_default())
+            .unwrap_or_default()
+            .to_owned();
+        let mut headers: Vec<(String, String)> = Vec::new();
+        for line in lines.take_while(|l| !l.is_empty()) {
+            if line.starts_with([' ', '\t']) {
+                if let Some((_, value)) = headers.last_mut() {
+                    value.push_str(line);
+                }
+                continue;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                headers.push((
+                    name.trim_end_matches([' ', '\t']).to_owned(),
+                    value.trim_start().to_owned(),
+                ));
+            }
+        }
+        HttpHead { status, headers }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The index file of the WARC file at `warc`: its name plus `.cdxj`.
+pub fn index_path(warc: &Path) -> PathBuf {
+    let mut name = warc.as_os_str().to_owned();
+    name.push(".cdxj");
+    PathBuf::from(name)
+}
+
+/// Writes the sorted `lines` as the index of the WARC file at `warc`:
+/// into a temporary file, synced, then renamed, so a crash never leaves
+/// half an index under the final name.
+pub fn write_index(warc: &Path, mut lines: Vec<String>) -> io::Result<PathBuf> {
+    lines.sort_unstable();
+    lines.dedup();
+    let path = index_path(warc);
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut out = io::BufWriter::new(File::create(&tmp)?);
+    for line in &lines {
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Reads one serialised record (`WARC/1.x`, headers, blank line, block),
+/// as recovery decompresses it; `None` if it is not one.
+pub fn parse_record(bytes: &[u8]) -> Option<RecordView<'_>> {
+    let end = bytes.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = std::str::from_utf8(&bytes[..end]).ok()?;
+    let mut lines = head.split("\r\n");
+    if !lines.next()?.starts_with("WARC/") {
+        return None;
+    }
+    let headers: Vec<(&str, &str)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim(), v.trim()))
+        .collect();
+    let view = RecordView {
+        block: &[],
+        headers,
+    };
+    let length: usize = view.header("Content-Length")?.parse().ok()?;
+    let block = bytes.get(end + 4..end + 4 + length)?;
+    Some(RecordView { block, ..view })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at() -> WarcRef {
+        WarcRef {
+            file: "t.warc.gz".into(),
+            offset: 10,
+            length: 20,
+        }
+    }
+
+    #[test]
+    fn a_response_line_has_pywb_fields_in_order() {
+        let record = RecordView {
+            headers: vec![
+                ("WARC-Type", "response"),
+                ("WARC-Date", "2026-11-30T15:43:54.999999Z"),
+                ("WARC-Target-URI", "http://www.a.test:8080/P?b=1&a=2"),
+                ("WARC-Payload-Digest", "sha256:ABC"),
+            ],
+            block: b"HTTP/1.1 404 Not Found\r\ncontent-type: Text/HTML; charset=utf-8\r\n\r\nx",
+        };
+        assert_eq!(
+            index_line(&record, &at()).unwrap(),
+            "test,a:8080)/p?a=2&b=1 20261130154354 {\"url\": \
+             \"http://www.a.test:8080/P?b=1&a=2\", \"mime\": \"Text/HTML\", \
+             \"status\": \"404\", \"digest\": \"sha256:ABC\", \"length\": \"20\", \
+             \"offset\": \"10\", \"filename\": \"t.warc.gz\"}"
+        );
+    }
+
+    #[test]
+    fn revisits_say_so_and_requests_are_left_out() {
+        let mut record = RecordView {
+            headers: vec![
+                ("WARC-Type", "revisit"),
+                ("WARC-Date", "2026-11-30T15:43:54Z"),
+                ("WARC-Target-URI", "http://a.test/"),
+            ],
+            block: b"HTTP/1.1 304 Not Modified\r\n\r\n",
+        };
+        let line = index_line(&record, &at()).unwrap();
+        assert!(
+            line.contains("\"mime\": \"warc/revisit\", \"status\": \"304\""),
+            "{line}"
+        );
+        record.headers[0].1 = "request";
+        assert_eq!(index_line(&record, &at()), None);
+        record.headers[0].1 = "warcinfo";
+        assert_eq!(index_line(&record, &at()), None);
+    }
+
+    #[test]
+    fn non_ascii_is_escaped_as_python_does() {
+        assert_eq!(
+            py_json_string("é😀\"\n"),
+            "\"\\u00e9\\ud83d\\ude00\\\"\\n\""
+        );
+    }
+
+    #[test]
+    fn records_read_back_and_the_index_is_sorted() {
+        let bytes = b"WARC/1.1\r\nWARC-Type: response\r\nContent-Length: 3\r\n\r\nabc\r\n\r\n";
+        let view = parse_record(bytes).unwrap();
+        assert_eq!(view.block, b"abc");
+        assert_eq!(view.header("warc-type"), Some("response"));
+        assert!(parse_record(b"WARC/1.1\r\nContent-Length: 9\r\n\r\nabc").is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let warc = dir.path().join("a.warc.gz");
+        let path = write_index(&warc, vec!["b 2 {}".into(), "a 1 {}".into()]).unwrap();
+        assert_eq!(path, dir.path().join("a.warc.gz.cdxj"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a 1 {}\nb 2 {}\n");
+    }
+}
