@@ -200,6 +200,14 @@ impl Metrics {
             .expect("unique metric");
         register_process_collector(&registry);
         let stage = |name: &str| stage_seconds.with_label_values(&[name]);
+        let fetch_errors = counter_vec(
+            "trawl_fetch_errors_total",
+            "Fetches that produced no response, by error kind.",
+            "kind",
+        );
+        for kind in crate::fetch::FetchError::KINDS {
+            fetch_errors.with_label_values(&[kind]);
+        }
         Metrics {
             queue_wait: stage("queue_wait"),
             fetch_duration: stage("fetch"),
@@ -222,11 +230,7 @@ impl Metrics {
                 "class",
             ),
             fetched_bytes: counter("trawl_fetched_bytes_total", "Response body bytes received."),
-            fetch_errors: counter_vec(
-                "trawl_fetch_errors_total",
-                "Fetches that produced no response, by error kind.",
-                "kind",
-            ),
+            fetch_errors,
             frontier_size: gauge("trawl_frontier_size", "URLs queued and not yet completed."),
             active_hosts: gauge("trawl_active_host_actors", "Host actors currently active."),
             warc_bytes: counter(
@@ -466,6 +470,7 @@ mod tests {
         assert!(text.contains("trawl_stage_seconds_count{stage=\"parse\"} 0"));
         assert!(text.contains("trawl_parse_cut_total{reason=\"depth\"} 1"));
         assert!(text.contains("# HELP trawl_frontier_size"));
+        assert!(text.contains("trawl_fetch_errors_total{kind=\"dns\"} 0"));
     }
 
     #[test]
