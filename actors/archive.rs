@@ -23,6 +23,7 @@ use crate::warc::{WarcSettings, WarcWriter};
 /// The archive's thread.
 pub struct ArchiveActor {
     archiver: Archiver,
+    metrics: Arc<Metrics>,
 }
 
 /// Errors opening the archive.
@@ -86,6 +87,7 @@ impl ArchiveActor {
                     change_distance,
                     metrics.clone(),
                 ),
+                metrics: metrics.clone(),
             }
         }))
     }
@@ -99,6 +101,7 @@ impl Handler<Archive> for ArchiveActor {
     type Result = Result<Archived, Failure>;
 
     fn handle(&mut self, msg: Archive, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.metrics.archive_duration.start_timer();
         let url = msg.url.clone();
         self.archiver.store(msg).inspect_err(|err| {
             tracing::error!(url = %url, error = %err, "archiving failed");

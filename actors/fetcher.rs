@@ -67,6 +67,9 @@ impl Handler<Fetch> for FetcherPool {
         Box::pin(async move {
             gate.pass().await;
             let _slot = slots.acquire().await.expect("semaphore is never closed");
+            metrics
+                .queue_wait
+                .observe(msg.released.elapsed().as_secs_f64());
             if msg.asker.strong_count() == 0 {
                 // Its host is gone (failed, or stopped): nobody would
                 // honour the politeness this request owes.

@@ -134,6 +134,7 @@ impl HostActor {
             url,
             validators,
             asker: Arc::downgrade(&asker),
+            released: std::time::Instant::now(),
         });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             drop(asker);

@@ -346,6 +346,9 @@ pub struct Fetch {
     /// host died while it waited for a fetch slot is never started, so a
     /// restarted host cannot overlap it (see the partition's supervision).
     pub asker: std::sync::Weak<()>,
+    /// When the host released the request (its politeness allows it): the
+    /// wait until a fetch slot starts it is the `queue_wait` stage.
+    pub released: std::time::Instant,
 }
 
 // -------------------------------------------------------------- ParserPool

@@ -59,6 +59,7 @@ impl Handler<Parse> for ParserPool {
     type Result = MessageResult<Parse>;
 
     fn handle(&mut self, msg: Parse, _: &mut Self::Context) -> Self::Result {
+        let _timer = self.metrics.parse_duration.start_timer();
         let digest = crate::warc::payload_sha256(&msg.body);
         MessageResult(Parsed {
             page: self.parse(&msg),

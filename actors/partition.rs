@@ -320,6 +320,7 @@ impl PartitionActor {
         .start();
         self.metrics.active_hosts.inc();
         self.hosts.insert(host, ActiveHost { addr, generation });
+        self.report_partition();
     }
 
     /// Brings back hosts whose actor died (a panic stops only that actor):
@@ -352,6 +353,14 @@ impl PartitionActor {
         }
         self.activate_due(ctx);
         self.report_refresh_due();
+        self.report_partition();
+    }
+
+    /// Shows this partition's queue size and active hosts on its own
+    /// series (the node-wide gauges move by deltas elsewhere).
+    fn report_partition(&self) {
+        self.metrics
+            .set_partition(self.id, self.queued, self.hosts.len());
     }
 
     /// Moves the node's refresh gauges by this partition's change since
@@ -411,6 +420,7 @@ impl Actor for PartitionActor {
         self.metrics.active_hosts.sub(self.hosts.len() as i64);
         self.metrics.due_hosts.sub(self.due.len() as i64);
         self.metrics.frontier_size.sub(self.queued as i64);
+        self.metrics.forget_partition(self.id);
         let gone = std::mem::take(&mut self.refresh_due);
         let gauge = |within: &str| self.metrics.refresh_due.with_label_values(&[within]);
         gauge("now").sub(gone.now as i64);
@@ -435,6 +445,7 @@ impl PartitionActor {
         let refreshes = self.store.recrawl_hosts()?;
         self.queued = hosts.values().sum();
         self.metrics.frontier_size.add(self.queued as i64);
+        self.report_partition();
         // After a restart, nothing starts before the hold (activation runs
         // ACTIVATE_AHEAD_MS early); the restarted partition's settings say
         // `crashed`, so each host also owes its last delay.
@@ -500,6 +511,7 @@ impl Handler<AdmitBatch> for PartitionActor {
         let admitted = outcome.entries;
         self.queued += admitted.len() as u64;
         self.metrics.frontier_size.add(admitted.len() as i64);
+        self.report_partition();
         let mut hosts: BTreeMap<&str, u8> = BTreeMap::new();
         for e in &admitted {
             *hosts.entry(e.host.as_str()).or_default() |= 1 << e.priority.level();
@@ -552,6 +564,7 @@ impl PartitionActor {
             let n = PartitionStore::new_urls_done(&pending.completions);
             self.queued = self.queued.saturating_sub(n);
             self.metrics.frontier_size.sub(n as i64);
+            self.report_partition();
             self.completed += pending
                 .completions
                 .iter()
@@ -671,6 +684,7 @@ impl Handler<HostIdle> for PartitionActor {
         }
         self.hosts.remove(&msg.host);
         self.metrics.active_hosts.dec();
+        self.report_partition();
         self.slots.give_back();
         // A host that found nothing to do (or could not read its queue)
         // while entries are still stored comes back shortly: no queued URL

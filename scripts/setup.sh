@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine lacks to build and test trawl:
 # a C++ compiler and libclang (RocksDB is compiled from source, its bindings
-# by bindgen), and python3-venv for the test helpers (warcio, and pywb's
-# CDXJ indexer to check trawl's indexes against). Checks first,
-# installs only what is missing. Sourced by demo.sh and test.sh.
+# by bindgen), python3-venv for the test helpers (warcio; pywb's CDXJ
+# indexer to check trawl's indexes against; schemathesis to fuzz the admin
+# API) and Prometheus for the monitoring test (tests/monitoring.rs runs the
+# dashboard's queries on a real one). Checks first, installs only what is
+# missing. Sourced by demo.sh and test.sh.
 set -euo pipefail
 
 missing=()
@@ -17,15 +19,19 @@ if command -v dpkg >/dev/null 2>&1; then
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
   fi
+  if [ "${TRAWL_NEED_PROMETHEUS:-0}" = 1 ]; then
+    [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    # Without recommends: Prometheus would bring (and start) node-exporter.
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 else
-  echo "setup: not a Debian system; make sure libclang, a C++ compiler and python3 (with venv) are installed" >&2
+  echo "setup: not a Debian system; make sure libclang, a C++ compiler, python3 (with venv) and prometheus are installed" >&2
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -35,11 +41,11 @@ fi
 
 if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   venv="${TRAWL_VENV:-$(pwd)/.venv}"
-  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer' >/dev/null 2>&1; then
-    echo "setup: creating $venv with warcio and cdxj-indexer" >&2
+  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer, schemathesis' >/dev/null 2>&1; then
+    echo "setup: creating $venv with warcio, cdxj-indexer and schemathesis" >&2
     [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0'
+    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0' 'schemathesis==4.32.5'
   fi
-  # Tests call warcio and cdxj-indexer through this interpreter.
+  # Tests call warcio, cdxj-indexer and schemathesis through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"
 fi

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: formatting, clippy, unit and integration tests
 # (the integration tests crawl the synthetic web and check WARC output with
-# warcio, which setup installs into a virtualenv).
+# warcio, which setup installs into a virtualenv; the monitoring test runs
+# the Grafana dashboard's queries on a Prometheus that setup installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TRAWL_NEED_PYTHON=1
+export TRAWL_NEED_PROMETHEUS=1
 source scripts/setup.sh
 cargo fmt --all -- --check
 # Everything builds in release: RocksDB's C++ is compiled once per profile

@@ -1,12 +1,21 @@
 //! Every Prometheus metric trawl exports, declared in one place.
 //!
-//! Labels are bounded sets only (status class, error kind, outcome): never a
-//! URL or a host name, which would grow the series without limit.
+//! Labels are bounded sets only (status class, error kind, outcome, stage,
+//! partition number): never a URL or a host name, which would grow the
+//! series without limit. The process's own metrics (memory, CPU, open file
+//! descriptors) are exported under Prometheus's standard `process_*` names.
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
+
+/// Buckets of the stage histograms: parse and archive take milliseconds or
+/// less, a fetch from milliseconds to its timeout.
+const STAGE_BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
 
 /// The node's metrics and the registry that exports them.
 pub struct Metrics {
@@ -15,14 +24,33 @@ pub struct Metrics {
     pub pages: IntCounterVec,
     /// Body bytes received.
     pub fetched_bytes: IntCounter,
-    /// Request start to last body byte.
+    /// Time spent per stage of a page's way through the node
+    /// (`trawl_stage_seconds{stage}`); its four series are the handles
+    /// below.
+    pub stage_seconds: HistogramVec,
+    /// Stage `queue_wait`: from a host releasing a request (its politeness
+    /// allows it) to a fetch slot starting it. Long waits mean the fetch
+    /// slots (`fetch.concurrency`) or the fetcher's thread are saturated.
+    pub queue_wait: Histogram,
+    /// Stage `fetch`: request start to last body byte.
     pub fetch_duration: Histogram,
+    /// Stage `parse`: a parser thread's work on one HTML page (decoding,
+    /// payload digest, link extraction).
+    pub parse_duration: Histogram,
+    /// Stage `archive`: the archive thread's transaction for one response
+    /// (dedup verdict, WARC records, event, index update).
+    pub archive_duration: Histogram,
     /// Fetches that produced no response, by error kind.
     pub fetch_errors: IntCounterVec,
     /// URLs queued and not yet completed.
     pub frontier_size: IntGauge,
     /// HostActors alive.
     pub active_hosts: IntGauge,
+    /// URLs queued and not yet completed, by partition (a node's own
+    /// partitions only; a partition's series goes when it stops here).
+    pub partition_queued: IntGaugeVec,
+    /// HostActors alive, by partition.
+    pub partition_active_hosts: IntGaugeVec,
     /// Compressed bytes written to WARC files.
     pub warc_bytes: IntCounter,
     /// WARC records written.
@@ -149,32 +177,60 @@ impl Metrics {
                 .expect("unique metric");
             m
         };
-        let fetch_duration = Histogram::with_opts(
+        let gauge_vec = |name: &str, help: &str, label: &str| {
+            let m = IntGaugeVec::new(Opts::new(name, help), &[label]).expect("valid metric");
+            registry
+                .register(Box::new(m.clone()))
+                .expect("unique metric");
+            m
+        };
+        let stage_seconds = HistogramVec::new(
             HistogramOpts::new(
-                "trawl_fetch_duration_seconds",
-                "Time from request start to the last body byte.",
+                "trawl_stage_seconds",
+                "Time per stage: queue_wait (a host releasing a request, politeness permitting, \
+                 to a fetch slot starting it), fetch (request start to last body byte), \
+                 parse (one HTML page on a parser thread), archive (one response's archive transaction).",
             )
-            .buckets(vec![
-                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-            ]),
+            .buckets(STAGE_BUCKETS.to_vec()),
+            &["stage"],
         )
         .expect("valid metric");
         registry
-            .register(Box::new(fetch_duration.clone()))
+            .register(Box::new(stage_seconds.clone()))
             .expect("unique metric");
+        register_process_collector(&registry);
+        let stage = |name: &str| stage_seconds.with_label_values(&[name]);
+        let fetch_errors = counter_vec(
+            "trawl_fetch_errors_total",
+            "Fetches that produced no response, by error kind.",
+            "kind",
+        );
+        for kind in crate::fetch::FetchError::KINDS {
+            fetch_errors.with_label_values(&[kind]);
+        }
         Metrics {
+            queue_wait: stage("queue_wait"),
+            fetch_duration: stage("fetch"),
+            parse_duration: stage("parse"),
+            archive_duration: stage("archive"),
+            stage_seconds: stage_seconds.clone(),
+            partition_queued: gauge_vec(
+                "trawl_partition_queued_urls",
+                "URLs queued and not yet completed, by partition held by this node.",
+                "partition",
+            ),
+            partition_active_hosts: gauge_vec(
+                "trawl_partition_active_hosts",
+                "Host actors currently active, by partition held by this node.",
+                "partition",
+            ),
             pages: counter_vec(
                 "trawl_pages_total",
                 "Responses received, by status class.",
                 "class",
             ),
             fetched_bytes: counter("trawl_fetched_bytes_total", "Response body bytes received."),
-            fetch_duration,
-            fetch_errors: counter_vec(
-                "trawl_fetch_errors_total",
-                "Fetches that produced no response, by error kind.",
-                "kind",
-            ),
+            fetch_errors,
             frontier_size: gauge("trawl_frontier_size", "URLs queued and not yet completed."),
             active_hosts: gauge("trawl_active_host_actors", "Host actors currently active."),
             warc_bytes: counter(
@@ -338,6 +394,26 @@ impl Metrics {
         self.pages.with_label_values(&[class]).inc();
     }
 
+    /// Shows partition `id`'s queue size and active hosts.
+    pub fn set_partition(&self, id: u16, queued: u64, active_hosts: usize) {
+        let id = id.to_string();
+        self.partition_queued
+            .with_label_values(&[&id])
+            .set(queued as i64);
+        self.partition_active_hosts
+            .with_label_values(&[&id])
+            .set(active_hosts as i64);
+    }
+
+    /// Removes partition `id`'s series: it stopped here (a cluster hands
+    /// it to another node), and a dashboard should not show it frozen.
+    pub fn forget_partition(&self, id: u16) {
+        let id = id.to_string();
+        // Absent when the partition never reported: nothing to remove.
+        let _ = self.partition_queued.remove_label_values(&[&id]);
+        let _ = self.partition_active_hosts.remove_label_values(&[&id]);
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = Vec::new();
@@ -347,6 +423,23 @@ impl Metrics {
         String::from_utf8(out).expect("prometheus text is UTF-8")
     }
 }
+
+/// Registers the process's metrics (`process_resident_memory_bytes`,
+/// `process_cpu_seconds_total`, `process_open_fds`, ...), read from
+/// `/proc` at each scrape. Each registry gets its own collector: several
+/// nodes in one process (tests) each export the process's figures.
+#[cfg(target_os = "linux")]
+fn register_process_collector(registry: &Registry) {
+    registry
+        .register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .expect("unique metric");
+}
+
+/// `/proc` is Linux only: elsewhere the process metrics are absent.
+#[cfg(not(target_os = "linux"))]
+fn register_process_collector(_: &Registry) {}
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -373,9 +466,11 @@ mod tests {
         );
         assert!(text.contains("trawl_pages_total{class=\"4xx\"} 1"));
         assert!(text.contains("trawl_fetch_errors_total{kind=\"timeout\"} 1"));
-        assert!(text.contains("trawl_fetch_duration_seconds_count 1"));
+        assert!(text.contains("trawl_stage_seconds_count{stage=\"fetch\"} 1"));
+        assert!(text.contains("trawl_stage_seconds_count{stage=\"parse\"} 0"));
         assert!(text.contains("trawl_parse_cut_total{reason=\"depth\"} 1"));
         assert!(text.contains("# HELP trawl_frontier_size"));
+        assert!(text.contains("trawl_fetch_errors_total{kind=\"dns\"} 0"));
     }
 
     #[test]
@@ -388,5 +483,49 @@ mod tests {
             "{text}"
         );
         assert!(!Metrics::new().render().contains("node="));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_have_their_standard_names_and_the_node_label() {
+        let text = Metrics::for_node(Some("n1")).render();
+        for name in [
+            "process_resident_memory_bytes",
+            "process_cpu_seconds_total",
+            "process_open_fds",
+        ] {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name} missing: {text}"));
+            assert!(
+                line.starts_with(&format!("{name}{{node=\"n1\"}} ")),
+                "{line}"
+            );
+        }
+        let rss = text
+            .lines()
+            .find_map(|l| l.strip_prefix("process_resident_memory_bytes{node=\"n1\"} "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("a number");
+        assert!(rss > 0.0);
+    }
+
+    #[test]
+    fn a_stopped_partition_leaves_no_series() {
+        let m = Metrics::new();
+        m.set_partition(3, 12, 2);
+        m.set_partition(4, 1, 1);
+        let text = m.render();
+        assert!(
+            text.contains("trawl_partition_queued_urls{partition=\"3\"} 12"),
+            "{text}"
+        );
+        assert!(text.contains("trawl_partition_active_hosts{partition=\"3\"} 2"));
+        m.forget_partition(3);
+        m.forget_partition(9);
+        let text = m.render();
+        assert!(!text.contains("partition=\"3\""), "{text}");
+        assert!(text.contains("trawl_partition_queued_urls{partition=\"4\"} 1"));
     }
 }

@@ -68,7 +68,7 @@ fn metrics_status_and_hosts_describe_the_crawl() {
     // Every response the server sent is counted by status class.
     assert_eq!(value("trawl_pages_total{") as usize, log.len());
     assert_eq!(
-        value("trawl_fetch_duration_seconds_count") as usize,
+        value("trawl_stage_seconds_count{stage=\"fetch\"}") as usize,
         log.len()
     );
     assert!(value("trawl_fetched_bytes_total") > 10_000.0 * truth as f64);

@@ -80,6 +80,21 @@ impl FetchError {
         )
     }
 
+    /// Every [`FetchError::kind`] label: the error counter exports each
+    /// from the start (at 0), so a dashboard's error rate reads 0 rather
+    /// than "no data" until the first error.
+    pub const KINDS: [&'static str; 9] = [
+        "dns",
+        "connect",
+        "timeout",
+        "reset",
+        "protocol",
+        "bad_url",
+        "ssrf_denied",
+        "tls",
+        "too_large",
+    ];
+
     /// The metric label of the error.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -527,6 +542,24 @@ fn response_head(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_error_kind_is_listed() {
+        let s = String::new;
+        let all = [
+            FetchError::Dns(s()),
+            FetchError::Connect(s()),
+            FetchError::Timeout,
+            FetchError::Reset(s()),
+            FetchError::Protocol(s()),
+            FetchError::BadUrl(s()),
+            FetchError::SsrfDenied(s()),
+            FetchError::Tls(s()),
+            FetchError::TooLarge(s()),
+        ];
+        let kinds: Vec<&str> = all.iter().map(FetchError::kind).collect();
+        assert_eq!(kinds, FetchError::KINDS);
+    }
 
     #[test]
     fn heads_are_well_formed() {
