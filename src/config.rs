@@ -679,11 +679,10 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
-        if !(self.fetch.max_requests_per_second.is_finite()
-            && self.fetch.max_requests_per_second >= 0.0)
-        {
+        let rate = self.fetch.max_requests_per_second;
+        if !(rate == 0.0 || (0.001..=1_000_000.0).contains(&rate)) {
             return invalid(
-                "fetch.max_requests_per_second must be a non-negative number (0 = no limit)",
+                "fetch.max_requests_per_second must be 0 (no limit) or between 0.001 and 1000000",
             );
         }
         if self.politeness.max_in_flight_per_host == 0 {

@@ -42,8 +42,8 @@ pub enum ControlError {
         /// Why.
         source: serde_json::Error,
     },
-    /// A rate that is negative or not a number.
-    #[error("max_requests_per_second must be a non-negative number, got {0}")]
+    /// A rate out of range.
+    #[error("max_requests_per_second must be 0 (no limit) or between {MIN_RATE} and {MAX_RATE}, got {0}")]
     BadRate(f64),
 }
 
@@ -96,9 +96,15 @@ impl Controls {
     }
 }
 
-/// A rate is a finite, non-negative number of requests per second.
+/// The slowest rate there is: one request per 1,000 s.
+pub const MIN_RATE: f64 = 0.001;
+/// The fastest: a million requests per second (far above what a node does;
+/// the limit then never binds).
+pub const MAX_RATE: f64 = 1_000_000.0;
+
+/// A rate is 0 (no limit) or within [`MIN_RATE`]..=[`MAX_RATE`].
 pub fn check_rate(rate: f64) -> Result<(), ControlError> {
-    if rate.is_finite() && rate >= 0.0 {
+    if rate == 0.0 || (MIN_RATE..=MAX_RATE).contains(&rate) {
         Ok(())
     } else {
         Err(ControlError::BadRate(rate))
@@ -135,5 +141,7 @@ mod tests {
         let err = Controls::load(&path, Controls::new(0.0)).unwrap_err();
         assert!(matches!(err, ControlError::BadRate(_)), "{err}");
         assert!(check_rate(f64::NAN).is_err() && check_rate(0.0).is_ok());
+        assert!(check_rate(5e-324).is_err() && check_rate(1e300).is_err());
+        assert!(check_rate(MIN_RATE).is_ok() && check_rate(MAX_RATE).is_ok());
     }
 }

@@ -57,7 +57,8 @@ impl utoipa::Modify for BearerAuth {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateRequest {
-    /// Requests started per second, node-wide; 0 = no limit.
+    /// Requests started per second, node-wide: 0 = no limit, else 0.001 to
+    /// 1,000,000.
     pub max_requests_per_second: f64,
 }
 

@@ -64,11 +64,12 @@ impl FetchGate {
     }
 }
 
-/// The limiter of `rate` requests per second; none for 0.
+/// The limiter of `rate` requests per second; none for 0 (or anything
+/// [`crate::control::check_rate`] refuses).
 fn limiter(rate: f64) -> Option<Arc<DefaultDirectRateLimiter>> {
-    if !(rate.is_finite() && rate > 0.0) {
-        return None;
-    }
+    crate::control::check_rate(rate)
+        .ok()
+        .filter(|_| rate > 0.0)?;
     let period = Duration::from_secs_f64(1.0 / rate).max(Duration::from_nanos(1));
     let quota = Quota::with_period(period)?.allow_burst(NonZeroU32::MIN);
     Some(Arc::new(RateLimiter::direct(quota)))
@@ -109,7 +110,8 @@ mod tests {
         let one = limiter(1.0).unwrap();
         assert!(one.check().is_ok(), "the first request passes");
         assert!(one.check().is_err(), "no burst: the second waits");
-        let fast = limiter(1e12).unwrap();
+        let fast = limiter(crate::control::MAX_RATE).unwrap();
         assert!(fast.check().is_ok());
+        assert!(limiter(1e300).is_none(), "out of range: refused before");
     }
 }
