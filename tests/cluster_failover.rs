@@ -17,11 +17,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::{assert_same_urls, audit_log, page_requests, wait_exit};
+use common::{assert_same_urls, audit_log_with_factor, page_requests, wait_exit};
 use trawl::testweb::RequestRecord;
 use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
 
 const MIN_DELAY_MS: u64 = 60;
+/// The nodes' `[politeness] delay_factor`: the audit owes exactly this.
+const DELAY_FACTOR: f64 = 0.0;
 
 struct Member {
     id: String,
@@ -58,7 +60,7 @@ fn write_config(dir: &Path, data: &Path, all: &[Member], me: usize) -> PathBuf {
         "[cluster]\nenabled = true\ncluster_id = \"failover\"\nnode_id = \"{}\"\n\
          gossip = \"{}\"\nbridge = \"{}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
          [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
-         [politeness]\ndelay_factor = 0.0\n",
+         [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
         m.id,
         m.gossip,
         m.bridge,
@@ -175,7 +177,7 @@ fn a_node_killed_mid_crawl_loses_nothing_and_its_partitions_move() {
     assert!(twice.len() <= 24, "fetched twice: {twice:?}");
     assert!(twice.iter().all(|(_, n)| **n == 2), "{twice:?}");
     // No host saw two requests at once or too close, across the takeover.
-    let report = audit_log(&web, &records, MIN_DELAY_MS);
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     // The survivors took over partitions whose owner had not stopped
     // cleanly (and held their hosts back for it).
@@ -232,7 +234,7 @@ fn a_paused_node_keeps_its_partitions_and_the_crawl_completes() {
         twice.is_empty(),
         "a paused node's hosts were crawled by another: {twice:?}"
     );
-    let report = audit_log(&web, &records, MIN_DELAY_MS);
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
 
@@ -309,7 +311,7 @@ fn a_killed_node_that_comes_back_gets_its_partitions_back_gracefully() {
     assert_same_urls(&fetched, &truth);
     let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.len() <= 24, "fetched twice: {twice:?}");
-    let report = audit_log(&web, &records, MIN_DELAY_MS);
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     let back = plain(&std::fs::read_to_string(&again_log).unwrap());
     let survivors = [&logs[0], &logs[2]].map(|p| plain(&std::fs::read_to_string(p).unwrap()));
