@@ -34,7 +34,7 @@ use crate::frontier::host::{
 use crate::frontier::lifecycle::{self, Observed};
 use crate::frontier::response::{self, Plan};
 use crate::frontier::EntryKind;
-use crate::metrics::Metrics;
+use crate::metrics::{GaugeHold, Metrics};
 use crate::politeness::Schedule;
 use crate::store::{Completion, HostState, PartitionStore, Visit};
 
@@ -374,6 +374,10 @@ impl Runner {
     /// record (its next refresh, or its removal), complete: the steps
     /// [`response::plan`] chose. Steps done on an earlier run are skipped.
     async fn process(&self, job: &mut Job) -> Result<(), Failure> {
+        // Fetched, not yet archived: until the archive step below is done
+        // or skipped, or until this run ends early (a failed step; a rerun
+        // holds it again).
+        let backlog = GaugeHold::new(&self.metrics.pipeline_backlog);
         let value = &job.entry.value;
         let previous = job.entry.previous.as_ref().and_then(|r| r.last.clone());
         let plan = response::plan(
@@ -433,6 +437,7 @@ impl Runner {
             record.previous = previous.clone();
             job.archived = Some(self.archive_once(record).await?);
         }
+        drop(backlog);
         let archived = job.archived.clone();
         if !job.admitted {
             job.outbox = self.discover(found).await?;

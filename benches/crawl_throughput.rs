@@ -9,9 +9,13 @@
 //! response times do not stretch the delay). The synthetic web's server runs
 //! in the same process, as on a machine where crawler and server share the
 //! cores; CPU figures cover both. Opening and closing the stores are
-//! one-time costs, reported apart from the per-page figures.
+//! one-time costs, reported apart from the per-page figures. The backlog
+//! (`trawl_pipeline_backlog_pages`: pages fetched, not yet archived) is
+//! read every 5 ms during the crawl; its maximum is printed.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 // The allocator the `trawl` binary uses, so the figures are the binary's.
 #[global_allocator]
@@ -40,6 +44,23 @@ fn cpu_seconds_and_max_rss_kb() -> (f64, i64) {
     (secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss)
 }
 
+/// Reads `gauge` every `every` until `stop` is set; returns the largest
+/// value read.
+fn sample_max(
+    gauge: prometheus::IntGauge,
+    every: Duration,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<i64> {
+    std::thread::spawn(move || {
+        let mut max = gauge.get();
+        while !stop.load(Ordering::Relaxed) {
+            max = max.max(gauge.get());
+            std::thread::sleep(every);
+        }
+        max.max(gauge.get())
+    })
+}
+
 fn main() {
     // As the `trawl` binary does, so the figures are the binary's.
     trawl::store::tune_native_heap();
@@ -58,9 +79,16 @@ fn main() {
     let config = Config::from_layers(&[("bench".into(), toml)]).unwrap();
     let expected = web.ground_truth(port).len();
     let (cpu_start, _) = cpu_seconds_and_max_rss_kb();
+    let metrics = Arc::new(Metrics::new());
+    let stop_sampling = Arc::new(AtomicBool::new(false));
+    let backlog = sample_max(
+        metrics.pipeline_backlog.clone(),
+        Duration::from_millis(5),
+        stop_sampling.clone(),
+    );
     let opened = Instant::now();
     let (archive, cpu0, started, idle) = actix_rt::System::new().block_on(async move {
-        let node = Node::start(config, Arc::new(Metrics::new())).unwrap();
+        let node = Node::start(config, metrics).unwrap();
         // Opening (creating) the partition stores is a one-time cost of a
         // crawl: it is reported apart from the per-page figures.
         let (cpu0, _) = cpu_seconds_and_max_rss_kb();
@@ -81,6 +109,8 @@ fn main() {
     let (idle_at, cpu1) = idle;
     let wall = (idle_at - started).as_secs_f64();
     let (cpu_end, rss_kb) = cpu_seconds_and_max_rss_kb();
+    stop_sampling.store(true, Ordering::Relaxed);
+    let backlog_max = backlog.join().unwrap();
     let fetched = server.log().len();
     server.stop();
     let cpu = cpu1 - cpu0;
@@ -88,7 +118,8 @@ fn main() {
         "crawl_throughput hosts={hosts} pages_per_host={pages} min_delay_ms={delay_ms}: \
          {fetched} requests ({expected} pages expected) in {wall:.2} s = {:.0} pages/s; \
          cpu {cpu:.2} s = {:.3} cpu-s per 1000 pages ({:.0} µs/page); peak rss {:.0} MiB; \
-         warc {:.1} MB; store open {:.2} s wall, {:.2} s cpu; close {:.2} s cpu",
+         warc {:.1} MB; store open {:.2} s wall, {:.2} s cpu; close {:.2} s cpu; \
+         backlog max {backlog_max} pages",
         expected as f64 / wall,
         cpu / expected as f64 * 1000.0,
         cpu / expected as f64 * 1e6,

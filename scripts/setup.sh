@@ -4,8 +4,11 @@
 # by bindgen), python3-venv for the test helpers (warcio; pywb's CDXJ
 # indexer to check trawl's indexes against; schemathesis to fuzz the admin
 # API) and Prometheus for the monitoring test (tests/monitoring.rs runs the
-# dashboard's queries on a real one). Checks first, installs only what is
-# missing. Sourced by demo.sh and test.sh.
+# dashboard's queries on a real one). With TRAWL_NEED_BENCH=1, nginx and
+# GNU time for the side-by-side bench (benches/sidebyside/run.sh serves its
+# web with nginx and measures each crawler with /usr/bin/time). Checks
+# first, installs only what is missing. Sourced by demo.sh, test.sh and
+# the side-by-side bench.
 set -euo pipefail
 
 missing=()
@@ -22,6 +25,11 @@ if command -v dpkg >/dev/null 2>&1; then
   if [ "${TRAWL_NEED_PROMETHEUS:-0}" = 1 ]; then
     [ -x /usr/bin/prometheus ] || missing+=(prometheus)
   fi
+  if [ "${TRAWL_NEED_BENCH:-0}" = 1 ]; then
+    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    [ -x /usr/bin/time ] || missing+=(time)
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     sudo=""
@@ -31,7 +39,7 @@ if command -v dpkg >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   fi
 else
-  echo "setup: not a Debian system; make sure libclang, a C++ compiler, python3 (with venv) and prometheus are installed" >&2
+  echo "setup: not a Debian system; make sure libclang, a C++ compiler, python3 (with venv) and prometheus (nginx and GNU time for the side-by-side bench) are installed" >&2
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

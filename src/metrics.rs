@@ -46,6 +46,11 @@ pub struct Metrics {
     pub frontier_size: IntGauge,
     /// HostActors alive.
     pub active_hosts: IntGauge,
+    /// Pages fetched and not yet archived: a host's task processing a
+    /// fetched page holds one from its start (parse, dedup question) until
+    /// its archive step is done or skipped. A backlog that grows while
+    /// fetches go on means the fetcher outruns parsing and archiving.
+    pub pipeline_backlog: IntGauge,
     /// URLs queued and not yet completed, by partition (a node's own
     /// partitions only; a partition's series goes when it stops here).
     pub partition_queued: IntGaugeVec,
@@ -233,6 +238,10 @@ impl Metrics {
             fetch_errors,
             frontier_size: gauge("trawl_frontier_size", "URLs queued and not yet completed."),
             active_hosts: gauge("trawl_active_host_actors", "Host actors currently active."),
+            pipeline_backlog: gauge(
+                "trawl_pipeline_backlog_pages",
+                "Pages fetched and not yet archived (their processing started, their archive step not yet done or skipped).",
+            ),
             warc_bytes: counter(
                 "trawl_warc_bytes_total",
                 "Compressed bytes written to WARC files.",
@@ -424,6 +433,27 @@ impl Metrics {
     }
 }
 
+/// One unit of an [`IntGauge`] held for as long as this value lives: taken
+/// back when it is dropped, however the holder ends (a step done, an early
+/// return on a failure, a future dropped with its actor), so the gauge
+/// counts each holder exactly once.
+#[must_use = "the unit is taken back when this value is dropped"]
+pub struct GaugeHold(IntGauge);
+
+impl GaugeHold {
+    /// Adds one to `gauge` until the returned value is dropped.
+    pub fn new(gauge: &IntGauge) -> Self {
+        gauge.inc();
+        GaugeHold(gauge.clone())
+    }
+}
+
+impl Drop for GaugeHold {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Registers the process's metrics (`process_resident_memory_bytes`,
 /// `process_cpu_seconds_total`, `process_open_fds`, ...), read from
 /// `/proc` at each scrape. Each registry gets its own collector: several
@@ -450,6 +480,29 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gauge_hold_counts_once_however_its_holder_ends() {
+        let m = Metrics::new();
+        let gauge = &m.pipeline_backlog;
+        let first = GaugeHold::new(gauge);
+        let second = GaugeHold::new(gauge);
+        assert_eq!(gauge.get(), 2);
+        drop(first);
+        assert_eq!(gauge.get(), 1);
+        // A holder that fails half-way returns early; its hold goes too.
+        let fails = |g: &IntGauge| -> Result<(), ()> {
+            let _hold = GaugeHold::new(g);
+            let failed_step: Result<(), ()> = Err(());
+            failed_step?;
+            Ok(())
+        };
+        assert!(fails(gauge).is_err());
+        assert_eq!(gauge.get(), 1);
+        drop(second);
+        assert_eq!(gauge.get(), 0);
+        assert!(m.render().contains("trawl_pipeline_backlog_pages 0"));
+    }
 
     #[test]
     fn renders_counted_series() {

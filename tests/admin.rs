@@ -73,6 +73,9 @@ fn metrics_status_and_hosts_describe_the_crawl() {
     );
     assert!(value("trawl_fetched_bytes_total") > 10_000.0 * truth as f64);
     assert_eq!(value("trawl_frontier_size"), 0.0);
+    // Idle: every page fetched was archived (or settled without an
+    // archive), and each took back the one it held in the backlog.
+    assert!(metrics_text.contains("\ntrawl_pipeline_backlog_pages 0\n"));
     assert!(value("trawl_warc_bytes_total") > 0.0);
     assert!(value("trawl_politeness_waits_total{reason=\"delay\"}") > 0.0);
     assert_eq!(

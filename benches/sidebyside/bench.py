@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Helpers of run.sh: sample trawl's backlog, summarise a run, print the table.
+
+usage:
+  bench.py port
+      prints a free TCP port on the loopback address 127.0.1.1
+  bench.py wait URL
+      waits (up to 5 s) until URL answers 200; fails otherwise
+  bench.py sample URL PID CSV
+      reads trawl's /metrics at URL every 250 ms while process PID lives;
+      writes CSV (one line per second: elapsed, pages fetched, pages
+      archived, backlog max within that second, frontier) and prints one
+      JSON line: {"backlog_max": .., "samples": ..}
+  bench.py stats LABEL RUN EXPECTED TIME_TXT ACCESS_SLICE [SAMPLE_JSON]
+      prints one JSON line for one crawler's run: pages (status 200 from the
+      nginx access log, robots.txt apart), wall, CPU, peak RSS, ...
+  bench.py table RESULTS_JSONL
+      prints the side-by-side table and the ratios trawl/spider-rs
+"""
+import json
+import os
+import re
+import socket
+import sys
+import time
+import urllib.request
+
+INTERVAL = 0.25
+# Loopback only: never through a proxy the environment may name.
+OPEN = urllib.request.build_opener(urllib.request.ProxyHandler({})).open
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.1.1", 0))
+        return s.getsockname()[1]
+
+
+def wait(url):
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            with OPEN(url, timeout=1.0) as r:
+                if r.status == 200:
+                    return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                sys.exit("%s does not answer: %s" % (url, e))
+        time.sleep(0.1)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped) has finished its crawl.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+METRIC = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
+
+
+def scrape(url):
+    """The sums of the series the backlog report needs."""
+    with OPEN(url, timeout=1.0) as r:
+        text = r.read().decode()
+    got = {"fetched": 0.0, "archived": 0.0, "backlog": 0.0, "frontier": 0.0}
+    for line in text.splitlines():
+        m = METRIC.match(line)
+        if not m:
+            continue
+        name, labels, value = m.group(1), m.group(2) or "", float(m.group(3))
+        if name == "trawl_pages_total":
+            got["fetched"] += value
+        elif name == "trawl_stage_seconds_count" and 'stage="archive"' in labels:
+            got["archived"] += value
+        elif name == "trawl_pipeline_backlog_pages":
+            got["backlog"] = value
+        elif name == "trawl_frontier_size":
+            got["frontier"] = value
+    return got
+
+
+def sample(url, pid, csv_path):
+    t0 = time.monotonic()
+    rows, current, samples, peak = [], None, 0, 0
+    while alive(pid):
+        tick = time.monotonic()
+        try:
+            got = scrape(url)
+        except OSError:
+            got = None  # not listening yet, or shutting down
+        elapsed = tick - t0
+        if got is not None:
+            samples += 1
+            peak = max(peak, int(got["backlog"]))
+            second = int(elapsed)
+            if current is None or current[0] != second:
+                if current is not None:
+                    rows.append(current)
+                current = [second, 0, 0, 0, 0]
+            current[1] = int(got["fetched"])
+            current[2] = int(got["archived"])
+            current[3] = max(current[3], int(got["backlog"]))
+            current[4] = int(got["frontier"])
+        time.sleep(max(0.0, INTERVAL - (time.monotonic() - tick)))
+    if current is not None:
+        rows.append(current)
+    with open(csv_path, "w") as f:
+        f.write("elapsed_s,pages_fetched,pages_archived,backlog_max,frontier\n")
+        for r in rows:
+            f.write("%d,%d,%d,%d,%d\n" % tuple(r))
+    print(json.dumps({"backlog_max": peak, "samples": samples}))
+
+
+def parse_time(path):
+    t = {}
+    for line in open(path, errors="replace"):
+        k, _, v = line.strip().rpartition(": ")
+        t[k] = v
+    wall = 0.0
+    for part in t.get("Elapsed (wall clock) time (h:mm:ss or m:ss)", "0:0").split(":"):
+        wall = wall * 60 + float(part)
+    return {
+        "wall_s": wall,
+        "cpu_s": float(t.get("User time (seconds)", 0)) + float(t.get("System time (seconds)", 0)),
+        "peak_rss_mb": int(t.get("Maximum resident set size (kbytes)", 0)) / 1024,
+        "exit": int(t.get("Exit status", -1)),
+    }
+
+
+LOG = re.compile(r'^\S+ \S+ "(\S+) (\S+) [^"]*" (\d+)')
+
+
+def stats(label, run, expected, time_txt, access, sample_json=None):
+    pages = robots = other = 0
+    for line in open(access, errors="replace"):
+        m = LOG.match(line)
+        if not m:
+            continue
+        _method, path, status = m.groups()
+        if path == "/robots.txt":
+            robots += 1
+        elif status == "200":
+            pages += 1
+        else:
+            other += 1
+    r = {"label": label, "run": int(run), "expected": int(expected), "pages": pages,
+         "robots": robots, "other": other}
+    r.update(parse_time(time_txt))
+    r["pages_per_s"] = pages / r["wall_s"] if r["wall_s"] else 0.0
+    r["cpu_ms_per_page"] = r["cpu_s"] / pages * 1000 if pages else 0.0
+    if sample_json:
+        with open(sample_json) as f:
+            r.update(json.load(f))
+    print(json.dumps(r))
+
+
+def table(path):
+    runs = [json.loads(line) for line in open(path) if line.strip()]
+    head = "%-10s %3s %7s %8s %8s %7s %8s %8s %8s %8s" % (
+        "crawler", "run", "pages", "expected", "wall_s", "pages/s", "cpu_s", "cpu_ms/p",
+        "rss_MB", "backlog")
+    print(head)
+    for r in runs:
+        print("%-10s %3d %7d %8d %8.2f %7.0f %8.2f %8.3f %8.1f %8s" % (
+            r["label"], r["run"], r["pages"], r["expected"], r["wall_s"], r["pages_per_s"],
+            r["cpu_s"], r["cpu_ms_per_page"], r["peak_rss_mb"],
+            r.get("backlog_max", "-")))
+        if r["exit"] != 0:
+            print("  ! %s run %d exited with status %d" % (r["label"], r["run"], r["exit"]))
+    by_run = {}
+    for r in runs:
+        by_run.setdefault(r["run"], {})[r["label"]] = r
+    print("\nratios trawl / spider-rs (pages/s: above 1 is trawl faster; "
+          "cpu per page and RSS: below 1 is trawl leaner)")
+    for run, pair in sorted(by_run.items()):
+        t, s = pair.get("trawl"), pair.get("spider-rs")
+        if not (t and s and s["pages_per_s"] and s["cpu_ms_per_page"] and s["peak_rss_mb"]):
+            continue
+        print("run %d: pages/s %.2f  cpu/page %.2f  peak rss %.2f" % (
+            run, t["pages_per_s"] / s["pages_per_s"],
+            t["cpu_ms_per_page"] / s["cpu_ms_per_page"],
+            t["peak_rss_mb"] / s["peak_rss_mb"]))
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "port":
+        print(free_port())
+    elif cmd == "wait":
+        wait(args[0])
+    elif cmd == "sample":
+        sample(args[0], int(args[1]), args[2])
+    elif cmd == "stats":
+        stats(*args)
+    elif cmd == "table":
+        table(args[0])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

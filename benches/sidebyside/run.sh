@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Side-by-side bench: trawl and spider-rs crawl the same static web, served
+# by nginx on loopback addresses, one after the other in one run.
+#
+# usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
+#
+# The web: HOSTS IP-literal hosts 127.0.1.1, 127.0.1.2, ... (loopback only)
+# of PAGES pages of about SIZE bytes each, robots.txt allow-all on every
+# host (gen_web.py). Both crawlers: one request in flight per host, no
+# delay, robots.txt respected. trawl runs with its defaults plus
+# `allow_addresses = ["127.0.0.0/8"]`, `min_delay = "0s"`,
+# `delay_factor = 0.0` and `max_depth = 0`, and archives every page to
+# WARC; spider-rs (the version pinned in spider-bench/Cargo.toml and
+# Cargo.lock) stores nothing.
+#
+# Each crawler runs under /usr/bin/time -v: wall time from process start to
+# exit, CPU (user+sys), peak RSS. Pages are counted from nginx's access log
+# (status 200, robots.txt apart), the same way for both. While trawl runs,
+# its /metrics is read every 250 ms for trawl_pipeline_backlog_pages (pages
+# fetched and not yet archived).
+#
+# Output: the table on stdout, and under
+# $CARGO_TARGET_DIR/sidebyside/results-<time>/: results.jsonl (one line per
+# crawler and run), table.txt, backlog-run<N>.csv (one line per second:
+# elapsed, pages fetched, pages archived, backlog max, frontier size), and
+# each run's time -v output, stdout and stderr.
+set -euo pipefail
+
+hosts=500 pages=40 size=15000 runs=1
+while [ $# -gt 0 ]; do
+  case $1 in
+  --hosts) hosts=$2; shift 2 ;;
+  --pages) pages=$2; shift 2 ;;
+  --size) size=$2; shift 2 ;;
+  --runs) runs=$2; shift 2 ;;
+  -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+# Loopback only: neither crawler goes through a proxy the environment names.
+unset http_proxy HTTP_PROXY https_proxy HTTPS_PROXY all_proxy ALL_PROXY
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cd "$root"
+TRAWL_NEED_BENCH=1 source scripts/setup.sh
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+target=${CARGO_TARGET_DIR:-$root/target}
+mkdir -p "$target"
+target=$(cd "$target" && pwd)
+work=$target/sidebyside
+out=$work/results-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$out"
+
+echo "== building trawl and spider-bench (release)" >&2
+cargo build --release --locked --bin trawl
+cargo build --release --locked --manifest-path "$here/spider-bench/Cargo.toml" \
+  --target-dir "$target/spider-bench"
+trawl_bin=$target/release/trawl
+spider_bin=$target/spider-bench/release/spider-bench
+
+port=$(python3 "$here/bench.py" port)
+admin_port=$(python3 "$here/bench.py" port)
+web=$work/web
+echo "== generating the web: $hosts hosts x $pages pages, port $port" >&2
+rm -rf "$web"
+python3 "$here/gen_web.py" "$web" --hosts "$hosts" --pages "$pages" --size "$size" --port "$port" >&2
+
+# nginx: one listen socket per host address (loopback only), the document
+# root chosen by the Host header, one access log line per request written
+# at once (unbuffered) so a run's lines are all there when it exits.
+ngx=$work/nginx
+rm -rf "$ngx"; mkdir -p "$ngx/logs" "$ngx/tmp"
+{
+  echo "worker_processes 2;"
+  # Workers run as the user running the bench, so they can read the web.
+  [ "$(id -u)" = 0 ] && echo "user root;"
+  echo "pid $ngx/nginx.pid;"
+  echo "error_log $ngx/logs/error.log warn;"
+  echo "events { worker_connections 16384; multi_accept on; }"
+  echo "http {"
+  echo "  types { text/html html; text/plain txt; }"
+  echo "  default_type application/octet-stream;"
+  echo "  log_format bench '\$msec \$host \"\$request\" \$status \$body_bytes_sent';"
+  echo "  access_log $ngx/logs/access.log bench;"
+  for d in client_body proxy fastcgi uwsgi scgi; do echo "  ${d}_temp_path $ngx/tmp/$d;"; done
+  echo "  sendfile on; tcp_nopush on; tcp_nodelay on;"
+  echo "  keepalive_timeout 65; keepalive_requests 1000000;"
+  echo "  server_tokens off;"
+  echo "  server {"
+  while read -r ip; do echo "    listen $ip:$port backlog=4096;"; done < "$web/hosts.txt"
+  echo "    root $web/\$host;"
+  echo "    index index.html;"
+  echo "  }"
+  echo "}"
+} > "$ngx/nginx.conf"
+"$nginx_bin" -e "$ngx/logs/error.log" -t -q -c "$ngx/nginx.conf" -p "$ngx/"
+"$nginx_bin" -e "$ngx/logs/error.log" -c "$ngx/nginx.conf" -p "$ngx/"
+stop_nginx() {
+  [ -s "$ngx/nginx.pid" ] && "$nginx_bin" -e "$ngx/logs/error.log" -c "$ngx/nginx.conf" -p "$ngx/" -s stop || true
+}
+trap stop_nginx EXIT
+python3 "$here/bench.py" wait "$(head -1 "$web/seeds.txt")"
+access=$ngx/logs/access.log
+expected=$((hosts * pages))
+
+# One crawler's run under GNU time; its slice of the access log is the lines
+# added while it ran.
+measure() { # LABEL RUN CMD...
+  local label=$1 run=$2; shift 2
+  local dir=$out/$label-run$run
+  mkdir -p "$dir"
+  local before; before=$(wc -l < "$access")
+  /usr/bin/time -v -o "$dir/time.txt" "$@" > "$dir/stdout" 2> "$dir/stderr" &
+  local pid=$!
+  local sampled=""
+  if [ "$label" = trawl ]; then
+    python3 "$here/bench.py" sample "http://127.0.0.1:$admin_port/metrics" "$pid" \
+      "$out/backlog-run$run.csv" > "$dir/backlog.json" &
+    sampled=$!
+  fi
+  local status=0
+  wait "$pid" || status=$?
+  [ -n "$sampled" ] && wait "$sampled"
+  tail -n +"$((before + 1))" "$access" > "$dir/access.log"
+  [ "$status" = 0 ] || echo "$label run $run exited with status $status (see $dir/stderr)" >&2
+  python3 "$here/bench.py" stats "$label" "$run" "$expected" "$dir/time.txt" "$dir/access.log" \
+    ${sampled:+"$dir/backlog.json"} >> "$out/results.jsonl"
+}
+
+data=$work/trawl-data
+cat > "$out/trawl.toml" <<TOML
+# The side-by-side bench's settings, layered on trawl's defaults.
+[crawl]
+max_depth = 0
+[fetch]
+allow_addresses = ["127.0.0.0/8"]
+[politeness]
+min_delay = "0s"
+delay_factor = 0.0
+[admin]
+listen = "127.0.0.1:$admin_port"
+TOML
+
+for run in $(seq "$runs"); do
+  echo "== run $run/$runs: spider-rs" >&2
+  measure spider-rs "$run" "$spider_bin" "$web/seeds.txt"
+  echo "== run $run/$runs: trawl" >&2
+  rm -rf "$data"
+  measure trawl "$run" "$trawl_bin" run --config "$out/trawl.toml" --until-idle \
+    --seeds "$web/seeds.txt" --data "$data"
+  rm -rf "$data"
+done
+
+{
+  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+  python3 "$here/bench.py" table "$out/results.jsonl"
+  echo
+  echo "trawl's backlog over time: $out/backlog-run*.csv"
+} | tee "$out/table.txt"
