@@ -16,6 +16,7 @@ use super::messages::{
 use crate::archive::{Archived, Archiver};
 use crate::config::Config;
 use crate::dedup::DedupIndex;
+use crate::durable::{GroupCommit, GroupSettings, Ticket};
 use crate::events::EventWriter;
 use crate::metrics::Metrics;
 use crate::warc::{WarcSettings, WarcWriter};
@@ -38,6 +39,10 @@ pub enum ArchiveOpenError {
     /// The dedup index could not be opened.
     #[error(transparent)]
     Dedup(#[from] crate::dedup::DedupError),
+    /// The group commit of `sync_writes` could not start (its thread, or
+    /// a first sync of the directories).
+    #[error("archive sync: {0}")]
+    Sync(std::io::Error),
 }
 
 impl ArchiveActor {
@@ -67,28 +72,31 @@ impl ArchiveActor {
         })?;
         let events = EventWriter::open(&config.events_file())?;
         let dedup = DedupIndex::open(&config.dedup_dir())?;
-        let settings = config.dedup.clone();
-        let change_distance = config.recrawl.change_distance;
-        // SyncArbiter wants a factory; the writers exist once, so the single
-        // thread takes them on its first (and only) start.
-        let slot = Arc::new(Mutex::new(Some((warc, events, dedup))));
-        Ok(SyncArbiter::start(1, move || {
-            let (warc, events, dedup) = slot
+        let mut archiver = Archiver::new(
+            warc,
+            events,
+            dedup,
+            config.dedup.clone(),
+            config.recrawl.change_distance,
+            metrics.clone(),
+        );
+        if config.storage.sync_writes {
+            let commit = GroupCommit::start(GroupSettings::default(), metrics.clone())
+                .map_err(ArchiveOpenError::Sync)?;
+            archiver = archiver
+                .with_group_commit(commit)
+                .map_err(ArchiveOpenError::Sync)?;
+        }
+        // SyncArbiter wants a factory; the archiver exists once, so the
+        // single thread takes it on its first (and only) start.
+        let slot = Arc::new(Mutex::new(Some(archiver)));
+        Ok(SyncArbiter::start(1, move || ArchiveActor {
+            archiver: slot
                 .lock()
                 .expect("archive slot lock")
                 .take()
-                .expect("the archive actor is started once");
-            ArchiveActor {
-                archiver: Archiver::new(
-                    warc,
-                    events,
-                    dedup,
-                    settings.clone(),
-                    change_distance,
-                    metrics.clone(),
-                ),
-                metrics: metrics.clone(),
-            }
+                .expect("the archive actor is started once"),
+            metrics: metrics.clone(),
         }))
     }
 }
@@ -110,7 +118,7 @@ impl Handler<Archive> for ArchiveActor {
 }
 
 impl Handler<ArchiveRemoval> for ArchiveActor {
-    type Result = Result<(), Failure>;
+    type Result = Result<Option<Ticket>, Failure>;
 
     fn handle(&mut self, msg: ArchiveRemoval, _: &mut Self::Context) -> Self::Result {
         self.archiver.removed(&msg.0).inspect_err(|err| {

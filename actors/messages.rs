@@ -214,6 +214,10 @@ pub struct Complete {
     /// Links the page found for partitions other nodes own: written to
     /// the outbox in the completion's batch.
     pub outbox: Vec<crate::store::OutboxBatch>,
+    /// With `sync_writes`: the tickets of what the page's archiving wrote,
+    /// settled before this was sent; the partition audits them when it
+    /// writes the batch ([`crate::metrics::Metrics::completions_ahead_of_sync`]).
+    pub durable: Vec<crate::durable::Ticket>,
 }
 
 /// Links for partitions other nodes own that no completion carries (the
@@ -420,9 +424,10 @@ impl Message for crate::archive::ArchiveRequest {
     type Result = Result<crate::archive::Archived, Failure>;
 }
 
-/// Writes the `removed` event of a URL that left the crawl.
+/// Writes the `removed` event of a URL that left the crawl; with
+/// `sync_writes`, answers the ticket that settles once it is durable.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(), Failure>")]
+#[rtype(result = "Result<Option<crate::durable::Ticket>, Failure>")]
 pub struct ArchiveRemoval(pub crate::frontier::host::Removed);
 
 /// Flushes and closes the current WARC file and syncs the events file.

@@ -148,6 +148,8 @@ struct PendingCompletions {
     /// New entries of the partition's digest index.
     digests: Vec<DigestEntry>,
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
+    /// `sync_writes`: the archive tickets the completions vouch for.
+    tickets: Vec<crate::durable::Ticket>,
     armed: bool,
 }
 
@@ -535,6 +537,17 @@ impl PartitionActor {
         if pending.completions.is_empty() && pending.digests.is_empty() {
             return;
         }
+        // The hosts wait for their records to be durable before they
+        // complete; a ticket still open here would be a broken promise.
+        let early = pending.tickets.iter().filter(|t| !t.is_durable()).count();
+        if early > 0 {
+            tracing::error!(
+                partition = self.id,
+                early,
+                "completions written before their records were synced"
+            );
+            self.metrics.completions_ahead_of_sync.inc_by(early as u64);
+        }
         let schedules: Vec<(&str, &Schedule)> = pending
             .schedules
             .iter()
@@ -586,6 +599,7 @@ impl Handler<Complete> for PartitionActor {
         self.pending.outbox.extend(msg.outbox);
         self.pending.schedules.push((msg.host, msg.schedule));
         self.pending.waiters.push(tx);
+        self.pending.tickets.extend(msg.durable);
         self.schedule_flush(ctx);
         Box::pin(async move {
             rx.await

@@ -82,6 +82,8 @@ pub struct EventWriter {
     path: PathBuf,
     out: BufWriter<File>,
     written: u64,
+    /// A second handle on the file, for syncing it from another thread.
+    sync_handle: Option<std::sync::Arc<File>>,
 }
 
 impl EventWriter {
@@ -100,6 +102,7 @@ impl EventWriter {
             path: path.to_owned(),
             out: BufWriter::with_capacity(64 * 1024, file),
             written: 0,
+            sync_handle: None,
         })
     }
 
@@ -120,6 +123,17 @@ impl EventWriter {
     pub fn sync(&mut self) -> std::io::Result<()> {
         self.out.flush()?;
         self.out.get_ref().sync_all()
+    }
+
+    /// A handle on the file, for syncing what was flushed from another
+    /// thread while this writer appends ([`crate::durable`]).
+    pub fn sync_handle(&mut self) -> std::io::Result<std::sync::Arc<File>> {
+        if let Some(handle) = &self.sync_handle {
+            return Ok(handle.clone());
+        }
+        let handle = std::sync::Arc::new(self.out.get_ref().try_clone()?);
+        self.sync_handle = Some(handle.clone());
+        Ok(handle)
     }
 
     /// Events appended by this writer.

@@ -9,6 +9,7 @@
 //!
 //! - [`archive`]: the archive transaction (dedup verdict, records, event,
 //!   index update)
+//! - [`durable`]: group commit of the archive's files (`sync_writes`)
 //! - [`clock`]: time as a parameter (the injected clock)
 //! - [`error`]: failures that cross pipeline stages
 //! - [`config`]: typed configuration, defaults embedded from `config/trawl.toml`
@@ -39,6 +40,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod dedup;
+pub mod durable;
 pub mod error;
 pub mod events;
 pub mod fetch;
