@@ -423,7 +423,8 @@ pub struct StorageConfig {
     pub block_cache_bytes: usize,
     /// Shared memtable budget in bytes.
     pub write_buffer_bytes: usize,
-    /// fsync the WAL on every write batch.
+    /// fsync the WAL on every write batch, and the WARC and events files
+    /// (grouped, [`crate::durable`]) before their pages are completed.
     pub sync_writes: bool,
 }
 
