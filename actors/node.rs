@@ -8,7 +8,9 @@
 //! Shutdown is one sequence whatever asked for it (SIGINT/SIGTERM, an idle
 //! crawl, a test): partitions drain (hosts stop dispatching, in-flight
 //! fetches finish or time out, their pages are archived and their links
-//! admitted), stores sync, the archive closes its WARC file.
+//! admitted), stores sync, the archive closes its WARC file, and (with
+//! `[upload]` on) the uploader gets up to `upload.shutdown_wait` to upload
+//! what is pending, that last file included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,14 +25,15 @@ use super::bridge::{BridgeActor, BridgeSettings};
 use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive, ClusterIdle, Crash,
-    CrashHost, DigestQuery, Discover, Drain, Failure, GetArchiveSnapshot, GetHost,
-    GetPartitionSnapshot, Hold, HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks,
+    Admission, ArchiveOpened, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive, ClusterIdle,
+    Crash, CrashHost, DigestQuery, Discover, Drain, Failure, FinishUploads, GetArchiveSnapshot,
+    GetHost, GetPartitionSnapshot, Hold, HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks,
     RemoteAdmit, RemoteDigest, Reroute, SendBatch, SendDigest,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
+use super::upload::{UploadActor, UploadOpenError, Uploads};
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
 use crate::cluster::wire::WireEntry;
@@ -76,6 +79,9 @@ pub enum NodeError {
     /// A scope rule does not compile.
     #[error(transparent)]
     Scope(#[from] crate::url::scope::ScopeError),
+    /// The uploader could not start.
+    #[error(transparent)]
+    Upload(#[from] UploadOpenError),
 }
 
 /// A partition this node holds: its actor, and its store (open: holding
@@ -102,6 +108,10 @@ pub struct Node {
     partition_restarts: u64,
     seen: Addr<SeenSet>,
     archive: Addr<ArchiveActor>,
+    /// The uploader, with `[upload]` on; stopped after shutdown.
+    uploads: Option<Uploads>,
+    /// How long a stop waits for pending uploads.
+    upload_wait: Duration,
     metrics: Arc<Metrics>,
     clock: SharedClock,
     started: Now,
@@ -183,7 +193,12 @@ impl Node {
                 .collect::<Result<Vec<_>, _>>()?,
             true => (0..config.storage.partitions).map(|_| None).collect(),
         };
-        let archive = ArchiveActor::start(&config, metrics.clone())?;
+        let uploads = UploadActor::start(&config, metrics.clone())?;
+        let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
+        let archive = ArchiveActor::start(&config, metrics.clone(), closed_to)?;
+        if let Some(u) = &uploads {
+            u.addr.do_send(ArchiveOpened(archive.clone().recipient()));
+        }
         let parser = ParserPool::start(&config.parse, config.fetch.max_body_bytes, metrics.clone());
         let fetcher = FetcherPool::new(&config, tls, metrics.clone()).start();
         let settings = Arc::new(HostSettings::from_config(&config, crashed));
@@ -254,6 +269,8 @@ impl Node {
             partition_restarts: 0,
             seen: seen_addr,
             archive,
+            uploads,
+            upload_wait: config.upload.shutdown_wait,
             metrics,
             clock,
             started,
@@ -993,6 +1010,8 @@ impl Handler<Shutdown> for Node {
         let stores: Vec<Arc<PartitionStore>> = self.held().map(|h| h.store.clone()).collect();
         let leave = self.cluster.as_ref().map(|c| c.controller.send(Leave));
         let archive = self.archive.clone();
+        let uploads = self.uploads.as_ref().map(|u| u.addr.clone());
+        let upload_wait = self.upload_wait;
         let done = async move {
             if let Some(leave) = leave {
                 // Peers stop routing to us before we stop taking links.
@@ -1007,10 +1026,19 @@ impl Handler<Shutdown> for Node {
                     }
                 }
             }
-            archive
-                .send(CloseArchive)
-                .await?
-                .map(|snap| (snap, complete))
+            let closed = archive.send(CloseArchive).await?;
+            if let Some(uploads) = uploads {
+                // The file just closed is among those waited for.
+                let finished = uploads
+                    .send(FinishUploads {
+                        timeout: upload_wait,
+                    })
+                    .await;
+                if !finished.unwrap_or(false) {
+                    tracing::warn!("uploads left pending at shutdown; the next start uploads them");
+                }
+            }
+            closed.map(|snap| (snap, complete))
         };
         Box::pin(done.into_actor(self).map(move |result, act, _| {
             // Partitions close their RocksDB instances as their threads end;
@@ -1020,6 +1048,9 @@ impl Handler<Shutdown> for Node {
                 if arbiter.join().is_err() {
                     tracing::error!("a partition thread panicked while stopping");
                 }
+            }
+            if let Some(uploads) = act.uploads.take() {
+                uploads.stop();
             }
             act.metrics.active_hosts.set(0);
             // Requests abandoned at the timeout may still be served: the
