@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine lacks to build and test trawl:
 # a C++ compiler and libclang (RocksDB is compiled from source, its bindings
-# by bindgen), and python3-venv for the test helper (warcio). Checks first,
+# by bindgen), and python3-venv for the test helpers (warcio; moto's S3
+# server, which tests/upload.rs uploads WARC files to). Checks first,
 # installs only what is missing. Sourced by demo.sh and test.sh.
 set -euo pipefail
 
@@ -34,10 +35,10 @@ fi
 
 if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   venv="${TRAWL_VENV:-$(pwd)/.venv}"
-  if ! "$venv/bin/python" -c 'import warcio' >/dev/null 2>&1; then
-    echo "setup: creating $venv with warcio" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1'
+  if ! "$venv/bin/python" -c 'import warcio, moto.server' >/dev/null 2>&1; then
+    echo "setup: preparing $venv with warcio and moto[server]" >&2
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'moto[server]==5.2.5'
   fi
   # Tests call warcio through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"
