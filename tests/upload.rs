@@ -44,7 +44,14 @@ impl Moto {
             .unwrap()
             .port();
         let child = Command::new(&python)
-            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
             // Parts of 64 KiB (S3 itself wants 5 MiB), so small files go
             // up in several parts.
             .env("S3_UPLOAD_PART_MIN_SIZE", "1024")
@@ -147,7 +154,9 @@ impl Proxy {
             let (path, query) = p.target.split_once('?').unwrap_or((&p.target, ""));
             let single = p.method == "PUT" && !query.contains("partNumber=");
             let complete = p.method == "POST" && query.contains("uploadId=");
-            if (single || complete) && (200..300).contains(&p.status) && path != format!("/{BUCKET}")
+            if (single || complete)
+                && (200..300).contains(&p.status)
+                && path != format!("/{BUCKET}")
             {
                 *out.entry(path.to_owned()).or_default() += 1;
             }
@@ -175,17 +184,26 @@ fn serve(client: TcpStream, state: &ProxyState) {
         head.push(line);
     }
     let mut words = head[0].split_whitespace();
-    let (method, target) = (words.next().unwrap().to_owned(), words.next().unwrap().to_owned());
+    let (method, target) = (
+        words.next().unwrap().to_owned(),
+        words.next().unwrap().to_owned(),
+    );
     let header = |name: &str| {
         head.iter().find_map(|h| {
             let (k, v) = h.split_once(':')?;
             k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
         })
     };
-    assert!(header("transfer-encoding").is_none(), "the proxy reads Content-Length bodies only");
+    assert!(
+        header("transfer-encoding").is_none(),
+        "the proxy reads Content-Length bodies only"
+    );
     let length: usize = header("content-length").map_or(0, |v| v.parse().unwrap());
     let mut upstream = TcpStream::connect(state.upstream).unwrap();
-    for line in head.iter().filter(|h| !h.to_ascii_lowercase().starts_with("connection:")) {
+    for line in head
+        .iter()
+        .filter(|h| !h.to_ascii_lowercase().starts_with("connection:"))
+    {
         upstream.write_all(line.as_bytes()).unwrap();
     }
     upstream.write_all(b"Connection: close\r\n\r\n").unwrap();
@@ -271,7 +289,13 @@ fn bucket(moto: &Moto) -> BTreeMap<String, Vec<u8>> {
         let listed: Vec<_> = store.list(Some(&prefix)).try_collect().await.unwrap();
         let mut out = BTreeMap::new();
         for meta in listed {
-            let bytes = store.get(&meta.location).await.unwrap().bytes().await.unwrap();
+            let bytes = store
+                .get(&meta.location)
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
             let name = meta.location.filename().unwrap().to_owned();
             out.insert(name, bytes.to_vec());
         }
@@ -290,7 +314,10 @@ fn file_name(path: &Path) -> String {
 /// The `uploaded` events, by file.
 fn uploaded_events(config: &Config) -> BTreeMap<String, Vec<Event>> {
     let mut out: BTreeMap<String, Vec<Event>> = BTreeMap::new();
-    for e in events(config).into_iter().filter(|e| e.kind == EventKind::Uploaded) {
+    for e in events(config)
+        .into_iter()
+        .filter(|e| e.kind == EventKind::Uploaded)
+    {
         out.entry(e.file.clone().expect("an uploaded event names its file"))
             .or_default()
             .push(e);
@@ -341,7 +368,11 @@ fn closed_files_reach_the_bucket_intact_and_once_despite_cut_requests() {
     let local = warc_files(&config);
     assert!(local.len() >= 4, "several files closed: {local:?}");
     assert_eq!(archive.files_closed, local.len());
-    assert_eq!(proxy.state.cut.load(Ordering::SeqCst), 4, "every cut happened");
+    assert_eq!(
+        proxy.state.cut.load(Ordering::SeqCst),
+        4,
+        "every cut happened"
+    );
     let failed = metrics.uploads.with_label_values(&["failed"]).get();
     assert!(failed >= 1, "cut requests failed tries");
     let ok = metrics.uploads.with_label_values(&["ok"]).get();
@@ -353,7 +384,11 @@ fn closed_files_reach_the_bucket_intact_and_once_despite_cut_requests() {
     assert_eq!(objects.keys().cloned().collect::<BTreeSet<_>>(), names);
     for path in &local {
         let object = &objects[&file_name(path)];
-        assert!(&std::fs::read(path).unwrap() == object, "{} differs", path.display());
+        assert!(
+            &std::fs::read(path).unwrap() == object,
+            "{} differs",
+            path.display()
+        );
     }
     // Nothing twice.
     assert_once_each(&config, &proxy, &names);
@@ -408,7 +443,9 @@ fn files_closed_while_the_store_is_down_are_uploaded_by_the_next_run() {
     server.stop();
     let objects = bucket(&moto);
     for (name, bytes) in &copies {
-        let object = objects.get(name).unwrap_or_else(|| panic!("{name} not uploaded"));
+        let object = objects
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} not uploaded"));
         assert!(object == bytes, "{name} differs");
     }
     // Whatever the second run wrote itself (a robots.txt fetched again)

@@ -94,7 +94,7 @@ impl Target {
                     b,
                     options,
                     |b, k, v| b.with_config(k, v),
-                    |k| AmazonS3ConfigKey::from_str(k),
+                    AmazonS3ConfigKey::from_str,
                 )?;
                 Arc::new(b.build()?)
             }
@@ -106,7 +106,7 @@ impl Target {
                     b,
                     options,
                     |b, k, v| b.with_config(k, v),
-                    |k| GoogleConfigKey::from_str(k),
+                    GoogleConfigKey::from_str,
                 )?;
                 Arc::new(b.build()?)
             }
@@ -118,7 +118,7 @@ impl Target {
                     b,
                     options,
                     |b, k, v| b.with_config(k, v),
-                    |k| AzureConfigKey::from_str(k),
+                    AzureConfigKey::from_str,
                 )?;
                 Arc::new(b.build()?)
             }
