@@ -363,7 +363,6 @@ fn closed_files_reach_the_bucket_intact_and_once_despite_cut_requests() {
         &upload_toml(proxy.addr, false, "60s"),
     );
     let (archive, metrics) = crawl_with_metrics(config.clone(), web.seeds(port));
-    server.stop();
 
     let local = warc_files(&config);
     assert!(local.len() >= 4, "several files closed: {local:?}");
@@ -398,6 +397,18 @@ fn closed_files_reach_the_bucket_intact_and_once_despite_cut_requests() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".open"))
         .collect();
     assert!(open.is_empty(), "no file left open: {open:?}");
+
+    // A restart uploads none of them again (they are in the manifest);
+    // only what it writes itself, if anything.
+    let (_, metrics) = crawl_with_metrics(config.clone(), web.seeds(port));
+    server.stop();
+    let now: BTreeSet<String> = warc_files(&config).iter().map(|p| file_name(p)).collect();
+    assert!(now.is_superset(&names));
+    assert_eq!(
+        metrics.uploads.with_label_values(&["ok"]).get() as usize,
+        now.len() - names.len()
+    );
+    assert_once_each(&config, &proxy, &now);
 }
 
 #[test]
