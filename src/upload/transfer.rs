@@ -2,18 +2,21 @@
 //!
 //! A file up to `part_size` is one PUT; a larger one a multipart upload of
 //! `part_size` parts, `parts_in_flight` at once (memory is about their
-//! product). A failed multipart upload is aborted, so the store keeps no
-//! orphan parts; the object appears only when complete, so a reader never
-//! sees half a file.
+//! product), after a first local read that hashes it (its SHA-256 goes
+//! into the object's metadata, which is named when the upload starts; the
+//! bytes sent are hashed again and must agree). A failed multipart upload
+//! is aborted, so the store keeps no orphan parts; the object appears only
+//! when complete, so a reader never sees half a file.
 //!
 //! Verification (`[upload] verify`), after the object is complete:
 //! - `read-back`: the object is read back whole and its SHA-256 and size
 //!   compared with the local file's: what the store holds is what was
 //!   read from disk, whatever path the bytes took;
-//! - `size`: one HEAD request; the size must match, and where the store
-//!   keeps user metadata (S3, GCS, Azure) the `sha256` metadata written
-//!   with the object must be the local file's: this proves the object is
-//!   the one this upload completed, not that its bytes were re-hashed.
+//! - `size`: one HEAD request; the size must match, and the `sha256`
+//!   metadata written with the object (S3, GCS, Azure; a local directory
+//!   keeps none), when the store returns it, must be the local file's:
+//!   this proves the object is the one this upload completed, not that its
+//!   bytes were re-hashed.
 //!   (An S3 ETag is the MD5 of the bytes only for single-part uploads, so
 //!   it is not used.)
 
