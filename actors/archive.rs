@@ -4,14 +4,16 @@
 //! verdict, records, event, index update) on a one-thread SyncArbiter:
 //! gzip and file writes are blocking work and stay off the async executor.
 //! It is the one place that sees every stored payload, which is why content
-//! dedup happens in it.
+//! dedup happens in it. It tells the uploader (if uploads are on) about
+//! each WARC file it closes, and writes the uploader's `uploaded` events.
 
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
 
 use super::messages::{
-    Archive, ArchiveRemoval, ArchiveSnapshot, CloseArchive, Failure, GetArchiveSnapshot,
+    Archive, ArchiveRemoval, ArchiveSnapshot, ArchiveUploaded, CloseArchive, Failure,
+    GetArchiveSnapshot, WarcClosed,
 };
 use crate::archive::{Archived, Archiver};
 use crate::config::Config;
@@ -25,6 +27,10 @@ use crate::warc::{WarcSettings, WarcWriter};
 pub struct ArchiveActor {
     archiver: Archiver,
     metrics: Arc<Metrics>,
+    /// The uploader, told about each closed file.
+    uploads: Option<Recipient<WarcClosed>>,
+    /// Closed files it was told about.
+    told: usize,
 }
 
 /// Errors opening the archive.
@@ -47,10 +53,11 @@ pub enum ArchiveOpenError {
 
 impl ArchiveActor {
     /// Opens the writers (recovering files a crash left) and starts the
-    /// actor on its own thread.
+    /// actor on its own thread; `uploads` hears of every file it closes.
     pub fn start(
         config: &Config,
         metrics: Arc<Metrics>,
+        uploads: Option<Recipient<WarcClosed>>,
     ) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
         let warc = WarcWriter::new(WarcSettings {
             dir: config.data_path(&config.warc.dir),
@@ -97,7 +104,20 @@ impl ArchiveActor {
                 .take()
                 .expect("the archive actor is started once"),
             metrics: metrics.clone(),
+            uploads: uploads.clone(),
+            told: 0,
         }))
+    }
+
+    /// Tells the uploader about files closed since last told.
+    fn tell_closed(&mut self) {
+        let closed = self.archiver.closed_files();
+        if let Some(uploads) = &self.uploads {
+            for file in &closed[self.told..] {
+                uploads.do_send(WarcClosed { file: file.clone() });
+            }
+        }
+        self.told = closed.len();
     }
 }
 
@@ -111,9 +131,11 @@ impl Handler<Archive> for ArchiveActor {
     fn handle(&mut self, msg: Archive, _: &mut Self::Context) -> Self::Result {
         let _timer = self.metrics.archive_duration.start_timer();
         let url = msg.url.clone();
-        self.archiver.store(msg).inspect_err(|err| {
+        let stored = self.archiver.store(msg).inspect_err(|err| {
             tracing::error!(url = %url, error = %err, "archiving failed");
-        })
+        });
+        self.tell_closed();
+        stored
     }
 }
 
@@ -132,7 +154,19 @@ impl Handler<CloseArchive> for ArchiveActor {
 
     fn handle(&mut self, _: CloseArchive, _: &mut Self::Context) -> Self::Result {
         // Closed here, on this thread, before the node reports shut down.
-        self.archiver.close()
+        let closed = self.archiver.close();
+        self.tell_closed();
+        closed
+    }
+}
+
+impl Handler<ArchiveUploaded> for ArchiveActor {
+    type Result = Result<(), Failure>;
+
+    fn handle(&mut self, msg: ArchiveUploaded, _: &mut Self::Context) -> Self::Result {
+        self.archiver.uploaded(&msg.0).inspect_err(|err| {
+            tracing::error!(file = %msg.0.file, error = %err, "writing an uploaded event failed");
+        })
     }
 }
 

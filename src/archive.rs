@@ -468,6 +468,7 @@ impl Archiver {
             depth: req.depth,
             changed: None,
             reason: None,
+            file: None,
         }
     }
 
@@ -503,6 +504,7 @@ impl Archiver {
             depth: removed.depth,
             changed: None,
             reason: Some(removed.reason.as_str().to_owned()),
+            file: None,
         };
         self.metrics
             .removed
@@ -513,6 +515,38 @@ impl Archiver {
             .and_then(|()| self.events.flush())
             .map_err(|e| Failure::Archive(e.to_string()))?;
         self.ticket()
+    }
+
+    /// Writes (and syncs) the `uploaded` event of a WARC file now in
+    /// object storage: said once per file, so it is made durable at once.
+    pub fn uploaded(&mut self, upload: &crate::upload::UploadRecord) -> Result<(), Failure> {
+        let event = Event {
+            url: upload.location.clone(),
+            canonical_url: None,
+            fetched_at: upload.uploaded_at.clone(),
+            status: 0,
+            content_type: None,
+            warc_ref: None,
+            content_sha256: Some(upload.sha256.clone()),
+            simhash: None,
+            duplicate_of: None,
+            robots_meta: None,
+            links_out: 0,
+            kind: EventKind::Uploaded,
+            depth: 0,
+            changed: None,
+            reason: None,
+            file: Some(upload.file.clone()),
+        };
+        self.events
+            .append(&event)
+            .and_then(|()| self.events.sync())
+            .map_err(|e| Failure::Archive(e.to_string()))
+    }
+
+    /// Names of the WARC files closed so far this run, in order.
+    pub fn closed_files(&self) -> &[String] {
+        self.warc.closed_files()
     }
 
     /// Closes the WARC file, syncs the events file and closes the index;

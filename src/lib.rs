@@ -29,6 +29,7 @@
 //! - [`parse`]: HTML links, canonical, meta robots
 //! - [`warc`]: the WARC 1.1 writer
 //! - [`events`]: JSON-lines output events
+//! - [`upload`]: uploading closed WARC files to object storage
 //! - [`metrics`]: every Prometheus metric
 //! - [`admin`]: the admin HTTP API
 //! - [`testweb`]: the synthetic web for tests, demo and benchmarks
@@ -52,6 +53,7 @@ pub mod robots;
 pub mod sitemap;
 pub mod store;
 pub mod testweb;
+pub mod upload;
 pub mod url;
 pub mod validate;
 pub mod warc;

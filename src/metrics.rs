@@ -145,6 +145,12 @@ pub struct Metrics {
     pub bridge_disconnects: IntCounterVec,
     /// Bridge batches sent to a peer and not yet acked.
     pub bridge_unacked: IntGaugeVec,
+    /// WARC file uploads by result: `ok` (verified and recorded),
+    /// `failed` (to be tried again later; the file stays), `missing` (the
+    /// local file vanished before it could be uploaded).
+    pub uploads: IntCounterVec,
+    /// Bytes of WARC files uploaded and verified.
+    pub upload_bytes: IntCounter,
 }
 
 impl Metrics {
@@ -414,6 +420,15 @@ impl Metrics {
                     .expect("unique metric");
                 m
             },
+            uploads: counter_vec(
+                "trawl_uploads_total",
+                "WARC file uploads to object storage, by result.",
+                "result",
+            ),
+            upload_bytes: counter(
+                "trawl_upload_bytes_total",
+                "Bytes of WARC files uploaded to object storage and verified.",
+            ),
             registry,
         }
     }
