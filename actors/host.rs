@@ -26,6 +26,7 @@ use super::messages::{
 use crate::archive::Archived;
 use crate::clock::SharedClock;
 use crate::dedup::exact::{DigestAsk, DigestReply};
+use crate::durable::Ticket;
 use crate::events::EventKind;
 use crate::fetch::Validators;
 use crate::frontier::host::{
@@ -233,15 +234,18 @@ impl Runner {
     }
 
     async fn complete(&self, completion: Completion) -> Result<(), Failure> {
-        self.complete_with(completion, Vec::new()).await
+        self.complete_with(completion, Vec::new(), Vec::new()).await
     }
 
     /// Completes an entry, writing `outbox` (its page's links for
-    /// partitions other nodes own) in the same batch.
+    /// partitions other nodes own) in the same batch. `durable`: the
+    /// settled tickets of what its archiving wrote, for the partition's
+    /// audit.
     async fn complete_with(
         &self,
         completion: Completion,
         outbox: Vec<crate::store::OutboxBatch>,
+        durable: Vec<Ticket>,
     ) -> Result<(), Failure> {
         self.links
             .complete
@@ -250,25 +254,31 @@ impl Runner {
                 completion,
                 schedule: self.schedule,
                 outbox,
+                durable,
             })
             .await?
     }
 
     /// Reports the removal (once), then records the entry finished.
     async fn finish(&self, finish: &mut Finish) -> Result<(), Failure> {
+        let mut durable = Vec::new();
         if let Some(removed) = &finish.removed {
-            self.removed(removed.clone()).await?;
+            durable.extend(self.removed(removed.clone()).await?);
             finish.removed = None;
         }
-        self.complete(finish.completion.clone()).await
+        let completion = finish.completion.clone();
+        self.complete_with(completion, Vec::new(), durable).await
     }
 
-    async fn removed(&self, removed: Removed) -> Result<(), Failure> {
-        self.links
-            .pipeline
-            .removed
-            .send(ArchiveRemoval(removed))
-            .await?
+    /// Writes a `removed` event and, with `sync_writes`, waits until it
+    /// is durable: the removal is completed only then.
+    async fn removed(&self, removed: Removed) -> Result<Option<Ticket>, Failure> {
+        let msg = ArchiveRemoval(removed);
+        let ticket = self.links.pipeline.removed.send(msg).await??;
+        if let Some(ticket) = &ticket {
+            ticket.durable().await?;
+        }
+        Ok(ticket)
     }
 
     async fn archive(&self, msg: Archive) -> Result<Archived, Failure> {
@@ -298,7 +308,20 @@ impl Runner {
         if let DigestReply::Stored(copy) = reply {
             msg.stored = Some(copy);
         }
-        let archived = self.archive(msg).await;
+        let mut archived = self.archive(msg).await;
+        // The copy is registered only once its record is durable: an index
+        // naming a record a power loss took would make later copies
+        // revisits of nothing.
+        if let Ok(Archived {
+            original: Some(_),
+            durable: Some(ticket),
+            ..
+        }) = &archived
+        {
+            if let Err(err) = ticket.durable().await {
+                archived = Err(err.into());
+            }
+        }
         let settle = match (&archived, claimed) {
             (
                 Ok(Archived {
@@ -451,15 +474,18 @@ impl Runner {
             self.clock.now().unix_ms(),
             &self.settings.recrawl,
         );
+        let mut durable = Vec::new();
         if let (Some(reason), false) = (settled.removed, job.removal_noted) {
-            self.removed(Removed {
-                url: job.url.clone(),
-                reason,
-                last_status: Some(job.response.status),
-                depth: job.entry.value.depth,
-                at_ms: self.clock.now().unix_ms(),
-            })
-            .await?;
+            let removal = self
+                .removed(Removed {
+                    url: job.url.clone(),
+                    reason,
+                    last_status: Some(job.response.status),
+                    depth: job.entry.value.depth,
+                    at_ms: self.clock.now().unix_ms(),
+                })
+                .await?;
+            durable.extend(removal);
             job.removal_noted = true;
         }
         job.next_due_ms = settled.record.next_due_ms;
@@ -469,7 +495,18 @@ impl Runner {
             value: job.entry.value.clone(),
             record: settled.record,
         };
-        self.complete_with(completion, job.outbox.clone()).await
+        // With `sync_writes`, completed only once its records are durable
+        // (the wait overlapped the admission of its links). If they cannot
+        // be made durable, the page is archived again on the task's rerun.
+        if let Some(ticket) = job.archived.as_ref().and_then(|a| a.durable.clone()) {
+            if let Err(err) = ticket.durable().await {
+                job.archived = None;
+                return Err(err.into());
+            }
+            durable.push(ticket);
+        }
+        self.complete_with(completion, job.outbox.clone(), durable)
+            .await
     }
 
     /// What this fetch saw, for the URL's record; counts the refresh.

@@ -214,6 +214,10 @@ pub struct Complete {
     /// Links the page found for partitions other nodes own: written to
     /// the outbox in the completion's batch.
     pub outbox: Vec<crate::store::OutboxBatch>,
+    /// With `sync_writes`: the tickets of what the page's archiving wrote,
+    /// settled before this was sent; the partition audits them when it
+    /// writes the batch ([`crate::metrics::Metrics::completions_ahead_of_sync`]).
+    pub durable: Vec<crate::durable::Ticket>,
 }
 
 /// Links for partitions other nodes own that no completion carries (the
@@ -420,9 +424,10 @@ impl Message for crate::archive::ArchiveRequest {
     type Result = Result<crate::archive::Archived, Failure>;
 }
 
-/// Writes the `removed` event of a URL that left the crawl.
+/// Writes the `removed` event of a URL that left the crawl; with
+/// `sync_writes`, answers the ticket that settles once it is durable.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(), Failure>")]
+#[rtype(result = "Result<Option<crate::durable::Ticket>, Failure>")]
 pub struct ArchiveRemoval(pub crate::frontier::host::Removed);
 
 /// Flushes and closes the current WARC file and syncs the events file.
@@ -437,6 +442,43 @@ pub struct GetArchiveSnapshot;
 
 /// Observable state of the archive.
 pub type ArchiveSnapshot = crate::archive::ArchiveCounts;
+
+// ----------------------------------------------------------------- Upload
+//
+// ```text
+// Archive ─WarcClosed─▶ Upload ─ArchiveUploaded─▶ Archive (the `uploaded` event)
+// Node ─ArchiveOpened─▶ Upload ; Node ─FinishUploads─▶ Upload (at shutdown)
+// ```
+
+/// A WARC file was closed (renamed to its final name): it may be
+/// uploaded.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct WarcClosed {
+    /// The file's name in the WARC directory.
+    pub file: String,
+}
+
+/// Writes the `uploaded` event of a WARC file now in object storage (the
+/// Archive is the only writer of the events file).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct ArchiveUploaded(pub crate::upload::UploadRecord);
+
+/// The archive is open, its crash recovery done: the uploader looks for
+/// closed files not yet uploaded, and writes its events through it.
+#[derive(Clone, Message)]
+#[rtype(result = "()")]
+pub struct ArchiveOpened(pub Recipient<ArchiveUploaded>);
+
+/// Waits up to `timeout` for every pending upload (at shutdown); answers
+/// whether none is left.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "bool")]
+pub struct FinishUploads {
+    /// How long to wait at most.
+    pub timeout: std::time::Duration,
+}
 
 // ------------------------------------------------------------------ Bridge
 
@@ -468,6 +510,25 @@ pub struct SendBatch {
     pub partition: u16,
     /// The entries.
     pub entries: Vec<WireEntry>,
+}
+
+/// Blocks (or unblocks) a host or a registrable domain, at once and
+/// durably (see [`crate::frontier::blocks`]). Sent to the node, which
+/// hands it to the partition the name belongs to.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<BlockOutcome, Failure>")]
+pub struct SetBlock {
+    /// What.
+    pub target: crate::frontier::blocks::BlockTarget,
+    /// Block (`true`) or unblock.
+    pub blocked: bool,
+}
+
+/// What a [`SetBlock`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BlockOutcome {
+    /// Queued URLs dropped (each with a `removed` event).
+    pub dropped: usize,
 }
 
 /// The node's runtime controls (pause, request rate).

@@ -14,6 +14,7 @@ pub mod node;
 pub mod parser;
 pub mod partition;
 pub mod seen;
+pub mod upload;
 
 pub use node::{
     ClusterStatus, CrashHostActor, CrashPartition, GetCluster, GetStatus, HostInfo, Node,

@@ -8,7 +8,9 @@
 //! Shutdown is one sequence whatever asked for it (SIGINT/SIGTERM, an idle
 //! crawl, a test): partitions drain (hosts stop dispatching, in-flight
 //! fetches finish or time out, their pages are archived and their links
-//! admitted), stores sync, the archive closes its WARC file.
+//! admitted), stores sync, the archive closes its WARC file, and (with
+//! `[upload]` on) the uploader gets up to `upload.shutdown_wait` to upload
+//! what is pending, that last file included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,14 +25,16 @@ use super::bridge::{BridgeActor, BridgeSettings};
 use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive, ClusterIdle, Crash,
-    CrashHost, DigestQuery, Discover, Drain, Failure, GetArchiveSnapshot, GetControls, GetHost,
-    GetPartitionSnapshot, Hold, HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks,
-    RemoteAdmit, RemoteDigest, Reroute, SendBatch, SendDigest, SetControls, UrlOutcome,
+    Admission, ArchiveOpened, ArchiveSnapshot, BlockOutcome, BridgeInbound, Candidate,
+    CloseArchive, ClusterIdle, Crash, CrashHost, DigestQuery, Discover, Drain, Failure,
+    FinishUploads, GetArchiveSnapshot, GetControls, GetHost, GetPartitionSnapshot, Hold,
+    HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks, RemoteAdmit, RemoteDigest, Reroute,
+    SendBatch, SendDigest, SetBlock, SetControls, UrlOutcome,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
+use super::upload::{UploadActor, UploadOpenError, Uploads};
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
 use crate::cluster::wire::WireEntry;
@@ -81,6 +85,9 @@ pub enum NodeError {
     /// The saved runtime controls cannot be read.
     #[error(transparent)]
     Controls(#[from] ControlError),
+    /// The uploader could not start.
+    #[error(transparent)]
+    Upload(#[from] UploadOpenError),
 }
 
 /// A partition this node holds: its actor, and its store (open: holding
@@ -107,6 +114,10 @@ pub struct Node {
     partition_restarts: u64,
     seen: Addr<SeenSet>,
     archive: Addr<ArchiveActor>,
+    /// The uploader, with `[upload]` on; stopped after shutdown.
+    uploads: Option<Uploads>,
+    /// How long a stop waits for pending uploads.
+    upload_wait: Duration,
     metrics: Arc<Metrics>,
     clock: SharedClock,
     started: Now,
@@ -193,7 +204,12 @@ impl Node {
                 .collect::<Result<Vec<_>, _>>()?,
             true => (0..config.storage.partitions).map(|_| None).collect(),
         };
-        let archive = ArchiveActor::start(&config, metrics.clone())?;
+        let uploads = UploadActor::start(&config, metrics.clone())?;
+        let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
+        let archive = ArchiveActor::start(&config, metrics.clone(), closed_to)?;
+        if let Some(u) = &uploads {
+            u.addr.do_send(ArchiveOpened(archive.clone().recipient()));
+        }
         let parser = ParserPool::start(&config.parse, config.fetch.max_body_bytes, metrics.clone());
         let controls_path = config.controls_file();
         let controls = Controls::load(
@@ -273,6 +289,8 @@ impl Node {
             partition_restarts: 0,
             seen: seen_addr,
             archive,
+            uploads,
+            upload_wait: config.upload.shutdown_wait,
             metrics,
             clock,
             started,
@@ -1036,6 +1054,20 @@ impl Handler<GetStatus> for Node {
     }
 }
 
+impl Handler<SetBlock> for Node {
+    type Result = ResponseFuture<Result<BlockOutcome, Failure>>;
+
+    fn handle(&mut self, msg: SetBlock, _: &mut Self::Context) -> Self::Result {
+        let partition = crate::url::partition_of(msg.target.name(), self.partitions.len() as u16);
+        let Some(Some(held)) = self.partitions.get(usize::from(partition)) else {
+            let reason = format!("partition {partition} is not held here");
+            return Box::pin(async move { Err(Failure::Peer(reason)) });
+        };
+        let set = held.addr.send(msg);
+        Box::pin(async move { set.await? })
+    }
+}
+
 impl Handler<GetControls> for Node {
     type Result = MessageResult<GetControls>;
 
@@ -1100,6 +1132,8 @@ impl Handler<Shutdown> for Node {
         let stores: Vec<Arc<PartitionStore>> = self.held().map(|h| h.store.clone()).collect();
         let leave = self.cluster.as_ref().map(|c| c.controller.send(Leave));
         let archive = self.archive.clone();
+        let uploads = self.uploads.as_ref().map(|u| u.addr.clone());
+        let upload_wait = self.upload_wait;
         let done = async move {
             if let Some(leave) = leave {
                 // Peers stop routing to us before we stop taking links.
@@ -1114,10 +1148,19 @@ impl Handler<Shutdown> for Node {
                     }
                 }
             }
-            archive
-                .send(CloseArchive)
-                .await?
-                .map(|snap| (snap, complete))
+            let closed = archive.send(CloseArchive).await?;
+            if let Some(uploads) = uploads {
+                // The file just closed is among those waited for.
+                let finished = uploads
+                    .send(FinishUploads {
+                        timeout: upload_wait,
+                    })
+                    .await;
+                if !finished.unwrap_or(false) {
+                    tracing::warn!("uploads left pending at shutdown; the next start uploads them");
+                }
+            }
+            closed.map(|snap| (snap, complete))
         };
         Box::pin(done.into_actor(self).map(move |result, act, _| {
             // Partitions close their RocksDB instances as their threads end;
@@ -1127,6 +1170,9 @@ impl Handler<Shutdown> for Node {
                 if arbiter.join().is_err() {
                     tracing::error!("a partition thread panicked while stopping");
                 }
+            }
+            if let Some(uploads) = act.uploads.take() {
+                uploads.stop();
             }
             act.metrics.active_hosts.set(0);
             // Requests abandoned at the timeout may still be served: the

@@ -24,16 +24,19 @@ use actix::prelude::*;
 
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost, Failure, GetHost,
-    GetHostSnapshot, GetPartitionSnapshot, HostIdle, HostLinks, HostSnapshot, PartitionSnapshot,
-    PipelineLinks, SaveHostState, Wake,
+    AdmitBatch, ArchiveRemoval, BlockOutcome, Complete, Crash, CrashHost, DigestQuery, Drain,
+    DrainHost, Failure, GetHost, GetHostSnapshot, GetPartitionSnapshot, HostIdle, HostLinks,
+    HostSnapshot, PartitionSnapshot, PipelineLinks, SaveHostState, SetBlock, Wake,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
+use crate::frontier::blocks::{BlockList, BlockTarget};
 use crate::frontier::due::{ActiveSlots, DueIndex};
+use crate::frontier::host::Removed;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
+use crate::store::Removal;
 use crate::store::{Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy};
 use crate::url::Fingerprint;
 
@@ -115,6 +118,10 @@ pub struct PartitionActor {
     refresh_due: DueCounts,
     /// This partition's part of exact dedup.
     digests: Digests,
+    /// Hosts and domains an operator blocked (see `frontier::blocks`).
+    blocks: BlockList,
+    /// Blocked hosts with work left (refreshes): woken on an unblock.
+    held_back: std::collections::HashSet<String>,
     metrics: Arc<Metrics>,
 }
 
@@ -148,6 +155,8 @@ struct PendingCompletions {
     /// New entries of the partition's digest index.
     digests: Vec<DigestEntry>,
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
+    /// `sync_writes`: the archive tickets the completions vouch for.
+    tickets: Vec<crate::durable::Ticket>,
     armed: bool,
 }
 
@@ -192,6 +201,8 @@ impl PartitionActor {
                 claims: ClaimBook::new(CLAIM_TTL_MS),
                 unwritten: HashMap::new(),
             },
+            blocks: BlockList::default(),
+            held_back: Default::default(),
             metrics,
         }
     }
@@ -204,6 +215,9 @@ impl PartitionActor {
     /// politeness state still spaces its requests; any other becomes due
     /// now.
     fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
+        if self.blocks.blocks(host) {
+            return;
+        }
         let generation = self.next_generation();
         if let Some(active) = self.hosts.get_mut(host) {
             active.generation = generation;
@@ -252,6 +266,12 @@ impl PartitionActor {
             };
             self.refresh_waiting.remove(&host);
             self.metrics.due_hosts.dec();
+            if self.blocks.blocks(&host) {
+                // Its refreshes wait for an unblock.
+                self.slots.give_back();
+                self.held_back.insert(host);
+                continue;
+            }
             self.start_host(host, ctx);
         }
     }
@@ -397,6 +417,12 @@ impl Actor for PartitionActor {
         // Bounded: hosts (completions) and the SeenSet (admissions) `send`,
         // so when the store falls behind they wait; nothing is dropped.
         ctx.set_mailbox_capacity(PARTITION_MAILBOX);
+        match self.store.blocks() {
+            Ok(blocks) => self.blocks = blocks,
+            Err(err) => {
+                tracing::error!(partition = self.id, error = %err, "cannot read the blocks");
+            }
+        }
         if let Err(err) = self.open_due_index() {
             tracing::error!(partition = self.id, error = %err, "cannot read the queue");
         }
@@ -484,8 +510,16 @@ impl PartitionActor {
 impl Handler<AdmitBatch> for PartitionActor {
     type Result = Result<Vec<Fingerprint>, Failure>;
 
-    fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, mut msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
         let now_ms = self.clock.now().unix_ms();
+        let offered = msg.entries.len();
+        msg.entries.retain(|e| !self.blocks.blocks(&e.host));
+        if msg.entries.len() < offered {
+            self.metrics
+                .urls_dropped
+                .with_label_values(&["blocked"])
+                .inc_by((offered - msg.entries.len()) as u64);
+        }
         let outcome = self.store.admit_at(msg.entries, now_ms).map_err(|err| {
             tracing::error!(partition = self.id, error = %err, "admit failed");
             self.store_errors += 1;
@@ -534,6 +568,17 @@ impl PartitionActor {
         let pending = std::mem::take(&mut self.pending);
         if pending.completions.is_empty() && pending.digests.is_empty() {
             return;
+        }
+        // The hosts wait for their records to be durable before they
+        // complete; a ticket still open here would be a broken promise.
+        let early = pending.tickets.iter().filter(|t| !t.is_durable()).count();
+        if early > 0 {
+            tracing::error!(
+                partition = self.id,
+                early,
+                "completions written before their records were synced"
+            );
+            self.metrics.completions_ahead_of_sync.inc_by(early as u64);
         }
         let schedules: Vec<(&str, &Schedule)> = pending
             .schedules
@@ -586,6 +631,7 @@ impl Handler<Complete> for PartitionActor {
         self.pending.outbox.extend(msg.outbox);
         self.pending.schedules.push((msg.host, msg.schedule));
         self.pending.waiters.push(tx);
+        self.pending.tickets.extend(msg.durable);
         self.schedule_flush(ctx);
         Box::pin(async move {
             rx.await
@@ -615,6 +661,115 @@ impl PartitionActor {
             self.store_errors += 1;
             Failure::Store(err.to_string())
         })
+    }
+}
+
+impl Handler<SetBlock> for PartitionActor {
+    type Result = Result<BlockOutcome, Failure>;
+
+    fn handle(&mut self, msg: SetBlock, ctx: &mut Self::Context) -> Self::Result {
+        let stored = self
+            .store
+            .set_block(&msg.target, msg.blocked)
+            .map_err(|e| Failure::Store(e.to_string()));
+        if stored.is_err() {
+            self.store_errors += 1;
+        }
+        stored?;
+        self.blocks.set(msg.target.clone(), msg.blocked);
+        let hosts = self.hosts_covered(&msg.target);
+        if !msg.blocked {
+            tracing::info!(
+                partition = self.id,
+                target = msg.target.name(),
+                "unblocked by the operator"
+            );
+            for host in &hosts {
+                self.held_back.remove(host);
+                self.wake(host, u8::MAX, ctx);
+            }
+            return Ok(BlockOutcome { dropped: 0 });
+        }
+        tracing::info!(
+            partition = self.id,
+            target = msg.target.name(),
+            hosts = hosts.len(),
+            "blocked by the operator"
+        );
+        // At once: an active host's actor stops now. A request of it still
+        // waiting for the fetch gate or a slot is never started (its asker
+        // is gone); one already on the wire ends unread. When unblocked,
+        // the host comes back owing its last delay, as after a crash.
+        let mut dropped = 0;
+        for host in &hosts {
+            self.stop_host(host);
+            self.held_back.insert(host.clone());
+            dropped += self.drop_blocked(host)?;
+        }
+        Ok(BlockOutcome { dropped })
+    }
+}
+
+impl PartitionActor {
+    /// The hosts of this partition `target` covers: active, dormant, or
+    /// with queued URLs in the store.
+    fn hosts_covered(&self, target: &BlockTarget) -> Vec<String> {
+        let mut hosts: std::collections::BTreeSet<String> = self
+            .hosts
+            .keys()
+            .filter(|h| target.covers(h))
+            .cloned()
+            .collect();
+        hosts.extend(
+            self.due
+                .hosts()
+                .filter(|h| target.covers(h))
+                .map(str::to_owned),
+        );
+        hosts.extend(self.held_back.iter().filter(|h| target.covers(h)).cloned());
+        if let Ok(queued) = self.store.queued_by_host() {
+            hosts.extend(queued.into_keys().filter(|h| target.covers(h)));
+        }
+        hosts.into_iter().collect()
+    }
+
+    /// Stops a blocked host's actor, if active.
+    fn stop_host(&mut self, host: &str) {
+        if let Some(active) = self.hosts.remove(host) {
+            active.addr.do_send(Crash);
+            self.restarted.insert(host.to_owned());
+            self.metrics.active_hosts.dec();
+            self.slots.give_back();
+        }
+    }
+
+    /// Drops a blocked host's queued URLs, each with a `removed` event.
+    fn drop_blocked(&mut self, host: &str) -> Result<usize, Failure> {
+        if self.due.remove(host).is_some() {
+            self.metrics.due_hosts.dec();
+        }
+        let now_ms = self.clock.now().unix_ms();
+        let dropped = self.store.drop_queued(host, now_ms).map_err(|e| {
+            self.store_errors += 1;
+            Failure::Store(e.to_string())
+        })?;
+        let n = dropped.len();
+        self.queued = self.queued.saturating_sub(n as u64);
+        self.metrics.frontier_size.sub(n as i64);
+        for d in dropped {
+            let Ok(url) = url::Url::parse(&d.url) else {
+                continue;
+            };
+            self.pipeline.removed.do_send(ArchiveRemoval(Removed {
+                url,
+                reason: Removal::Blocked,
+                last_status: None,
+                depth: d.depth,
+                at_ms: now_ms,
+            }));
+        }
+        self.report_partition();
+        Ok(n)
     }
 }
 

@@ -5,6 +5,8 @@
 //! ```text
 //! cargo bench --bench crawl_throughput -- [HOSTS] [PAGES_PER_HOST] [MIN_DELAY_MS]
 //! ```
+//! `TRAWL_SYNC_WRITES=true` crawls with `[storage] sync_writes` (RocksDB
+//! batches, WARC and events fsynced, grouped).
 //! Defaults: 1000 hosts × 20 pages, 1 ms delay (delay_factor 0, so loopback
 //! response times do not stretch the delay). The synthetic web's server runs
 //! in the same process, as on a machine where crawler and server share the
@@ -74,8 +76,12 @@ fn main() {
     let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1).unwrap();
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let extra = "[politeness]\ndelay_factor = 0.0\n[admin]\nenabled = false\n";
-    let toml = trawl::testweb::config_layer(data.path(), delay_ms, extra);
+    let sync_writes = std::env::var("TRAWL_SYNC_WRITES").is_ok_and(|v| v == "true");
+    let extra = format!(
+        "[politeness]\ndelay_factor = 0.0\n[admin]\nenabled = false\n\
+         [storage]\nsync_writes = {sync_writes}\n"
+    );
+    let toml = trawl::testweb::config_layer(data.path(), delay_ms, &extra);
     let config = Config::from_layers(&[("bench".into(), toml)]).unwrap();
     let expected = web.ground_truth(port).len();
     let (cpu_start, _) = cpu_seconds_and_max_rss_kb();
@@ -118,13 +124,14 @@ fn main() {
         "crawl_throughput hosts={hosts} pages_per_host={pages} min_delay_ms={delay_ms}: \
          {fetched} requests ({expected} pages expected) in {wall:.2} s = {:.0} pages/s; \
          cpu {cpu:.2} s = {:.3} cpu-s per 1000 pages ({:.0} µs/page); peak rss {:.0} MiB; \
-         warc {:.1} MB; store open {:.2} s wall, {:.2} s cpu; close {:.2} s cpu; \
-         backlog max {backlog_max} pages",
+         warc {:.1} MB; sync_writes {sync_writes}: {} fsync rounds; store open {:.2} s wall, \
+         {:.2} s cpu; close {:.2} s cpu; backlog max {backlog_max} pages",
         expected as f64 / wall,
         cpu / expected as f64 * 1000.0,
         cpu / expected as f64 * 1e6,
         rss_kb as f64 / 1024.0,
         archive.bytes as f64 / 1e6,
+        archive.syncs,
         (started - opened).as_secs_f64(),
         cpu0 - cpu_start,
         cpu_end - cpu1,

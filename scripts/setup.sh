@@ -3,7 +3,8 @@
 # a C++ compiler and libclang (RocksDB is compiled from source, its bindings
 # by bindgen), python3-venv for the test helpers (warcio; pywb's CDXJ
 # indexer to check trawl's indexes against; schemathesis to fuzz the admin
-# API) and Prometheus for the monitoring test (tests/monitoring.rs runs the
+# API; moto's S3 server, which tests/upload.rs uploads WARC files to) and
+# Prometheus for the monitoring test (tests/monitoring.rs runs the
 # dashboard's queries on a real one). With TRAWL_NEED_BENCH=1, nginx and
 # GNU time for the side-by-side bench (benches/sidebyside/run.sh serves its
 # web with nginx and measures each crawler with /usr/bin/time). Checks
@@ -49,11 +50,11 @@ fi
 
 if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   venv="${TRAWL_VENV:-$(pwd)/.venv}"
-  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer, schemathesis' >/dev/null 2>&1; then
-    echo "setup: creating $venv with warcio, cdxj-indexer and schemathesis" >&2
-    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0' 'schemathesis==4.32.5'
+  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer, schemathesis, moto.server' >/dev/null 2>&1; then
+    echo "setup: preparing $venv with warcio, cdxj-indexer, schemathesis and moto[server]" >&2
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0' 'schemathesis==4.32.5' 'moto[server]==5.2.5'
   fi
-  # Tests call warcio, cdxj-indexer and schemathesis through this interpreter.
+  # Tests call these tools through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"
 fi

@@ -10,7 +10,10 @@
 //!    `skip-archive`, neither archived nor given an event);
 //! 2. the records (response plus request) and their bytes flushed to the
 //!    OS, then the event that points at them, flushed too, so an
-//!    acknowledged response survives a crash of the process;
+//!    acknowledged response survives a crash of the process; with
+//!    `[storage] sync_writes`, the reply carries a [`Ticket`] that settles
+//!    once a group fsync ([`crate::durable`]) made both durable, and the
+//!    page is completed only then, so it survives a power loss too;
 //! 3. only then the index update: a stored original's simhash becomes
 //!    what later similar pages are compared with (a near-duplicate's never
 //!    does, so similarity does not drift), and the reply names it as a
@@ -32,6 +35,7 @@ use url::Url;
 
 use crate::config::DedupConfig;
 use crate::dedup::{DedupIndex, NearAction, Verdict};
+use crate::durable::{GroupCommit, SyncHandle, Ticket};
 use crate::error::Failure;
 use crate::events::{Event, EventKind, EventWriter};
 use crate::fetch::FetchResponse;
@@ -88,6 +92,10 @@ pub struct Archived {
     /// Set when this response was stored in full as the first copy of its
     /// payload: the copy to register at the digest's partition.
     pub original: Option<StoredCopy>,
+    /// With `sync_writes`: settles once its records and event are
+    /// durable. Nothing that vouches for them (the page's completion, the
+    /// registration of its copy) is written before.
+    pub durable: Option<Ticket>,
 }
 
 impl ArchiveRequest {
@@ -140,6 +148,11 @@ pub struct ArchiveCounts {
     pub events: u64,
     /// WARC files closed this run.
     pub files_closed: usize,
+    /// Rounds of fsyncs run for `sync_writes` (0 without).
+    pub syncs: u64,
+    /// Tickets (archived pages and `removed` events) those rounds made
+    /// durable.
+    pub synced: u64,
 }
 
 /// The archive's writers and index.
@@ -156,6 +169,9 @@ pub struct Archiver {
     /// pages are compared with (see [`Archiver::write`]).
     index_simhash: bool,
     metrics: Arc<Metrics>,
+    /// With `sync_writes`: the group commit that makes what is written
+    /// durable, and the events file's handle for it.
+    commit: Option<(GroupCommit, SyncHandle)>,
 }
 
 impl Archiver {
@@ -176,6 +192,47 @@ impl Archiver {
             change_distance,
             index_simhash: false,
             metrics,
+            commit: None,
+        }
+    }
+
+    /// Makes every record and event durable through `commit` before its
+    /// ticket settles (`[storage] sync_writes`); file names too: the
+    /// directories are synced when files are created or renamed.
+    pub fn with_group_commit(mut self, commit: GroupCommit) -> std::io::Result<Self> {
+        let events: SyncHandle = self.events.sync_handle()?;
+        if let Some(dir) = self.events.path().parent() {
+            crate::durable::sync_dir(dir)?;
+        }
+        self.warc.sync_directory(true);
+        self.commit = Some((commit, events));
+        Ok(self)
+    }
+
+    /// A ticket for everything flushed so far (`None` without
+    /// `sync_writes`).
+    fn ticket(&mut self) -> Result<Option<Ticket>, Failure> {
+        let Some((commit, events)) = &self.commit else {
+            return Ok(None);
+        };
+        let warc = self
+            .warc
+            .sync_handle()
+            .map_err(|e| Failure::Archive(e.to_string()))?
+            .map(|f| f as SyncHandle);
+        let files: Vec<&SyncHandle> = warc.iter().chain([events]).collect();
+        Ok(Some(commit.issue(&files)))
+    }
+
+    /// After a failed fsync the current WARC file's state on disk is
+    /// unknown: later records go to a new file (the pages whose tickets
+    /// failed are archived again).
+    fn leave_failed_file(&mut self) {
+        if !self.commit.as_ref().is_some_and(|(c, _)| c.take_failure()) {
+            return;
+        }
+        if let Err(err) = self.warc.close() {
+            tracing::error!(error = %err, "closing a WARC file after a failed fsync failed; it is recovered at the next start");
         }
     }
 
@@ -205,6 +262,7 @@ impl Archiver {
     /// store it), its digest, where its payload is stored in full, and
     /// whether it changed since the copy on record.
     pub fn store(&mut self, req: ArchiveRequest) -> Result<Archived, Failure> {
+        self.leave_failed_file();
         let resp = req.response.clone();
         let date = chrono::DateTime::<chrono::Utc>::from(resp.started_at);
         let exchange = Exchange {
@@ -249,6 +307,7 @@ impl Archiver {
                 copy: None,
                 changed,
                 original: None,
+                durable: None,
             });
         };
         let event = Event {
@@ -256,7 +315,7 @@ impl Archiver {
             changed,
             ..Self::event(&req, date, &stored.at, &sha256)
         };
-        self.append(event)?;
+        let durable = self.append(event)?;
         // Only a stored original is indexed, after its records.
         let original = copy
             .as_ref()
@@ -276,6 +335,7 @@ impl Archiver {
             copy,
             changed,
             original,
+            durable,
         })
     }
 
@@ -373,13 +433,14 @@ impl Archiver {
             changed: Some(false),
             ..Self::event(req, exchange.date, &stored.at, &digest)
         };
-        self.append(event)?;
+        let durable = self.append(event)?;
         Ok(Archived {
             at: Some(stored.at),
             digest,
             copy: Some(copy),
             changed: Some(false),
             original: None,
+            durable,
         })
     }
 
@@ -407,19 +468,24 @@ impl Archiver {
             depth: req.depth,
             changed: None,
             reason: None,
+            file: None,
         }
     }
 
-    /// Appends an event after the WARC bytes it points at reached the OS.
-    fn append(&mut self, event: Event) -> Result<(), Failure> {
+    /// Appends an event after the WARC bytes it points at reached the OS;
+    /// with `sync_writes`, the ticket that settles once both are durable.
+    fn append(&mut self, event: Event) -> Result<Option<Ticket>, Failure> {
         let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
         self.warc.flush().map_err(|e| fail(&e))?;
         self.events.append(&event).map_err(|e| fail(&e))?;
-        self.events.flush().map_err(|e| fail(&e))
+        self.events.flush().map_err(|e| fail(&e))?;
+        self.ticket()
     }
 
-    /// Writes the `removed` event of a URL that left the crawl.
-    pub fn removed(&mut self, removed: &Removed) -> Result<(), Failure> {
+    /// Writes the `removed` event of a URL that left the crawl; with
+    /// `sync_writes`, the ticket that settles once it is durable.
+    pub fn removed(&mut self, removed: &Removed) -> Result<Option<Ticket>, Failure> {
+        self.leave_failed_file();
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(removed.at_ms);
         let at = chrono::DateTime::<chrono::Utc>::from(at);
         let event = Event {
@@ -438,6 +504,7 @@ impl Archiver {
             depth: removed.depth,
             changed: None,
             reason: Some(removed.reason.as_str().to_owned()),
+            file: None,
         };
         self.metrics
             .removed
@@ -446,10 +513,44 @@ impl Archiver {
         self.events
             .append(&event)
             .and_then(|()| self.events.flush())
+            .map_err(|e| Failure::Archive(e.to_string()))?;
+        self.ticket()
+    }
+
+    /// Writes (and syncs) the `uploaded` event of a WARC file now in
+    /// object storage: said once per file, so it is made durable at once.
+    pub fn uploaded(&mut self, upload: &crate::upload::UploadRecord) -> Result<(), Failure> {
+        let event = Event {
+            url: upload.location.clone(),
+            canonical_url: None,
+            fetched_at: upload.uploaded_at.clone(),
+            status: 0,
+            content_type: None,
+            warc_ref: None,
+            content_sha256: Some(upload.sha256.clone()),
+            simhash: None,
+            duplicate_of: None,
+            robots_meta: None,
+            links_out: 0,
+            kind: EventKind::Uploaded,
+            depth: 0,
+            changed: None,
+            reason: None,
+            file: Some(upload.file.clone()),
+        };
+        self.events
+            .append(&event)
+            .and_then(|()| self.events.sync())
             .map_err(|e| Failure::Archive(e.to_string()))
     }
 
-    /// Closes the WARC file, syncs the events file and closes the index.
+    /// Names of the WARC files closed so far this run, in order.
+    pub fn closed_files(&self) -> &[String] {
+        self.warc.closed_files()
+    }
+
+    /// Closes the WARC file, syncs the events file and closes the index;
+    /// the group commit's last round settles the tickets still waiting.
     pub fn close(&mut self) -> Result<ArchiveCounts, Failure> {
         self.warc
             .close()
@@ -457,17 +558,27 @@ impl Archiver {
         self.events
             .sync()
             .map_err(|e| Failure::Archive(e.to_string()))?;
+        if let Some((commit, _)) = &mut self.commit {
+            commit.close();
+        }
         drop(self.dedup.take());
         Ok(self.counts())
     }
 
     /// What was written this run.
     pub fn counts(&self) -> ArchiveCounts {
+        let stats = self
+            .commit
+            .as_ref()
+            .map(|(c, _)| c.stats())
+            .unwrap_or_default();
         ArchiveCounts {
             records: self.warc.records(),
             bytes: self.warc.bytes(),
             events: self.events.written(),
             files_closed: self.warc.closed_files().len(),
+            syncs: stats.rounds,
+            synced: stats.durable,
         }
     }
 }

@@ -93,6 +93,60 @@ pub struct Config {
     pub recrawl: RecrawlConfig,
     /// Running as one node of a cluster.
     pub cluster: ClusterConfig,
+    /// Uploading closed WARC files to object storage.
+    pub upload: UploadConfig,
+}
+
+/// `[upload]`: closed WARC files are copied to object storage (see
+/// `src/upload/`). The URL and options are checked against the store's
+/// own keys in `src/validate.rs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadConfig {
+    /// Upload closed WARC files.
+    pub enabled: bool,
+    /// Where: `s3://bucket/prefix`, `gs://bucket/prefix`,
+    /// `az://container/prefix` or `file:///absolute/dir`.
+    pub url: String,
+    /// Options of the store (`aws_endpoint`, `aws_region`, ...), passed to
+    /// it as given; the store's environment variables are read too.
+    pub options: BTreeMap<String, String>,
+    /// Delete a local file once its upload is verified and recorded.
+    pub delete_after_upload: bool,
+    /// How an upload is verified: `read-back` (the object is read back and
+    /// its SHA-256 compared) or `size` (its size, and the SHA-256 stored in
+    /// its metadata where the store keeps metadata).
+    pub verify: VerifyMode,
+    /// Retries of one request to the store (with exponential backoff)
+    /// before the file's upload fails.
+    pub retries: usize,
+    /// Wait before a failed file is tried again; doubles with each
+    /// failure of the file, up to `max_retry_delay`.
+    #[serde(with = "humantime_serde")]
+    pub retry_delay: Duration,
+    /// The longest wait between two tries of one file.
+    #[serde(with = "humantime_serde")]
+    pub max_retry_delay: Duration,
+    /// Files uploaded at once.
+    pub concurrency: usize,
+    /// Files larger than this are uploaded in parts of this size.
+    pub part_size: usize,
+    /// At shutdown, how long the node waits for pending uploads (the
+    /// file closed last among them); what is left is uploaded at the next
+    /// start.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_wait: Duration,
+}
+
+/// How an upload is verified (`[upload] verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerifyMode {
+    /// Read the object back and compare its SHA-256 and size.
+    ReadBack,
+    /// Compare the object's size (and the SHA-256 in its metadata, where
+    /// the store returns metadata).
+    Size,
 }
 
 /// `[cluster]`: one node of a cluster (see `src/cluster/`). Checked when
@@ -423,7 +477,8 @@ pub struct StorageConfig {
     pub block_cache_bytes: usize,
     /// Shared memtable budget in bytes.
     pub write_buffer_bytes: usize,
-    /// fsync the WAL on every write batch.
+    /// fsync the WAL on every write batch, and the WARC and events files
+    /// (grouped, [`crate::durable`]) before their pages are completed.
     pub sync_writes: bool,
 }
 
@@ -725,6 +780,7 @@ impl Config {
             return invalid("seen.false_positive_rate must be between 0 and 0.5");
         }
         self.check_cluster()?;
+        self.check_upload()?;
         let r = &self.recrawl;
         if r.min_interval.is_zero() || r.min_interval > r.max_interval {
             return invalid(
@@ -783,6 +839,47 @@ impl Config {
         Ok(())
     }
 }
+
+impl Config {
+    /// `[upload]`: the numbers; the URL and options are checked with the
+    /// store's code (`validate::domain`).
+    fn check_upload(&self) -> Result<(), ConfigError> {
+        let u = &self.upload;
+        let invalid = |m: &str| Err(ConfigError::Invalid(m.to_owned()));
+        if u.concurrency == 0 {
+            return invalid("upload.concurrency must be at least 1");
+        }
+        if u.part_size < MIN_PART_SIZE {
+            return invalid("upload.part_size must be at least 65536 (S3 needs 5 MiB)");
+        }
+        if u.retry_delay.is_zero() || u.retry_delay > u.max_retry_delay {
+            return invalid(
+                "upload.retry_delay must be above zero and at most upload.max_retry_delay",
+            );
+        }
+        if u.enabled && u.url.trim().is_empty() {
+            return Err(ConfigError::Key {
+                key: "upload.url".into(),
+                message: "uploads are enabled but no url is set".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// This node's upload manifest (`uploads.jsonl` in the data directory;
+    /// one per node on a cluster, like the events file).
+    pub fn upload_manifest(&self) -> PathBuf {
+        let path = self.storage.data_dir.join("uploads.jsonl");
+        match self.node_id() {
+            Some(node) => with_node(&path, node),
+            None => path,
+        }
+    }
+}
+
+/// The smallest `[upload] part_size`: parts smaller than this would mean
+/// thousands of requests per file.
+const MIN_PART_SIZE: usize = 64 * 1024;
 
 /// `path` with `-<node>` after its file stem (`events.jsonl` →
 /// `events-n1.jsonl`).

@@ -1,4 +1,5 @@
-//! Output events: one JSON line per stored response.
+//! Output events: one JSON line per stored response (and one per WARC
+//! file uploaded to object storage: `kind` `uploaded`).
 //!
 //! Consumers (indexers, corpus builders) tail this file instead of parsing
 //! WARCs: each event says what was fetched, when, with what result, and
@@ -61,6 +62,10 @@ pub struct Event {
     /// absent from other events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// For `uploaded` events: the WARC file uploaded (its object's URL is
+    /// `url`, the file's SHA-256 `content_sha256`); absent from others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
 }
 
 /// What kind of fetch an event records.
@@ -75,6 +80,8 @@ pub enum EventKind {
     Sitemap,
     /// A URL left the crawl (see `reason`); no record.
     Removed,
+    /// A closed WARC file (`file`) is in object storage at `url`.
+    Uploaded,
 }
 
 /// Appends events to a JSON-lines file.
@@ -82,6 +89,8 @@ pub struct EventWriter {
     path: PathBuf,
     out: BufWriter<File>,
     written: u64,
+    /// A second handle on the file, for syncing it from another thread.
+    sync_handle: Option<std::sync::Arc<File>>,
 }
 
 impl EventWriter {
@@ -100,6 +109,7 @@ impl EventWriter {
             path: path.to_owned(),
             out: BufWriter::with_capacity(64 * 1024, file),
             written: 0,
+            sync_handle: None,
         })
     }
 
@@ -122,6 +132,17 @@ impl EventWriter {
         self.out.get_ref().sync_all()
     }
 
+    /// A handle on the file, for syncing what was flushed from another
+    /// thread while this writer appends ([`crate::durable`]).
+    pub fn sync_handle(&mut self) -> std::io::Result<std::sync::Arc<File>> {
+        if let Some(handle) = &self.sync_handle {
+            return Ok(handle.clone());
+        }
+        let handle = std::sync::Arc::new(self.out.get_ref().try_clone()?);
+        self.sync_handle = Some(handle.clone());
+        Ok(handle)
+    }
+
     /// Events appended by this writer.
     pub fn written(&self) -> u64 {
         self.written
@@ -134,7 +155,7 @@ impl EventWriter {
 }
 
 /// Truncates `file` after its last newline.
-fn cut_torn_line(file: &mut File) -> std::io::Result<()> {
+pub(crate) fn cut_torn_line(file: &mut File) -> std::io::Result<()> {
     let len = file.metadata()?.len();
     if len == 0 {
         return Ok(());
@@ -192,6 +213,7 @@ mod tests {
             depth: 0,
             changed: None,
             reason: None,
+            file: None,
         }
     }
 

@@ -9,6 +9,7 @@
 //!
 //! - [`archive`]: the archive transaction (dedup verdict, records, event,
 //!   index update)
+//! - [`durable`]: group commit of the archive's files (`sync_writes`)
 //! - [`clock`]: time as a parameter (the injected clock)
 //! - [`error`]: failures that cross pipeline stages
 //! - [`config`]: typed configuration, defaults embedded from `config/trawl.toml`
@@ -28,6 +29,7 @@
 //! - [`parse`]: HTML links, canonical, meta robots
 //! - [`warc`]: the WARC 1.1 writer
 //! - [`events`]: JSON-lines output events
+//! - [`upload`]: uploading closed WARC files to object storage
 //! - [`metrics`]: every Prometheus metric
 //! - [`admin`]: the admin HTTP API
 //! - [`testweb`]: the synthetic web for tests, demo and benchmarks
@@ -39,6 +41,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod dedup;
+pub mod durable;
 pub mod error;
 pub mod events;
 pub mod fetch;
@@ -50,6 +53,7 @@ pub mod robots;
 pub mod sitemap;
 pub mod store;
 pub mod testweb;
+pub mod upload;
 pub mod url;
 pub mod validate;
 pub mod warc;

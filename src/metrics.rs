@@ -60,6 +60,16 @@ pub struct Metrics {
     pub warc_bytes: IntCounter,
     /// WARC records written.
     pub warc_records: IntCounter,
+    /// Rounds of fsyncs of the WARC and events files (`sync_writes`):
+    /// each makes every page archived before it durable at once.
+    pub archive_syncs: IntCounter,
+    /// Pages (and `removed` events) made durable per round of fsyncs.
+    pub archive_sync_group: Histogram,
+    /// Rounds of fsyncs that failed: their pages are archived again.
+    pub archive_sync_failures: IntCounter,
+    /// Completions written before the archive's fsync of their records
+    /// (`sync_writes`): always 0 unless durability is broken.
+    pub completions_ahead_of_sync: IntCounter,
     /// URLs by outcome: at admission (`admitted`, `seen`, `filtered`) and
     /// after fetching (`not_archived_type`: not HTML, not archived;
     /// `retried`: to be tried again).
@@ -140,6 +150,12 @@ pub struct Metrics {
     pub bridge_disconnects: IntCounterVec,
     /// Bridge batches sent to a peer and not yet acked.
     pub bridge_unacked: IntGaugeVec,
+    /// WARC file uploads by result: `ok` (verified and recorded),
+    /// `failed` (to be tried again later; the file stays), `missing` (the
+    /// local file vanished before it could be uploaded).
+    pub uploads: IntCounterVec,
+    /// Bytes of WARC files uploaded and verified.
+    pub upload_bytes: IntCounter,
 }
 
 impl Metrics {
@@ -247,6 +263,32 @@ impl Metrics {
                 "Compressed bytes written to WARC files.",
             ),
             warc_records: counter("trawl_warc_records_total", "WARC records written."),
+            archive_syncs: counter(
+                "trawl_archive_syncs_total",
+                "Rounds of fsyncs of the WARC and events files (storage.sync_writes).",
+            ),
+            archive_sync_group: {
+                let m = Histogram::with_opts(
+                    HistogramOpts::new(
+                        "trawl_archive_sync_group_size",
+                        "Archived pages made durable by one round of fsyncs.",
+                    )
+                    .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("unique metric");
+                m
+            },
+            archive_sync_failures: counter(
+                "trawl_archive_sync_failures_total",
+                "Rounds of fsyncs of the archive's files that failed (their pages are archived again).",
+            ),
+            completions_ahead_of_sync: counter(
+                "trawl_completions_ahead_of_sync_total",
+                "Completions written before the fsync of their records (always 0 unless durability is broken).",
+            ),
             urls: counter_vec(
                 "trawl_urls_total",
                 "Candidate URLs by admission outcome.",
@@ -387,6 +429,15 @@ impl Metrics {
                     .expect("unique metric");
                 m
             },
+            uploads: counter_vec(
+                "trawl_uploads_total",
+                "WARC file uploads to object storage, by result.",
+                "result",
+            ),
+            upload_bytes: counter(
+                "trawl_upload_bytes_total",
+                "Bytes of WARC files uploaded to object storage and verified.",
+            ),
             registry,
         }
     }

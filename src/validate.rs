@@ -27,7 +27,21 @@ pub fn domain(config: &Config) -> Result<(), ConfigError> {
     }
     Scope::new(&config.scope, &config.traps, ANY_YEAR)
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-    Ok(())
+    check_upload(config)
+}
+
+/// `[upload] url` and `options` build a store (no request is made).
+fn check_upload(config: &Config) -> Result<(), ConfigError> {
+    let u = &config.upload;
+    if !u.enabled {
+        return Ok(());
+    }
+    crate::upload::Target::open(&u.url, &u.options, u.retries)
+        .map(drop)
+        .map_err(|err| ConfigError::Key {
+            key: err.key(),
+            message: err.to_string(),
+        })
 }
 
 /// [`Config::load`] followed by [`domain`]: what the command line uses.
@@ -65,6 +79,38 @@ mod tests {
         let err = layer(text).unwrap_err();
         assert!(matches!(err, ConfigError::Invalid(_)), "{err:?}");
         assert!(err.to_string().contains("scope.deny_patterns"), "{err}");
+    }
+
+    #[test]
+    fn upload_url_and_options_are_checked_when_enabled() {
+        layer("[upload]\nurl = \"ftp://nowhere\"\n").unwrap();
+        let err = layer("[upload]\nenabled = true\nurl = \"ftp://nowhere\"\n").unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Key { key, .. } if key == "upload.url"),
+            "{err:?}"
+        );
+        let err = layer("[upload]\nenabled = true\n").unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Key { key, .. } if key == "upload.url"),
+            "{err:?}"
+        );
+        let typo = "[upload]\nenabled = true\nurl = \"s3://b/p\"\n\
+                    options = { aws_endpiont = \"http://127.0.0.1:9\" }\n";
+        let err = layer(typo).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Key { key, .. } if key == "upload.options.aws_endpiont"),
+            "{err:?}"
+        );
+        let good = "[upload]\nenabled = true\nurl = \"s3://b/p\"\n\
+                    options = { aws_endpoint = \"http://127.0.0.1:9\", aws_region = \"x\" }\n";
+        layer(good).unwrap();
+        let err = layer("[upload]\nconcurrency = 0\n").unwrap_err();
+        assert!(err.to_string().contains("upload.concurrency"), "{err}");
+        let err = layer("[upload]\nverify = \"md5\"\n").unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Key { key, .. } if key == "upload.verify"),
+            "{err:?}"
+        );
     }
 
     #[test]

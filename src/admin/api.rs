@@ -8,10 +8,11 @@ use utoipa::{OpenApi, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
 use super::AdminState;
-use crate::actors::messages::{GetControls, SetControls, UrlOutcome};
+use crate::actors::messages::{GetControls, SetBlock, SetControls, UrlOutcome};
 use crate::actors::node::SeedEach;
 use crate::actors::{GetCluster, GetStatus, HostInfo};
 use crate::control::Controls;
+use crate::frontier::blocks::BlockTarget;
 
 /// The most URLs one `POST /api/v1/seeds` takes.
 pub const MAX_SEEDS: usize = 10_000;
@@ -33,9 +34,21 @@ pub const MAX_SEEDS: usize = 10_000;
         resume,
         set_rate,
         seeds,
+        block_host,
+        unblock_host,
+        block_domain,
+        unblock_domain,
         openapi_json
     ),
-    components(schemas(Controls, RateRequest, SeedRequest, SeedResponse, SeedResult, ErrorBody)),
+    components(schemas(
+        Controls,
+        RateRequest,
+        SeedRequest,
+        SeedResponse,
+        SeedResult,
+        BlockResponse,
+        ErrorBody
+    )),
     modifiers(&BearerAuth)
 )]
 pub struct ApiDoc;
@@ -151,18 +164,132 @@ pub async fn host(
     state.access.read(&req)?;
     let host = host.into_inner();
     check_host(&host)?;
-    let forwarded = req.query_string().split('&').any(|kv| kv == "forwarded=1");
     match state.node.send(HostInfo { host: host.clone() }).await? {
         Ok(snapshot) => Ok(node_json(&snapshot)),
-        Err(crate::error::Failure::Peer(reason)) if !forwarded => {
-            super::forward::host(&state, &host, &req)
+        Err(failure) => elsewhere(&state, &host, &req, failure).await,
+    }
+}
+
+/// A request the node could not answer because another node holds the
+/// name's partition: asked of that node (once), else the failure.
+async fn elsewhere(
+    state: &AdminState,
+    name: &str,
+    req: &HttpRequest,
+    failure: crate::error::Failure,
+) -> Result<HttpResponse, ApiError> {
+    match failure {
+        crate::error::Failure::Peer(reason) if !super::forward::is_forwarded(req) => {
+            super::forward::to_owner(state, name, req)
                 .await
                 .ok_or_else(|| {
                     ApiError::unavailable(format!("{reason}, and its admin API cannot be reached"))
                 })
         }
-        Err(failure) => Err(failure.into()),
+        failure => Err(failure.into()),
     }
+}
+
+/// What a block or unblock did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BlockResponse {
+    /// The host or registrable domain, as blocked (lower case; a domain
+    /// given as a host name is its registrable domain).
+    pub target: String,
+    /// `host` or `domain`.
+    pub kind: &'static str,
+    /// Blocked now.
+    pub blocked: bool,
+    /// Queued URLs dropped (each with a `removed` event, reason
+    /// `blocked`).
+    pub dropped: usize,
+}
+
+async fn block(
+    state: &AdminState,
+    req: &HttpRequest,
+    target: Result<BlockTarget, crate::frontier::blocks::BadName>,
+    blocked: bool,
+) -> Result<HttpResponse, ApiError> {
+    state.access.mutate(req)?;
+    let target = target.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let kind = match target {
+        BlockTarget::Host(_) => "host",
+        BlockTarget::Domain(_) => "domain",
+    };
+    let name = target.name().to_owned();
+    let set = SetBlock { target, blocked };
+    match state.node.send(set).await? {
+        Ok(outcome) => Ok(node_json(&BlockResponse {
+            target: name,
+            kind,
+            blocked,
+            dropped: outcome.dropped,
+        })),
+        Err(failure) => elsewhere(state, &name, req, failure).await,
+    }
+}
+
+/// Blocks a host at once: the request in flight finishes, its queued URLs
+/// are dropped (`removed` events, reason `blocked`), no link to it is
+/// admitted, its refreshes wait. Kept across restarts.
+#[utoipa::path(put, path = "/api/v1/hosts/{host}/block", tag = "control",
+    security(("bearer" = [])),
+    params(("host" = String, Path, description = "Host name")),
+    responses((status = 200, body = BlockResponse), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn block_host(
+    state: web::Data<AdminState>,
+    host: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    block(&state, &req, BlockTarget::host(&host), true).await
+}
+
+/// Unblocks a host: links and seeds are admitted again, refreshes due.
+#[utoipa::path(delete, path = "/api/v1/hosts/{host}/block", tag = "control",
+    security(("bearer" = [])),
+    params(("host" = String, Path, description = "Host name")),
+    responses((status = 200, body = BlockResponse), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn unblock_host(
+    state: web::Data<AdminState>,
+    host: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    block(&state, &req, BlockTarget::host(&host), false).await
+}
+
+/// Blocks every host of a registrable domain, as a host block does.
+#[utoipa::path(put, path = "/api/v1/domains/{domain}/block", tag = "control",
+    security(("bearer" = [])),
+    params(("domain" = String, Path, description = "Registrable domain (a host name is taken to its domain)")),
+    responses((status = 200, body = BlockResponse), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn block_domain(
+    state: web::Data<AdminState>,
+    domain: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    block(&state, &req, BlockTarget::domain(&domain), true).await
+}
+
+/// Unblocks a registrable domain.
+#[utoipa::path(delete, path = "/api/v1/domains/{domain}/block", tag = "control",
+    security(("bearer" = [])),
+    params(("domain" = String, Path, description = "Registrable domain")),
+    responses((status = 200, body = BlockResponse), (status = 400, body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn unblock_domain(
+    state: web::Data<AdminState>,
+    domain: web::Path<String>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    block(&state, &req, BlockTarget::domain(&domain), false).await
 }
 
 /// The node's runtime controls.

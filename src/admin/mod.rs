@@ -17,7 +17,10 @@
 //!   request starts while paused; kept across restarts. They act on the
 //!   node asked (on a cluster, pause each node);
 //! - `PUT /api/v1/crawl/rate`: the node-wide request rate;
-//! - `POST /api/v1/seeds`: admits seeds, answering each URL's outcome.
+//! - `POST /api/v1/seeds`: admits seeds, answering each URL's outcome;
+//! - `PUT`/`DELETE /api/v1/hosts/{host}/block` and
+//!   `/api/v1/domains/{domain}/block`: blocks at once and durably (on a
+//!   cluster, asked of the node holding the name's partition).
 //!
 //! Every error is a JSON body with a stable code ([`error::ApiError`]):
 //! malformed JSON, wrong types, unknown fields, bodies over 1 MiB, a
@@ -102,6 +105,16 @@ pub fn start_with(
             .service(resource("/api/v1/crawl/resume").route(web::post().to(api::resume)))
             .service(resource("/api/v1/crawl/rate").route(web::put().to(api::set_rate)))
             .service(resource("/api/v1/seeds").route(web::post().to(api::seeds)))
+            .service(
+                resource("/api/v1/hosts/{host}/block")
+                    .route(web::put().to(api::block_host))
+                    .route(web::delete().to(api::unblock_host)),
+            )
+            .service(
+                resource("/api/v1/domains/{domain}/block")
+                    .route(web::put().to(api::block_domain))
+                    .route(web::delete().to(api::unblock_domain)),
+            )
             .service(resource("/api/v1/openapi.json").route(web::get().to(api::openapi_json)))
             .default_service(web::to(not_found))
     })

@@ -51,6 +51,11 @@ impl DueIndex {
         self.by_host.contains_key(host)
     }
 
+    /// The hosts in the index.
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.by_host.keys().map(|h| &**h)
+    }
+
     /// When `host` comes due, if it is in the index.
     pub fn due_ms(&self, host: &str) -> Option<u64> {
         self.by_host.get(host).copied()

@@ -22,6 +22,7 @@
 //! error, and the helpers all of them use.
 
 mod admission;
+mod blocks;
 mod budgets;
 pub mod codec;
 mod digests;
@@ -41,6 +42,7 @@ use rocksdb::{WriteBatch, WriteOptions, DB};
 
 pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
+pub use blocks::DroppedUrl;
 pub use codec::{CodecError, QueueValue};
 pub use digests::DigestEntry;
 pub use files::{Manifest, RunMarker};

@@ -32,6 +32,8 @@ pub enum Removal {
     /// A permanent redirect (301, 308) moved it; the target is crawled
     /// instead.
     Moved,
+    /// An operator blocked its host or domain while it was queued.
+    Blocked,
 }
 
 impl Removal {
@@ -41,6 +43,7 @@ impl Removal {
             Removal::Gone => "gone",
             Removal::Disallowed => "disallowed",
             Removal::Moved => "moved",
+            Removal::Blocked => "blocked",
         }
     }
 }

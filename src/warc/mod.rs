@@ -29,6 +29,7 @@ pub mod surt;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -100,6 +101,9 @@ struct OpenFile {
     /// CDXJ lines of the records written so far, for the index written
     /// when the file closes.
     index: Vec<String>,
+    /// A second handle on the file, for a thread that fsyncs it while
+    /// records are appended (see [`WarcWriter::sync_handle`]).
+    sync_handle: Option<Arc<File>>,
 }
 
 /// Writes records to rotating `.warc.gz` (or `.warc.zst`) files.
@@ -115,6 +119,9 @@ pub struct WarcWriter {
     records: u64,
     /// Compressed bytes written.
     bytes: u64,
+    /// fsync the directory when a file is created or renamed in it, so
+    /// the file's name survives a power loss, not only its bytes.
+    sync_dir: bool,
 }
 
 impl WarcWriter {
@@ -135,6 +142,47 @@ impl WarcWriter {
             closed: Vec::new(),
             records: 0,
             bytes: 0,
+            sync_dir: false,
+        })
+    }
+
+    /// With `on`, creating or renaming a file fsyncs the directory too
+    /// (`[storage] sync_writes`): a record made durable by syncing its
+    /// file is then also found after a power loss.
+    pub fn sync_directory(&mut self, on: bool) {
+        self.sync_dir = on;
+    }
+
+    /// A handle on the current file (`None` before the first record),
+    /// for syncing its bytes from another thread while this writer
+    /// appends: [`crate::durable`]. A rotation closes (and fsyncs) the
+    /// file; its handle stays valid.
+    pub fn sync_handle(&mut self) -> Result<Option<Arc<File>>, WarcError> {
+        let Some(file) = &mut self.current else {
+            return Ok(None);
+        };
+        if file.sync_handle.is_none() {
+            let handle = file
+                .out
+                .get_ref()
+                .try_clone()
+                .map_err(|source| WarcError::Io {
+                    path: file.open_path.clone(),
+                    source,
+                })?;
+            file.sync_handle = Some(Arc::new(handle));
+        }
+        Ok(file.sync_handle.clone())
+    }
+
+    /// fsyncs the WARC directory, if asked to ([`WarcWriter::sync_directory`]).
+    fn sync_dir_entries(&self) -> Result<(), WarcError> {
+        if !self.sync_dir {
+            return Ok(());
+        }
+        crate::durable::sync_dir(&self.settings.dir).map_err(|source| WarcError::Io {
+            path: self.settings.dir.clone(),
+            source,
         })
     }
 
@@ -280,7 +328,7 @@ impl WarcWriter {
         })?;
         std::fs::rename(&file.open_path, &final_path).map_err(io)?;
         self.closed.push(file.name);
-        Ok(())
+        self.sync_dir_entries()
     }
 
     /// Files closed so far by this writer.
@@ -340,7 +388,9 @@ impl WarcWriter {
             offset: 0,
             info_end: 0,
             index: Vec::new(),
+            sync_handle: None,
         });
+        self.sync_dir_entries()?;
         let info = Record::warcinfo(&name, &self.settings.info);
         let member = self.compress(&info);
         let at = self.write_member(&member, &info)?;

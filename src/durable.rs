@@ -1,0 +1,564 @@
+//! Group commit of the archive's files, for `[storage] sync_writes`.
+//!
+//! With `sync_writes` on, RocksDB fsyncs its write-ahead log on every
+//! batch, so a page marked complete survives a power loss. That promise is
+//! only true if the WARC records and the event line the completion vouches
+//! for are on disk first: otherwise a power loss can leave a page
+//! "completed" (never fetched again) whose record is gone.
+//!
+//! One fsync per page would cap the crawl at the disk's fsync rate. So the
+//! archive thread, after pushing a page's bytes to the OS, takes a
+//! [`Ticket`] (a sequence number) from [`GroupCommit::issue`], naming the
+//! files it wrote to, and goes on with the next page; a sync thread runs
+//! `File::sync_data` on every file written since its last round and then
+//! settles every ticket issued before that round began, all at once. A
+//! round starts once the oldest unsynced ticket has waited
+//! [`GroupSettings::window`] or [`GroupSettings::max_group`] tickets wait,
+//! and while one round runs the next group gathers: the fsync count
+//! follows the disk's speed, not the page rate.
+//!
+//! Whoever completes the page (the host actor) awaits
+//! [`Ticket::durable`] before sending the completion: its wait overlaps
+//! the admission of the page's links, so it rarely waits at all. Waiting
+//! there, rather than in the partition's completion batch, keeps the
+//! partition's batching as it is (one write per batch, never held back by
+//! another host's page) and costs nothing when `sync_writes` is off: no
+//! ticket is issued at all.
+//!
+//! A failed fsync fails every ticket of its round with
+//! [`SyncError::Failed`] (the kernel may have dropped the dirty pages, so a
+//! later successful fsync does not vouch for them): their pages are not
+//! completed and are archived again. The archive starts a new WARC file
+//! after such a failure ([`GroupCommit::take_failure`]).
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+
+/// Something whose written bytes can be made durable: a file, or a fake in
+/// tests.
+pub trait SyncData: Send + Sync {
+    /// Makes every byte written so far durable (`fdatasync`).
+    fn sync_data(&self) -> std::io::Result<()>;
+}
+
+impl SyncData for File {
+    fn sync_data(&self) -> std::io::Result<()> {
+        File::sync_data(self)
+    }
+}
+
+/// A file to sync, shared between the writer and the sync thread.
+pub type SyncHandle = Arc<dyn SyncData>;
+
+/// Why a ticket's bytes are not known to be durable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncError {
+    /// The fsync of the ticket's round failed.
+    #[error("fsync of the archive's files failed: {0}")]
+    Failed(String),
+    /// The sync thread stopped before the ticket's round.
+    #[error("the archive's sync thread stopped")]
+    Stopped,
+}
+
+impl From<SyncError> for crate::error::Failure {
+    /// The archive's failure: the host's task runs again (the page is
+    /// archived again), and the host is not slowed for it.
+    fn from(err: SyncError) -> Self {
+        crate::error::Failure::Archive(err.to_string())
+    }
+}
+
+/// When a round of fsyncs starts.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupSettings {
+    /// The oldest unsynced ticket waits at most this long for company.
+    pub window: Duration,
+    /// A round starts at once when this many tickets wait.
+    pub max_group: u64,
+}
+
+impl Default for GroupSettings {
+    /// 2 ms or 256 tickets: a page's completion waits about as long as the
+    /// partition's own batching (1 ms), plus the fsync.
+    fn default() -> Self {
+        GroupSettings {
+            window: Duration::from_millis(2),
+            max_group: 256,
+        }
+    }
+}
+
+/// What the sync thread has settled, as the tickets' waiters see it.
+#[derive(Debug, Clone, Default)]
+struct Progress {
+    /// Every ticket up to this one is settled: durable unless in `failed`.
+    settled: u64,
+    /// Inclusive ranges of tickets whose round failed (rare: kept whole).
+    failed: Arc<Vec<(u64, u64, String)>>,
+    /// The sync thread stopped: tickets after `settled` never will be.
+    stopped: bool,
+}
+
+impl Progress {
+    /// `Some` once `seq` is settled.
+    fn outcome(&self, seq: u64) -> Option<Result<(), SyncError>> {
+        if seq > self.settled {
+            return self.stopped.then_some(Err(SyncError::Stopped));
+        }
+        let failed = self
+            .failed
+            .iter()
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&seq));
+        Some(match failed {
+            Some((_, _, why)) => Err(SyncError::Failed(why.clone())),
+            None => Ok(()),
+        })
+    }
+}
+
+/// A claim that some bytes handed to the OS will be made durable: await
+/// [`Ticket::durable`] before acting on them.
+#[derive(Clone)]
+pub struct Ticket {
+    seq: u64,
+    progress: watch::Receiver<Progress>,
+}
+
+impl Ticket {
+    /// Its sequence number (tickets of one archive are issued in order).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// `Some` once its round is over: whether its bytes are durable.
+    pub fn outcome(&self) -> Option<Result<(), SyncError>> {
+        self.progress.borrow().outcome(self.seq)
+    }
+
+    /// Whether its bytes are known to be durable now.
+    pub fn is_durable(&self) -> bool {
+        matches!(self.outcome(), Some(Ok(())))
+    }
+
+    /// Waits until its bytes are durable, or known not to be.
+    pub async fn durable(&self) -> Result<(), SyncError> {
+        let mut progress = self.progress.clone();
+        let seq = self.seq;
+        let settled = progress
+            .wait_for(|p| p.outcome(seq).is_some())
+            .await
+            .map_err(|_| SyncError::Stopped)?;
+        settled.outcome(seq).unwrap_or(Err(SyncError::Stopped))
+    }
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ticket({})", self.seq)
+    }
+}
+
+/// Two tickets are the same ticket when they have the same number (they
+/// come from one archive).
+impl PartialEq for Ticket {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+
+impl Eq for Ticket {}
+
+/// Counters of the sync thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncStats {
+    /// Rounds run (each syncs every file written since the last).
+    pub rounds: u64,
+    /// Tickets settled durable.
+    pub durable: u64,
+    /// Tickets failed.
+    pub failed: u64,
+}
+
+/// Tickets issued and files touched since the last round.
+#[derive(Default)]
+struct Pending {
+    /// The last ticket issued.
+    issued: u64,
+    /// The last ticket a round has taken.
+    taken: u64,
+    /// Files written since the last round was taken.
+    files: Vec<SyncHandle>,
+    /// When the oldest ticket not yet taken was issued.
+    oldest: Option<Instant>,
+    /// A round failed since the writer last asked.
+    failed: bool,
+    stop: bool,
+}
+
+impl Pending {
+    fn waiting(&self) -> u64 {
+        self.issued - self.taken
+    }
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    progress: watch::Sender<Progress>,
+    settings: GroupSettings,
+    rounds: AtomicU64,
+    durable: AtomicU64,
+    failed: AtomicU64,
+    metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        // A panic while holding it leaves plain counters: still usable.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The writer's side of group commit, and the sync thread it runs.
+pub struct GroupCommit {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GroupCommit {
+    /// Starts the sync thread.
+    pub fn start(settings: GroupSettings, metrics: Arc<Metrics>) -> std::io::Result<Self> {
+        let (progress, _) = watch::channel(Progress::default());
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            progress,
+            settings,
+            rounds: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            metrics,
+        });
+        let thread = std::thread::Builder::new()
+            .name("trawl-archive-sync".into())
+            .spawn({
+                let shared = shared.clone();
+                move || sync_loop(&shared)
+            })?;
+        Ok(GroupCommit {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// A ticket for bytes just pushed to the OS in `files`: settled by the
+    /// first round that starts after this call.
+    pub fn issue(&self, files: &[&SyncHandle]) -> Ticket {
+        let mut pending = self.shared.lock();
+        pending.issued += 1;
+        for file in files {
+            if !pending.files.iter().any(|f| Arc::ptr_eq(f, file)) {
+                pending.files.push(Arc::clone(file));
+            }
+        }
+        pending.oldest.get_or_insert_with(Instant::now);
+        let seq = pending.issued;
+        drop(pending);
+        self.shared.wake.notify_one();
+        Ticket {
+            seq,
+            progress: self.shared.progress.subscribe(),
+        }
+    }
+
+    /// Whether a round failed since the last call: the writer then starts
+    /// new files rather than append to one whose state is unknown.
+    pub fn take_failure(&self) -> bool {
+        std::mem::take(&mut self.shared.lock().failed)
+    }
+
+    /// What the sync thread did so far.
+    pub fn stats(&self) -> SyncStats {
+        SyncStats {
+            rounds: self.shared.rounds.load(Ordering::Relaxed),
+            durable: self.shared.durable.load(Ordering::Relaxed),
+            failed: self.shared.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Runs a last round for what is pending and stops the sync thread.
+    pub fn close(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.wake.notify_one();
+        if let Some(thread) = self.thread.take() {
+            if thread.join().is_err() {
+                tracing::error!("the archive's sync thread panicked");
+            }
+        }
+        self.shared.progress.send_modify(|p| p.stopped = true);
+    }
+}
+
+impl Drop for GroupCommit {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// The sync thread: takes a round, syncs its files, settles its tickets;
+/// until stopped with nothing pending.
+fn sync_loop(shared: &Shared) {
+    while let Some((from, to, files)) = next_round(shared) {
+        let result = files.iter().try_for_each(|f| f.sync_data());
+        settle(shared, from, to, result);
+    }
+}
+
+/// Waits for the next round and takes it: the tickets it settles
+/// (`from..=to`) and the files to sync. `None` once stopped and drained.
+fn next_round(shared: &Shared) -> Option<(u64, u64, Vec<SyncHandle>)> {
+    let settings = shared.settings;
+    let mut pending = shared.lock();
+    loop {
+        if pending.waiting() > 0 {
+            if pending.stop || pending.waiting() >= settings.max_group {
+                break;
+            }
+            let since = pending.oldest.map_or(Duration::ZERO, |t| t.elapsed());
+            if since >= settings.window {
+                break;
+            }
+            pending = shared
+                .wake
+                .wait_timeout(pending, settings.window - since)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        } else if pending.stop {
+            return None;
+        } else {
+            pending = shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+    let from = pending.taken + 1;
+    pending.taken = pending.issued;
+    pending.oldest = None;
+    Some((from, pending.taken, std::mem::take(&mut pending.files)))
+}
+
+/// Publishes a round's outcome to its tickets' waiters.
+fn settle(shared: &Shared, from: u64, to: u64, result: std::io::Result<()>) {
+    let group = to - from + 1;
+    shared.rounds.fetch_add(1, Ordering::Relaxed);
+    shared.metrics.archive_syncs.inc();
+    shared.metrics.archive_sync_group.observe(group as f64);
+    let failure = result.err().map(|e| e.to_string());
+    match &failure {
+        None => {
+            shared.durable.fetch_add(group, Ordering::Relaxed);
+        }
+        Some(why) => {
+            tracing::error!(error = %why, tickets = group, "fsync of the archive's files failed; their pages will be archived again");
+            shared.failed.fetch_add(group, Ordering::Relaxed);
+            shared.metrics.archive_sync_failures.inc();
+            shared.lock().failed = true;
+        }
+    }
+    shared.progress.send_modify(|p| {
+        if let Some(why) = failure {
+            let mut failed = (*p.failed).clone();
+            failed.push((from, to, why));
+            p.failed = Arc::new(failed);
+        }
+        p.settled = to;
+    });
+}
+
+/// Makes a directory's entries (a file created or renamed in it) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A file whose every sync announces itself and waits for the test's
+    /// verdict: `Ok` lets it succeed, `Err` fails it.
+    struct Gated {
+        entered: Mutex<mpsc::Sender<()>>,
+        verdict: Mutex<mpsc::Receiver<Result<(), String>>>,
+        syncs: AtomicU64,
+    }
+
+    impl SyncData for Gated {
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            self.entered.lock().unwrap().send(()).unwrap();
+            let verdict = self.verdict.lock().unwrap().recv().unwrap();
+            verdict.map_err(std::io::Error::other)
+        }
+    }
+
+    struct Rig {
+        commit: GroupCommit,
+        file: SyncHandle,
+        gated: Arc<Gated>,
+        entered: mpsc::Receiver<()>,
+        verdict: mpsc::Sender<Result<(), String>>,
+        metrics: Arc<Metrics>,
+    }
+
+    fn rig(settings: GroupSettings) -> Rig {
+        let (entered_tx, entered) = mpsc::channel();
+        let (verdict, verdict_rx) = mpsc::channel();
+        let gated = Arc::new(Gated {
+            entered: Mutex::new(entered_tx),
+            verdict: Mutex::new(verdict_rx),
+            syncs: AtomicU64::new(0),
+        });
+        let metrics = Arc::new(Metrics::new());
+        Rig {
+            commit: GroupCommit::start(settings, metrics.clone()).unwrap(),
+            file: gated.clone(),
+            gated,
+            entered,
+            verdict,
+            metrics,
+        }
+    }
+
+    /// A round starts as soon as a ticket waits.
+    fn eager() -> GroupSettings {
+        GroupSettings {
+            window: Duration::ZERO,
+            max_group: 1,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
+    #[test]
+    fn one_round_settles_every_ticket_issued_before_it() {
+        let r = rig(eager());
+        let first = r.commit.issue(&[&r.file]);
+        r.entered.recv().unwrap();
+        // Issued while the first round syncs: all of them wait for the
+        // next round, which settles them together.
+        let later: Vec<Ticket> = (0..20).map(|_| r.commit.issue(&[&r.file])).collect();
+        assert_eq!(first.outcome(), None);
+        r.verdict.send(Ok(())).unwrap();
+        assert_eq!(block_on(first.durable()), Ok(()));
+        r.entered.recv().unwrap();
+        assert!(later.iter().all(|t| t.outcome().is_none()));
+        r.verdict.send(Ok(())).unwrap();
+        for t in &later {
+            assert_eq!(block_on(t.durable()), Ok(()));
+        }
+        assert_eq!(r.gated.syncs.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            r.commit.stats(),
+            SyncStats {
+                rounds: 2,
+                durable: 21,
+                failed: 0
+            }
+        );
+        assert_eq!(r.metrics.archive_syncs.get(), 2);
+        assert_eq!(r.metrics.archive_sync_group.get_sample_sum(), 21.0);
+    }
+
+    #[test]
+    fn a_full_group_starts_a_round_without_waiting_for_the_window() {
+        let r = rig(GroupSettings {
+            window: Duration::from_secs(3600),
+            max_group: 10,
+        });
+        let tickets: Vec<Ticket> = (0..10).map(|_| r.commit.issue(&[&r.file])).collect();
+        r.entered.recv().unwrap();
+        r.verdict.send(Ok(())).unwrap();
+        for t in &tickets {
+            assert_eq!(block_on(t.durable()), Ok(()));
+        }
+        assert_eq!(r.gated.syncs.load(Ordering::SeqCst), 1);
+        // One ticket alone waits for the window (an hour here): closing
+        // runs its round at once.
+        let lone = r.commit.issue(&[&r.file]);
+        assert_eq!(lone.outcome(), None);
+        let (mut commit, verdict) = (r.commit, r.verdict);
+        let closer = std::thread::spawn(move || commit.close());
+        r.entered.recv().unwrap();
+        verdict.send(Ok(())).unwrap();
+        closer.join().unwrap();
+        assert_eq!(block_on(lone.durable()), Ok(()));
+    }
+
+    #[test]
+    fn a_failed_fsync_fails_its_round_only() {
+        let r = rig(eager());
+        let doomed = r.commit.issue(&[&r.file]);
+        r.entered.recv().unwrap();
+        let next = r.commit.issue(&[&r.file]);
+        r.verdict.send(Err("EIO".into())).unwrap();
+        assert_eq!(
+            block_on(doomed.durable()),
+            Err(SyncError::Failed("EIO".into()))
+        );
+        assert!(r.commit.take_failure());
+        assert!(!r.commit.take_failure(), "reported once");
+        // A later successful round does not vouch for the failed one.
+        r.entered.recv().unwrap();
+        r.verdict.send(Ok(())).unwrap();
+        assert_eq!(block_on(next.durable()), Ok(()));
+        assert!(!doomed.is_durable());
+        assert_eq!(doomed.outcome(), Some(Err(SyncError::Failed("EIO".into()))));
+        assert_eq!(r.commit.stats().failed, 1);
+        assert_eq!(r.metrics.archive_sync_failures.get(), 1);
+    }
+
+    #[test]
+    fn each_file_touched_since_the_last_round_is_synced_once() {
+        let (a, b) = (rig(eager()), rig(eager()));
+        let ticket = a.commit.issue(&[&a.file, &b.file, &a.file]);
+        a.entered.recv().unwrap();
+        a.verdict.send(Ok(())).unwrap();
+        b.entered.recv().unwrap();
+        b.verdict.send(Ok(())).unwrap();
+        assert_eq!(block_on(ticket.durable()), Ok(()));
+        assert_eq!(a.gated.syncs.load(Ordering::SeqCst), 1);
+        assert_eq!(b.gated.syncs.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_ticket_never_synced_fails_as_stopped() {
+        let progress = Progress {
+            settled: 3,
+            failed: Arc::new(vec![(2, 2, "EIO".into())]),
+            stopped: true,
+        };
+        assert_eq!(progress.outcome(1), Some(Ok(())));
+        assert_eq!(
+            progress.outcome(2),
+            Some(Err(SyncError::Failed("EIO".into())))
+        );
+        assert_eq!(progress.outcome(4), Some(Err(SyncError::Stopped)));
+        let running = Progress {
+            stopped: false,
+            ..progress
+        };
+        assert_eq!(running.outcome(4), None);
+    }
+}
