@@ -21,7 +21,8 @@ use tokio::sync::oneshot;
 
 use super::messages::{
     Archive, ArchiveRemoval, Complete, Crash, DigestPayload, DigestQuery, Discover, DrainHost,
-    Failure, Fetch, GetHostSnapshot, HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState, Wake,
+    Failure, Fetch, GetHostSnapshot, HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState,
+    SlowDown, Wake,
 };
 use crate::archive::Archived;
 use crate::clock::SharedClock;
@@ -639,6 +640,22 @@ impl Handler<Crash> for HostActor {
 
     fn handle(&mut self, _: Crash, ctx: &mut Self::Context) {
         ctx.stop();
+    }
+}
+
+impl Handler<SlowDown> for HostActor {
+    type Result = MessageResult<SlowDown>;
+
+    fn handle(&mut self, msg: SlowDown, ctx: &mut Self::Context) -> Self::Result {
+        self.machine.set_slowdown(msg.0);
+        let now = self.clock.now();
+        let fx = self.machine.poll(&*self.store, now);
+        self.apply(fx, ctx);
+        let queued = self
+            .store
+            .queued_by_priority(self.machine.host())
+            .unwrap_or_default();
+        MessageResult(self.machine.snapshot(now, queued))
     }
 }
 

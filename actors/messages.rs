@@ -328,13 +328,56 @@ pub struct GetHostSnapshot;
 
 pub use crate::frontier::host::{HostSnapshot, PolitenessSnapshot};
 
-/// Asks a partition about one host, active or not.
+/// A question or an order about one host, for the partition holding it
+/// (sent to the node, which routes it; answered by [`HostAnswer`]).
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<HostSnapshot, Failure>")]
-pub struct GetHost {
-    /// The host name.
+#[rtype(result = "Result<HostAnswer, Failure>")]
+pub struct AskHost {
+    /// The host name (as in URLs, lower-case).
     pub host: String,
+    /// What about it.
+    pub ask: HostAsk,
 }
+
+/// What an [`AskHost`] asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostAsk {
+    /// Its [`HostSnapshot`], active or dormant.
+    Snapshot,
+    /// Its queue: up to `limit` queued URLs and refreshes.
+    Queue {
+        /// Entries of each kind.
+        limit: usize,
+    },
+    /// Slow it down (`Some`) or lift the slow-down, at once and durably;
+    /// answered with the snapshot after.
+    SlowDown(Option<Slowdown>),
+}
+
+/// The answer to an [`AskHost`].
+#[derive(Debug, Clone)]
+pub enum HostAnswer {
+    /// Its snapshot.
+    Snapshot(HostSnapshot),
+    /// Its queue, and its snapshot (when new URLs may go).
+    Queue(HostQueue, HostSnapshot),
+}
+
+/// Applies an operator's slow-down to an active host (the partition has
+/// stored it).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "HostSnapshot")]
+pub struct SlowDown(pub Option<Slowdown>);
+
+/// Lists the hosts a partition attends to (see
+/// [`crate::frontier::listing`]): its first `query.limit` rows.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "HostPage")]
+pub struct ListHosts(pub ListQuery);
+
+pub use crate::frontier::listing::{HostPage, ListQuery};
+pub use crate::politeness::slowdown::Slowdown;
+pub use crate::store::HostQueue;
 
 // ------------------------------------------------------------- FetcherPool
 

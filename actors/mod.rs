@@ -17,6 +17,6 @@ pub mod seen;
 pub mod upload;
 
 pub use node::{
-    ClusterStatus, CrashHostActor, CrashPartition, GetCluster, GetStatus, HostInfo, Node,
-    NodeError, NodeStatus, Seed, Shutdown, WhenAssigned, WhenIdle,
+    ClusterStatus, CrashHostActor, CrashPartition, GetCluster, GetStatus, Node, NodeError,
+    NodeStatus, Seed, Shutdown, WhenAssigned, WhenIdle,
 };

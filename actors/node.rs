@@ -25,11 +25,11 @@ use super::bridge::{BridgeActor, BridgeSettings};
 use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveOpened, ArchiveSnapshot, BlockOutcome, BridgeInbound, Candidate,
+    Admission, ArchiveOpened, ArchiveSnapshot, AskHost, BlockOutcome, BridgeInbound, Candidate,
     CloseArchive, ClusterIdle, Crash, CrashHost, DigestQuery, Discover, Drain, Failure,
-    FinishUploads, GetArchiveSnapshot, GetControls, GetHost, GetPartitionSnapshot, Hold,
-    HostSnapshot, LocalWork, PartitionSnapshot, PipelineLinks, RemoteAdmit, RemoteDigest, Reroute,
-    SendBatch, SendDigest, SetBlock, SetControls, UrlOutcome,
+    FinishUploads, GetArchiveSnapshot, GetControls, GetPartitionSnapshot, Hold, HostAnswer,
+    HostPage, ListHosts, LocalWork, PartitionSnapshot, PipelineLinks, RemoteAdmit, RemoteDigest,
+    Reroute, SendBatch, SendDigest, SetBlock, SetControls, UrlOutcome,
 };
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
@@ -1228,26 +1228,35 @@ impl Handler<CrashHostActor> for Node {
     }
 }
 
-/// Asks about one host, active or dormant (served at
-/// `/api/v1/hosts/{host}`).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<HostSnapshot, Failure>")]
-pub struct HostInfo {
-    /// The host name (as in URLs, lower-case).
-    pub host: String,
-}
+impl Handler<AskHost> for Node {
+    type Result = ResponseFuture<Result<HostAnswer, Failure>>;
 
-impl Handler<HostInfo> for Node {
-    type Result = ResponseFuture<Result<HostSnapshot, Failure>>;
-
-    fn handle(&mut self, msg: HostInfo, _: &mut Self::Context) -> Self::Result {
-        let host = msg.host.to_ascii_lowercase();
-        let Some(held) = self.holder_of(&host) else {
+    fn handle(&mut self, mut msg: AskHost, _: &mut Self::Context) -> Self::Result {
+        msg.host = msg.host.to_ascii_lowercase();
+        let Some(held) = self.holder_of(&msg.host) else {
             return Box::pin(async {
                 Err(Failure::Peer("another node holds its partition".into()))
             });
         };
-        let ask = held.addr.send(GetHost { host });
+        let ask = held.addr.send(msg);
         Box::pin(async move { ask.await? })
+    }
+}
+
+impl Handler<ListHosts> for Node {
+    type Result = ResponseFuture<HostPage>;
+
+    /// The page of the hosts of every partition held here (each gives its
+    /// first `offset + limit` rows; merged, they give the page).
+    fn handle(&mut self, msg: ListHosts, _: &mut Self::Context) -> Self::Result {
+        let query = msg.0;
+        let asks: Vec<_> = self
+            .held()
+            .map(|h| h.addr.send(ListHosts(query.for_holders())))
+            .collect();
+        Box::pin(async move {
+            let pages = futures_util::future::join_all(asks).await;
+            crate::frontier::listing::merge(pages.into_iter().flatten().collect(), &query)
+        })
     }
 }

@@ -22,21 +22,21 @@ use tokio::sync::oneshot;
 
 use actix::prelude::*;
 
+mod operator;
+
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, ArchiveRemoval, BlockOutcome, Complete, Crash, CrashHost, DigestQuery, Drain,
-    DrainHost, Failure, GetHost, GetHostSnapshot, GetPartitionSnapshot, HostIdle, HostLinks,
-    HostSnapshot, PartitionSnapshot, PipelineLinks, SaveHostState, SetBlock, Wake,
+    AdmitBatch, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost, Failure,
+    GetPartitionSnapshot, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks, SaveHostState,
+    Wake,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
-use crate::frontier::blocks::{BlockList, BlockTarget};
+use crate::frontier::blocks::BlockList;
 use crate::frontier::due::{ActiveSlots, DueIndex};
-use crate::frontier::host::Removed;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::Removal;
 use crate::store::{Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy};
 use crate::url::Fingerprint;
 
@@ -122,6 +122,8 @@ pub struct PartitionActor {
     blocks: BlockList,
     /// Blocked hosts with work left (refreshes): woken on an unblock.
     held_back: std::collections::HashSet<String>,
+    /// Operators' slow-downs of hosts (see `politeness::slowdown`).
+    slowdowns: HashMap<String, crate::politeness::slowdown::Slowdown>,
     metrics: Arc<Metrics>,
 }
 
@@ -203,6 +205,7 @@ impl PartitionActor {
             },
             blocks: BlockList::default(),
             held_back: Default::default(),
+            slowdowns: HashMap::new(),
             metrics,
         }
     }
@@ -323,13 +326,14 @@ impl PartitionActor {
         } else {
             self.settings.clone()
         };
-        let machine = HostMachine::new(
+        let mut machine = HostMachine::new(
             host.clone(),
             settings,
             self.metrics.clone(),
             state,
             self.clock.now(),
         );
+        machine.set_slowdown(self.slowdown_of(&host));
         let addr = HostActor::new(
             machine,
             self.store.clone(),
@@ -421,6 +425,12 @@ impl Actor for PartitionActor {
             Ok(blocks) => self.blocks = blocks,
             Err(err) => {
                 tracing::error!(partition = self.id, error = %err, "cannot read the blocks");
+            }
+        }
+        match self.store.slowdowns() {
+            Ok(slowdowns) => self.slowdowns = slowdowns,
+            Err(err) => {
+                tracing::error!(partition = self.id, error = %err, "cannot read the slow-downs");
             }
         }
         if let Err(err) = self.open_due_index() {
@@ -664,115 +674,6 @@ impl PartitionActor {
     }
 }
 
-impl Handler<SetBlock> for PartitionActor {
-    type Result = Result<BlockOutcome, Failure>;
-
-    fn handle(&mut self, msg: SetBlock, ctx: &mut Self::Context) -> Self::Result {
-        let stored = self
-            .store
-            .set_block(&msg.target, msg.blocked)
-            .map_err(|e| Failure::Store(e.to_string()));
-        if stored.is_err() {
-            self.store_errors += 1;
-        }
-        stored?;
-        self.blocks.set(msg.target.clone(), msg.blocked);
-        let hosts = self.hosts_covered(&msg.target);
-        if !msg.blocked {
-            tracing::info!(
-                partition = self.id,
-                target = msg.target.name(),
-                "unblocked by the operator"
-            );
-            for host in &hosts {
-                self.held_back.remove(host);
-                self.wake(host, u8::MAX, ctx);
-            }
-            return Ok(BlockOutcome { dropped: 0 });
-        }
-        tracing::info!(
-            partition = self.id,
-            target = msg.target.name(),
-            hosts = hosts.len(),
-            "blocked by the operator"
-        );
-        // At once: an active host's actor stops now. A request of it still
-        // waiting for the fetch gate or a slot is never started (its asker
-        // is gone); one already on the wire ends unread. When unblocked,
-        // the host comes back owing its last delay, as after a crash.
-        let mut dropped = 0;
-        for host in &hosts {
-            self.stop_host(host);
-            self.held_back.insert(host.clone());
-            dropped += self.drop_blocked(host)?;
-        }
-        Ok(BlockOutcome { dropped })
-    }
-}
-
-impl PartitionActor {
-    /// The hosts of this partition `target` covers: active, dormant, or
-    /// with queued URLs in the store.
-    fn hosts_covered(&self, target: &BlockTarget) -> Vec<String> {
-        let mut hosts: std::collections::BTreeSet<String> = self
-            .hosts
-            .keys()
-            .filter(|h| target.covers(h))
-            .cloned()
-            .collect();
-        hosts.extend(
-            self.due
-                .hosts()
-                .filter(|h| target.covers(h))
-                .map(str::to_owned),
-        );
-        hosts.extend(self.held_back.iter().filter(|h| target.covers(h)).cloned());
-        if let Ok(queued) = self.store.queued_by_host() {
-            hosts.extend(queued.into_keys().filter(|h| target.covers(h)));
-        }
-        hosts.into_iter().collect()
-    }
-
-    /// Stops a blocked host's actor, if active.
-    fn stop_host(&mut self, host: &str) {
-        if let Some(active) = self.hosts.remove(host) {
-            active.addr.do_send(Crash);
-            self.restarted.insert(host.to_owned());
-            self.metrics.active_hosts.dec();
-            self.slots.give_back();
-        }
-    }
-
-    /// Drops a blocked host's queued URLs, each with a `removed` event.
-    fn drop_blocked(&mut self, host: &str) -> Result<usize, Failure> {
-        if self.due.remove(host).is_some() {
-            self.metrics.due_hosts.dec();
-        }
-        let now_ms = self.clock.now().unix_ms();
-        let dropped = self.store.drop_queued(host, now_ms).map_err(|e| {
-            self.store_errors += 1;
-            Failure::Store(e.to_string())
-        })?;
-        let n = dropped.len();
-        self.queued = self.queued.saturating_sub(n as u64);
-        self.metrics.frontier_size.sub(n as i64);
-        for d in dropped {
-            let Ok(url) = url::Url::parse(&d.url) else {
-                continue;
-            };
-            self.pipeline.removed.do_send(ArchiveRemoval(Removed {
-                url,
-                reason: Removal::Blocked,
-                last_status: None,
-                depth: d.depth,
-                at_ms: now_ms,
-            }));
-        }
-        self.report_partition();
-        Ok(n)
-    }
-}
-
 impl Handler<DigestQuery> for PartitionActor {
     type Result = ResponseFuture<Result<DigestReply, Failure>>;
 
@@ -956,32 +857,4 @@ impl Handler<GetPartitionSnapshot> for PartitionActor {
     fn handle(&mut self, _: GetPartitionSnapshot, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.snapshot())
     }
-}
-
-impl Handler<GetHost> for PartitionActor {
-    type Result = ResponseFuture<Result<HostSnapshot, Failure>>;
-
-    fn handle(&mut self, msg: GetHost, _: &mut Self::Context) -> Self::Result {
-        if let Some(active) = self.hosts.get(&msg.host) {
-            let ask = active.addr.send(GetHostSnapshot);
-            return Box::pin(async move { Ok(ask.await?) });
-        }
-        // Dormant: what the store knows.
-        let result = stored_snapshot(&self.store, &msg.host, &self.settings, self.clock.now());
-        Box::pin(async move { result })
-    }
-}
-
-/// The snapshot of a host without an actor, from its stored state.
-fn stored_snapshot(
-    store: &PartitionStore,
-    host: &str,
-    settings: &HostSettings,
-    now: crate::clock::Now,
-) -> Result<HostSnapshot, Failure> {
-    let fail = |e: crate::store::StoreError| Failure::Store(e.to_string());
-    let state = store.host_state(host).map_err(fail)?;
-    let queued = store.queued_by_priority(host).map_err(fail)?;
-    let token = &settings.robots.product_token;
-    Ok(HostSnapshot::dormant(host, &state, queued, token, now))
 }

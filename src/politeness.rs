@@ -30,6 +30,7 @@
 //!   across all hosts ([`ip`]).
 
 pub mod ip;
+pub mod slowdown;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -415,6 +416,22 @@ impl HostPoliteness {
     /// Pushes the next start to at least `until`.
     pub fn defer_until(&mut self, until: Instant) {
         self.next_allowed = self.next_allowed.max(until);
+    }
+
+    /// Makes the wait owed after the last request at least `min_delay`
+    /// (a slow-down applied now, not only after the next response): the
+    /// next start moves to `last completion + min_delay`, where the last
+    /// completion is `next_allowed - last_delay`.
+    pub fn stretch_to(&mut self, min_delay: Duration) {
+        if self.last_delay >= min_delay {
+            return;
+        }
+        let completed = self
+            .next_allowed
+            .checked_sub(self.last_delay)
+            .unwrap_or(self.next_allowed);
+        self.next_allowed = self.next_allowed.max(completed + min_delay);
+        self.last_delay = min_delay;
     }
 }
 

@@ -116,7 +116,7 @@ pub struct RobotsRetry {
 }
 
 /// How a fetch result is to be read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RobotsStatus {
     /// 2xx: the file's rules apply.
@@ -449,7 +449,7 @@ fn pattern_matches(pattern: &str, path: &str) -> bool {
 }
 
 /// What an operator sees of an origin's robots.txt.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RobotsSummary {
     /// `scheme://host:port`.
     pub origin: String,

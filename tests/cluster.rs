@@ -59,6 +59,20 @@ fn node_config(
     )
 }
 
+/// An admin API call (no token: the test nodes' APIs are open on
+/// loopback): status and JSON body.
+async fn admin_call(method: &str, url: &str) -> (u16, serde_json::Value) {
+    let method = awc::http::Method::from_bytes(method.as_bytes()).unwrap();
+    let mut answer = awc::Client::new()
+        .request(method, url)
+        .send()
+        .await
+        .unwrap();
+    let body = answer.body().await.unwrap();
+    let value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
+    (answer.status().as_u16(), value)
+}
+
 fn held(status: &NodeStatus) -> BTreeSet<u16> {
     status.partitions.iter().map(|p| p.id).collect()
 }
@@ -116,11 +130,35 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
             n2.send(Shutdown).await.unwrap().ok();
             return (None, false);
         };
+        // Pausing one node pauses the cluster: n1 sets n2 too.
+        let (code, paused) = admin_call("POST", &format!("http://{a1}/api/v1/crawl/pause")).await;
+        assert_eq!(code, 200, "{paused}");
+        assert_eq!(paused["nodes"][0]["node"], "n2", "{paused}");
+        assert_eq!(paused["nodes"][0]["status"], 200, "{paused}");
+        let (_, n2_controls) = admin_call("GET", &format!("http://{a2}/api/v1/crawl")).await;
+        assert_eq!(n2_controls["paused"], true, "{n2_controls}");
         // Every seed to one node: the other's reach it by the bridge.
+        let hosts = seeds.len();
         n1.send(Seed { urls: seeds })
             .await
             .unwrap()
             .expect("seeds admitted");
+        // Either node lists the hosts of both (paused: each one's
+        // robots.txt request waits at its node's gate).
+        let listing = format!("http://{a2}/api/v1/hosts?sort=host&limit=1000");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut listed = serde_json::Value::Null;
+        while Instant::now() < deadline && listed["total"] != hosts {
+            listed = admin_call("GET", &listing).await.1;
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(listed["total"], hosts, "{listed}");
+        assert_eq!(listed["nodes"][0]["node"], "n1", "{listed}");
+        assert!(log.records().is_empty(), "a request went out while paused");
+        // Resuming through the other node resumes both (else the crawl
+        // below never ends).
+        let (code, _) = admin_call("POST", &format!("http://{a2}/api/v1/crawl/resume")).await;
+        assert_eq!(code, 200);
         // Both learn, from gossip alone, that the cluster ran out of work.
         let idle = futures_util::future::join(n1.send(WhenIdle), n2.send(WhenIdle));
         let reached = tokio::time::timeout(Duration::from_secs(60), idle)

@@ -1,14 +1,21 @@
-//! Requests a cluster node answers by asking another node's admin API:
-//! the owner of the partition a host or domain belongs to (its admin
-//! address is published in gossip). A forwarded request carries
-//! `forwarded=1` and is never forwarded again, and the caller's
-//! authorization goes with it (nodes of a cluster share a token).
+//! Requests a cluster node answers by asking other nodes' admin APIs: the
+//! owner of the partition a host or domain belongs to, or every other
+//! live member (controls, listings). Admin addresses are published in
+//! gossip. A forwarded request carries `forwarded=1` and is never
+//! forwarded again, and the caller's authorization goes with it (nodes of
+//! a cluster share a token).
 
-use actix_web::http::{header, Method};
+use actix_web::http::{header, Method, StatusCode};
+use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::AdminState;
 use crate::actors::GetCluster;
+
+/// How long another node's admin API is given to answer.
+const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether `req` was forwarded by another node already.
 pub fn is_forwarded(req: &HttpRequest) -> bool {
@@ -27,19 +34,116 @@ pub async fn to_owner(state: &AdminState, name: &str, req: &HttpRequest) -> Opti
         .iter()
         .find(|m| &m.node == owner && m.live)?
         .admin?;
-    let url = format!("http://{admin}{}?forwarded=1", req.path());
-    let method = Method::from_bytes(req.method().as_str().as_bytes()).ok()?;
-    let mut request = awc::Client::new()
-        .request(method, url)
-        .timeout(std::time::Duration::from_secs(5));
-    if let Some(auth) = req.headers().get(header::AUTHORIZATION) {
-        request = request.insert_header((header::AUTHORIZATION, auth.clone()));
-    }
-    let mut answer = request.send().await.ok()?;
-    let body = answer.body().limit(1 << 20).await.ok()?;
+    let (status, body) = send(&admin.to_string(), req, req.path(), None).await.ok()?;
     Some(
-        HttpResponse::build(answer.status())
+        HttpResponse::build(status)
             .content_type("application/json")
             .body(body),
     )
+}
+
+/// What another node answered to a request sent to every node.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct PeerOutcome {
+    /// The node.
+    pub node: String,
+    /// Its HTTP status, if it answered.
+    pub status: Option<u16>,
+    /// Why it did not answer, or its error.
+    pub error: Option<String>,
+}
+
+/// An answer of another node: its status and body, or why there is none.
+pub struct PeerAnswer {
+    /// The node.
+    pub node: String,
+    /// Status and body, or the transport error.
+    pub answer: Result<(StatusCode, Bytes), String>,
+}
+
+impl PeerAnswer {
+    /// The outcome as reported to the caller.
+    pub fn outcome(&self) -> PeerOutcome {
+        let (status, error) = match &self.answer {
+            Ok((status, _)) if status.is_success() => (Some(status.as_u16()), None),
+            Ok((status, body)) => (
+                Some(status.as_u16()),
+                Some(String::from_utf8_lossy(body).chars().take(200).collect()),
+            ),
+            Err(err) => (None, Some(err.clone())),
+        };
+        PeerOutcome {
+            node: self.node.clone(),
+            status,
+            error,
+        }
+    }
+}
+
+/// Sends `req`'s method to `path_and_query` (with `body` as JSON, if any)
+/// on every other member of the cluster, live or not (a member gossip
+/// says is dead is reported unreached, not skipped silently). Empty when
+/// the node is not in a cluster or `req` was forwarded already.
+pub async fn to_peers(
+    state: &AdminState,
+    req: &HttpRequest,
+    path_and_query: &str,
+    body: Option<&serde_json::Value>,
+) -> Vec<PeerAnswer> {
+    if is_forwarded(req) {
+        return Vec::new();
+    }
+    let Ok(Some(view)) = state.node.send(GetCluster).await else {
+        return Vec::new();
+    };
+    let asks = view
+        .members
+        .iter()
+        .filter(|m| m.node != view.node)
+        .map(|m| async move {
+            let answer = match (m.live, m.admin) {
+                (true, Some(admin)) => send(&admin.to_string(), req, path_and_query, body).await,
+                (true, None) => Err("it publishes no admin address".to_owned()),
+                (false, _) => Err("not live".to_owned()),
+            };
+            PeerAnswer {
+                node: m.node.clone(),
+                answer,
+            }
+        });
+    futures_util::future::join_all(asks).await
+}
+
+/// Sends `req`'s method and authorization to `admin` at `path_and_query`,
+/// marked forwarded.
+async fn send(
+    admin: &str,
+    req: &HttpRequest,
+    path_and_query: &str,
+    body: Option<&serde_json::Value>,
+) -> Result<(StatusCode, Bytes), String> {
+    let mark = if path_and_query.contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let url = format!("http://{admin}{path_and_query}{mark}forwarded=1");
+    let method = Method::from_bytes(req.method().as_str().as_bytes()).map_err(|e| e.to_string())?;
+    let mut request = awc::Client::new()
+        .request(method, url)
+        .timeout(PEER_TIMEOUT);
+    if let Some(auth) = req.headers().get(header::AUTHORIZATION) {
+        request = request.insert_header((header::AUTHORIZATION, auth.clone()));
+    }
+    let sent = match body {
+        Some(body) => request.send_json(body).await,
+        None => request.send().await,
+    };
+    let mut answer = sent.map_err(|e| e.to_string())?;
+    let body = answer
+        .body()
+        .limit(16 << 20)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((answer.status(), body))
 }

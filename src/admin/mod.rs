@@ -8,15 +8,21 @@
 //! - `GET /api/v1/hosts/{host}`: one host's robots.txt, politeness state
 //!   and queue sizes; on a cluster node, a host of a partition another
 //!   node holds is asked of that node's admin API;
+//! - `GET /api/v1/hosts?state=&sort=&limit=&offset=`: the hosts being
+//!   attended to (on a cluster, gathered from every node), busiest,
+//!   slowest, failing or stuck first;
+//! - `GET /api/v1/hosts/{host}/queue`: its queued URLs and refreshes;
 //! - `GET /api/v1/crawl`: the runtime controls;
 //! - `GET /api/v1/openapi.json`: the OpenAPI 3 document of all this,
 //!   generated from the handlers' types ([`api::ApiDoc`]).
 //!
 //! Mutating (bearer token, see [`auth`]):
 //! - `POST /api/v1/crawl/pause`, `POST /api/v1/crawl/resume`: no new
-//!   request starts while paused; kept across restarts. They act on the
-//!   node asked (on a cluster, pause each node);
-//! - `PUT /api/v1/crawl/rate`: the node-wide request rate;
+//!   request starts while paused; kept across restarts. On a cluster the
+//!   node asked sets every other node too;
+//! - `PUT /api/v1/crawl/rate`: the request rate of each node;
+//! - `PUT`/`DELETE /api/v1/hosts/{host}/politeness`: slows a host down
+//!   (never faster than configuration and robots.txt allow);
 //! - `POST /api/v1/seeds`: admits seeds, answering each URL's outcome;
 //! - `PUT`/`DELETE /api/v1/hosts/{host}/block` and
 //!   `/api/v1/domains/{domain}/block`: blocks at once and durably (on a
@@ -28,8 +34,10 @@
 
 pub mod api;
 pub mod auth;
+pub mod crawl;
 pub mod error;
 mod forward;
+pub mod hosts;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -99,22 +107,29 @@ pub fn start_with(
             .service(resource("/metrics").route(web::get().to(metrics_text)))
             .service(resource("/api/v1/status").route(web::get().to(api::status)))
             .service(resource("/api/v1/cluster").route(web::get().to(api::cluster)))
-            .service(resource("/api/v1/hosts/{host}").route(web::get().to(api::host)))
-            .service(resource("/api/v1/crawl").route(web::get().to(api::controls)))
-            .service(resource("/api/v1/crawl/pause").route(web::post().to(api::pause)))
-            .service(resource("/api/v1/crawl/resume").route(web::post().to(api::resume)))
-            .service(resource("/api/v1/crawl/rate").route(web::put().to(api::set_rate)))
-            .service(resource("/api/v1/seeds").route(web::post().to(api::seeds)))
+            .service(resource("/api/v1/hosts").route(web::get().to(hosts::hosts)))
+            .service(resource("/api/v1/hosts/{host}").route(web::get().to(hosts::host)))
+            .service(resource("/api/v1/hosts/{host}/queue").route(web::get().to(hosts::queue)))
+            .service(
+                resource("/api/v1/hosts/{host}/politeness")
+                    .route(web::put().to(hosts::slow_down))
+                    .route(web::delete().to(hosts::lift_slowdown)),
+            )
             .service(
                 resource("/api/v1/hosts/{host}/block")
-                    .route(web::put().to(api::block_host))
-                    .route(web::delete().to(api::unblock_host)),
+                    .route(web::put().to(hosts::block_host))
+                    .route(web::delete().to(hosts::unblock_host)),
             )
             .service(
                 resource("/api/v1/domains/{domain}/block")
-                    .route(web::put().to(api::block_domain))
-                    .route(web::delete().to(api::unblock_domain)),
+                    .route(web::put().to(hosts::block_domain))
+                    .route(web::delete().to(hosts::unblock_domain)),
             )
+            .service(resource("/api/v1/crawl").route(web::get().to(crawl::controls)))
+            .service(resource("/api/v1/crawl/pause").route(web::post().to(crawl::pause)))
+            .service(resource("/api/v1/crawl/resume").route(web::post().to(crawl::resume)))
+            .service(resource("/api/v1/crawl/rate").route(web::put().to(crawl::set_rate)))
+            .service(resource("/api/v1/seeds").route(web::post().to(crawl::seeds)))
             .service(resource("/api/v1/openapi.json").route(web::get().to(api::openapi_json)))
             .default_service(web::to(not_found))
     })

@@ -50,13 +50,72 @@ enum CtlCommand {
         /// The host name.
         host: String,
     },
+    /// The hosts being attended to, as a table (on a cluster, every
+    /// node's).
+    Hosts {
+        /// Only `active`, `waiting`, `parked` or `blocked` hosts.
+        #[arg(long)]
+        state: Option<String>,
+        /// `queued` (busiest), `response_time` (slowest), `failures`,
+        /// `wait` (stuck), `fetched` or `host`.
+        #[arg(long, default_value = "queued")]
+        sort: String,
+        /// Rows.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Rows skipped.
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+    },
+    /// A host's queued URLs and scheduled refreshes.
+    Queue {
+        /// The host name.
+        host: String,
+        /// Entries of each kind.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Slow a host down (a larger minimum delay, fewer requests in flight),
+    /// or with `--lift` give it back its configured politeness.
+    Slow {
+        /// The host name.
+        host: String,
+        /// Floor between a response and the next request, milliseconds.
+        #[arg(long)]
+        min_delay_ms: Option<u64>,
+        /// Requests in flight at once.
+        #[arg(long)]
+        max_in_flight: Option<u32>,
+        /// Lift the slow-down instead.
+        #[arg(long, conflicts_with_all = ["min_delay_ms", "max_in_flight"])]
+        lift: bool,
+    },
+    /// Block a host (or with `--domain`, a registrable domain) at once:
+    /// its queued URLs are dropped, nothing of it is fetched again.
+    Block {
+        /// The host or domain name.
+        name: String,
+        /// Block the registrable domain `name` belongs to.
+        #[arg(long)]
+        domain: bool,
+    },
+    /// Lift a block.
+    Unblock {
+        /// The host or domain name.
+        name: String,
+        /// Unblock the registrable domain.
+        #[arg(long)]
+        domain: bool,
+    },
 }
 
-/// Runs `trawl ctl`.
-pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
-    let token = token(args.token_file.as_ref())?;
-    let base = format!("http://{}", args.admin);
-    let (method, path, body) = match &args.command {
+/// The method, path and body of a command.
+fn plan(command: &CtlCommand) -> (&'static str, String, Option<Value>) {
+    let block_path = |name: &str, domain: bool| match domain {
+        true => format!("/api/v1/domains/{name}/block"),
+        false => format!("/api/v1/hosts/{name}/block"),
+    };
+    match command {
         CtlCommand::Status => ("GET", "/api/v1/status".to_owned(), None),
         CtlCommand::Pause => ("POST", "/api/v1/crawl/pause".to_owned(), None),
         CtlCommand::Resume => ("POST", "/api/v1/crawl/resume".to_owned(), None),
@@ -71,7 +130,49 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
             Some(serde_json::json!({ "urls": urls })),
         ),
         CtlCommand::Host { host } => ("GET", format!("/api/v1/hosts/{host}"), None),
-    };
+        CtlCommand::Hosts {
+            state,
+            sort,
+            limit,
+            offset,
+        } => {
+            let mut path = format!("/api/v1/hosts?sort={sort}&limit={limit}&offset={offset}");
+            if let Some(state) = state {
+                path.push_str(&format!("&state={state}"));
+            }
+            ("GET", path, None)
+        }
+        CtlCommand::Queue { host, limit } => (
+            "GET",
+            format!("/api/v1/hosts/{host}/queue?limit={limit}"),
+            None,
+        ),
+        CtlCommand::Slow {
+            host, lift: true, ..
+        } => ("DELETE", format!("/api/v1/hosts/{host}/politeness"), None),
+        CtlCommand::Slow {
+            host,
+            min_delay_ms,
+            max_in_flight,
+            ..
+        } => (
+            "PUT",
+            format!("/api/v1/hosts/{host}/politeness"),
+            Some(serde_json::json!({
+                "min_delay_ms": min_delay_ms,
+                "max_in_flight": max_in_flight,
+            })),
+        ),
+        CtlCommand::Block { name, domain } => ("PUT", block_path(name, *domain), None),
+        CtlCommand::Unblock { name, domain } => ("DELETE", block_path(name, *domain), None),
+    }
+}
+
+/// Runs `trawl ctl`.
+pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
+    let token = token(args.token_file.as_ref())?;
+    let base = format!("http://{}", args.admin);
+    let (method, path, body) = plan(&args.command);
     let url = format!("{base}{path}");
     let (status, answer) = actix_rt::System::new()
         .block_on(request(method, &url, token.as_deref(), body))
@@ -93,9 +194,24 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
             println!(
                 "paused: {}, max_requests_per_second: {}",
                 answer["paused"], answer["max_requests_per_second"]
-            )
+            );
+            print!("{}", nodes_lines(&answer));
         }
-        CtlCommand::Host { .. } => println!("{}", serde_json::to_string_pretty(&answer)?),
+        CtlCommand::Hosts { .. } => {
+            print!("{}", hosts_table(&answer));
+            print!("{}", nodes_lines(&answer));
+        }
+        CtlCommand::Queue { .. } => print!("{}", queue_table(&answer)),
+        CtlCommand::Block { .. } | CtlCommand::Unblock { .. } => println!(
+            "{} {}: blocked {}, {} queued URLs dropped",
+            answer["kind"].as_str().unwrap_or("?"),
+            answer["target"].as_str().unwrap_or("?"),
+            answer["blocked"],
+            answer["dropped"]
+        ),
+        CtlCommand::Host { .. } | CtlCommand::Slow { .. } => {
+            println!("{}", serde_json::to_string_pretty(&answer)?)
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -196,4 +312,76 @@ fn seed_table(answer: &Value) -> String {
             )
         })
         .collect()
+}
+
+/// The other nodes' answers to a cluster-wide request, one line each for
+/// those that did not take it.
+fn nodes_lines(answer: &Value) -> String {
+    let mut out = String::new();
+    for node in answer["nodes"].as_array().into_iter().flatten() {
+        if let Some(error) = node["error"].as_str() {
+            out.push_str(&format!(
+                "node {}: NOT applied ({error})\n",
+                node["node"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    out
+}
+
+/// A host listing as a table.
+fn hosts_table(answer: &Value) -> String {
+    let mut out = format!(
+        "{:<40} {:<8} {:>8} {:>6} {:>9} {:>8} {:>7} {:>9}\n",
+        "host", "state", "queued", "flight", "wait_ms", "fetched", "errors", "resp_ms"
+    );
+    for row in answer["hosts"].as_array().into_iter().flatten() {
+        let response = row["response_ms"]
+            .as_f64()
+            .map_or("-".to_owned(), |ms| format!("{ms:.0}"));
+        out.push_str(&format!(
+            "{:<40} {:<8} {:>8} {:>6} {:>9} {:>8} {:>7} {:>9}\n",
+            row["host"].as_str().unwrap_or("?"),
+            row["state"].as_str().unwrap_or("?"),
+            row["queued"],
+            row["in_flight"],
+            row["wait_ms"],
+            row["fetched"],
+            row["errors"],
+            response
+        ));
+    }
+    out.push_str(&format!(
+        "{} of {} hosts\n",
+        answer["hosts"].as_array().map_or(0, Vec::len),
+        answer["total"]
+    ));
+    out
+}
+
+/// A host's queue as a table.
+fn queue_table(answer: &Value) -> String {
+    let mut out = format!(
+        "next request in {} ms\n{:<4} {:<6} {:<10} {:<14} url\n",
+        answer["next_request_in_ms"], "prio", "depth", "kind", "due_ms"
+    );
+    let rows = answer["queued"]
+        .as_array()
+        .into_iter()
+        .chain(answer["refreshes"].as_array())
+        .flatten();
+    for row in rows {
+        let due = row["due_ms"]
+            .as_u64()
+            .map_or("next".to_owned(), |ms| ms.to_string());
+        out.push_str(&format!(
+            "{:<4} {:<6} {:<10} {:<14} {}\n",
+            row["priority"],
+            row["depth"],
+            row["kind"].as_str().unwrap_or("?"),
+            due,
+            row["url"].as_str().unwrap_or("?")
+        ));
+    }
+    out
 }

@@ -18,21 +18,18 @@ pub enum BlockTarget {
     Domain(String),
 }
 
-/// A name that cannot be blocked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a host or domain name")]
-pub struct BadName(pub String);
+pub use crate::url::BadName;
 
 impl BlockTarget {
     /// The block of `host` (checked, lower-cased).
     pub fn host(host: &str) -> Result<Self, BadName> {
-        Ok(BlockTarget::Host(checked(host)?))
+        Ok(BlockTarget::Host(crate::url::host_name(host)?))
     }
 
     /// The block of the registrable domain `domain` (checked,
     /// lower-cased; a host name is taken to its registrable domain).
     pub fn domain(domain: &str) -> Result<Self, BadName> {
-        let name = checked(domain)?;
+        let name = crate::url::host_name(domain)?;
         Ok(BlockTarget::Domain(
             crate::url::registrable_domain(&name).to_owned(),
         ))
@@ -51,23 +48,6 @@ impl BlockTarget {
             BlockTarget::Host(h) => h == host,
             BlockTarget::Domain(d) => crate::url::registrable_domain(host) == d,
         }
-    }
-}
-
-/// A host name: 1 to 253 letters, digits, dots, hyphens, underscores.
-fn checked(name: &str) -> Result<String, BadName> {
-    let lower = name.trim().trim_end_matches('.').to_ascii_lowercase();
-    let ok = !lower.is_empty()
-        && lower.len() <= 253
-        && !lower.starts_with('.')
-        && !lower.contains("..")
-        && lower
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
-    if ok {
-        Ok(lower)
-    } else {
-        Err(BadName(name.chars().take(80).collect()))
     }
 }
 

@@ -52,6 +52,7 @@ use crate::error::Failure;
 use crate::fetch::{DnsOverrides, FetchError, FetchResponse, Validators};
 use crate::metrics::Metrics;
 use crate::politeness::ip::{IpSlot, IpSlots, SlotFreed};
+use crate::politeness::slowdown::Slowdown;
 use crate::politeness::{HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
 use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
 use crate::robots::{self, RobotsRecord, RobotsSummary};
@@ -637,6 +638,46 @@ pub struct HostMachine {
     /// task admitting them: their robots.txt is not persisted until then,
     /// so a crash or a failed host refetches it and finds them again.
     announcing: HashMap<TaskId, String>,
+    /// The policy in force: the configured one, slowed by the operator's
+    /// [`Slowdown`] if any.
+    policy: Policy,
+    /// The operator's slow-down of this host.
+    slowdown: Option<Slowdown>,
+    /// What the host did since its actor started (for listings).
+    stats: HostStats,
+}
+
+/// What a host did since its actor started: kept in memory only, for the
+/// admin API's listings (the busiest, slowest and failing hosts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct HostStats {
+    /// Responses received for pages and sitemaps.
+    pub fetched: u64,
+    /// Requests that failed: timeouts, connection errors, 5xx and 429
+    /// responses (what backs a host off).
+    pub errors: u64,
+    /// Time on the wire of its responses, smoothed (EWMA, α = 0.2), in
+    /// milliseconds; `None` before the first response.
+    pub response_ms: Option<f64>,
+}
+
+impl HostStats {
+    /// Counts a request's end: a response after `wire` (or none), and
+    /// whether it backs the host off.
+    fn count(&mut self, wire: Option<Duration>, outcome: Outcome) {
+        if !matches!(outcome, Outcome::Success | Outcome::Lost) {
+            self.errors += 1;
+        }
+        let Some(wire) = wire else {
+            return;
+        };
+        self.fetched += 1;
+        let ms = wire.as_secs_f64() * 1e3;
+        self.response_ms = Some(match self.response_ms {
+            Some(avg) => avg + 0.2 * (ms - avg),
+            None => ms,
+        });
+    }
 }
 
 impl HostMachine {
@@ -668,6 +709,7 @@ impl HostMachine {
             .iter()
             .map(|&(fp, failed, throttled)| (Fingerprint(fp), Attempts { failed, throttled }))
             .collect();
+        let settings_policy = settings.policy.clone();
         HostMachine {
             host,
             settings,
@@ -690,7 +732,25 @@ impl HostMachine {
             ip_waiting: false,
             failing_tasks: 0,
             announcing: HashMap::new(),
+            policy: settings_policy,
+            slowdown: None,
+            stats: HostStats::default(),
         }
+    }
+
+    /// Applies (or with `None` lifts) the operator's slow-down. A larger
+    /// floor counts from the last response at once; lifting it lets the
+    /// next response's delay be the configured one (what is owed now
+    /// stays owed). A lower in-flight limit lets the requests in flight
+    /// finish. Call [`HostMachine::poll`] after: a lifted limit may let a
+    /// request start.
+    pub fn set_slowdown(&mut self, slowdown: Option<Slowdown>) {
+        self.slowdown = slowdown;
+        self.policy = match &slowdown {
+            Some(s) => self.settings.policy.slowed(s),
+            None => self.settings.policy.clone(),
+        };
+        self.politeness.stretch_to(self.policy.min_delay);
     }
 
     /// The host's name.
@@ -854,7 +914,7 @@ impl HostMachine {
     /// Takes a permit (and the address's slot, with per-IP politeness), or
     /// arranges to be called again when one may be free.
     fn acquire(&mut self, now: Now, fx: &mut Vec<Effect>) -> Option<(Permit, Option<IpSlot>)> {
-        let permit = match self.politeness.try_acquire(&self.settings.policy, now.at) {
+        let permit = match self.politeness.try_acquire(&self.policy, now.at) {
             Ok(permit) => permit,
             Err(Wait::Busy) => return None,
             Err(Wait::Until(at)) => {
@@ -1028,6 +1088,8 @@ impl HostMachine {
                 }
             }
             Requested::Entry { entry, url } => {
+                self.stats
+                    .count(result.as_ref().ok().map(|r| r.elapsed), outcome);
                 self.release(permit, now, wire_time, outcome);
                 self.entry_fetched(entry, url, result, queue, now, &mut fx);
             }
@@ -1061,14 +1123,9 @@ impl HostMachine {
     /// wait it imposed.
     fn release(&mut self, permit: Permit, now: Now, wire_time: Duration, outcome: Outcome) {
         let jitter = self.next_jitter();
-        let released = self.politeness.release(
-            &self.settings.policy,
-            permit,
-            now.at,
-            wire_time,
-            outcome,
-            jitter,
-        );
+        let released =
+            self.politeness
+                .release(&self.policy, permit, now.at, wire_time, outcome, jitter);
         self.metrics
             .politeness_waits
             .with_label_values(&[released.reason.as_str()])
@@ -1441,11 +1498,15 @@ impl HostMachine {
                 failures: self.politeness.failures(),
                 parked: self.politeness.parked(now.at),
                 crawl_delay_ms: self.politeness.crawl_delay().map(|d| d.as_millis() as u64),
+                min_delay_ms: self.policy.min_delay.as_millis() as u64,
+                max_in_flight: self.policy.max_in_flight,
+                slowdown: self.slowdown,
             },
             queued_by_priority,
             head: self.head.len(),
             processing: self.running.len() + self.delayed.len(),
             failing_tasks: self.failing_tasks,
+            stats: self.stats,
         }
     }
 }
@@ -1464,7 +1525,7 @@ fn validators(entry: &QueueEntry) -> Validators {
 }
 
 /// Observable state of a host.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct HostSnapshot {
     /// The host.
     pub host: String,
@@ -1485,6 +1546,8 @@ pub struct HostSnapshot {
     pub processing: usize,
     /// Tasks that failed (store, archive) and wait to run again.
     pub failing_tasks: u64,
+    /// What it did since its actor started (zero when dormant).
+    pub stats: HostStats,
 }
 
 impl HostSnapshot {
@@ -1494,9 +1557,15 @@ impl HostSnapshot {
         host: &str,
         state: &HostState,
         queued_by_priority: [u64; LEVELS],
-        product_token: &str,
+        settings: &HostSettings,
+        slowdown: Option<Slowdown>,
         now: Now,
     ) -> Self {
+        let product_token = &settings.robots.product_token;
+        let policy = match &slowdown {
+            Some(s) => settings.policy.slowed(s),
+            None => settings.policy.clone(),
+        };
         let now_ms = now.unix_ms();
         let robots: Vec<_> = state
             .robots
@@ -1513,6 +1582,9 @@ impl HostSnapshot {
                 failures: schedule.failures,
                 parked: schedule.parked_until_ms > now_ms,
                 crawl_delay_ms: robots.iter().find_map(|r| r.crawl_delay_ms),
+                min_delay_ms: policy.min_delay.as_millis() as u64,
+                max_in_flight: policy.max_in_flight,
+                slowdown,
             },
             robots,
             robots_failing: Vec::new(),
@@ -1520,12 +1592,13 @@ impl HostSnapshot {
             head: 0,
             processing: 0,
             failing_tasks: 0,
+            stats: HostStats::default(),
         }
     }
 }
 
 /// The politeness part of a [`HostSnapshot`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct PolitenessSnapshot {
     /// Requests in flight.
     pub in_flight: u32,
@@ -1537,6 +1610,13 @@ pub struct PolitenessSnapshot {
     pub parked: bool,
     /// Crawl-delay in force, in milliseconds.
     pub crawl_delay_ms: Option<u64>,
+    /// The floor between a response and the next request in force
+    /// (configured, or the operator's slow-down).
+    pub min_delay_ms: u64,
+    /// The in-flight limit in force.
+    pub max_in_flight: u32,
+    /// The operator's slow-down, if any.
+    pub slowdown: Option<Slowdown>,
 }
 
 #[cfg(test)]

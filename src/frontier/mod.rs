@@ -12,6 +12,7 @@ pub mod budget;
 pub mod due;
 pub mod host;
 pub mod lifecycle;
+pub mod listing;
 pub mod recrawl;
 pub mod response;
 

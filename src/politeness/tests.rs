@@ -247,3 +247,30 @@ fn the_adaptive_delay_has_a_ceiling_and_counts_only_the_wire_time() {
         (Duration::from_secs(45), WaitReason::CrawlDelay)
     );
 }
+
+#[test]
+fn a_slowdown_stretches_the_wait_owed_since_the_last_completion() {
+    let p = policy(1);
+    let t0 = Instant::now();
+    let mut host = HostPoliteness::new(t0);
+    let permit = host.try_acquire(&p, t0).unwrap();
+    let done = t0 + ms(50);
+    // 50 ms × 10 = 500 ms, under the 1 s floor: owes 1 s.
+    host.release(&p, permit, done, ms(50), Outcome::Success, 0.0);
+    assert_eq!(host.next_allowed(), done + Duration::from_secs(1));
+    host.stretch_to(Duration::from_secs(5));
+    assert_eq!(host.next_allowed(), done + Duration::from_secs(5));
+    // A shorter floor than what is owed changes nothing.
+    host.stretch_to(Duration::from_secs(2));
+    assert_eq!(host.next_allowed(), done + Duration::from_secs(5));
+    let slowed = p.slowed(&slowdown::Slowdown {
+        min_delay_ms: Some(5_000),
+        max_in_flight: None,
+    });
+    let due = done + Duration::from_secs(5);
+    assert_eq!(
+        host.try_acquire(&slowed, due - ms(1)),
+        Err(Wait::Until(due))
+    );
+    assert!(host.try_acquire(&slowed, due).is_ok());
+}

@@ -71,7 +71,7 @@ impl DueBook {
 
 /// The `recrawl` family, absent only from a store of an earlier release
 /// opened read-only.
-fn family(store: &PartitionStore) -> Option<&rocksdb::ColumnFamily> {
+pub(super) fn family(store: &PartitionStore) -> Option<&rocksdb::ColumnFamily> {
     store.db.cf_handle(CF_RECRAWL)
 }
 

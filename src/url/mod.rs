@@ -73,6 +73,37 @@ pub fn host_key(url: &Url) -> &str {
     url.host_str().unwrap_or("")
 }
 
+/// A name that is not a host name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a host or domain name")]
+pub struct BadName(pub String);
+
+/// A host name as an operator gives it (admin API, `trawl ctl`), checked
+/// and made a [`host_key`]: lower case, no trailing dot; 1 to 253 letters,
+/// digits, dots, hyphens and underscores, or a bracketed IPv6 literal.
+pub fn host_name(name: &str) -> Result<String, BadName> {
+    let lower = name.trim().trim_end_matches('.').to_ascii_lowercase();
+    let ipv6 = lower.len() > 2
+        && lower.starts_with('[')
+        && lower.ends_with(']')
+        && lower[1..lower.len() - 1]
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok();
+    let ok = ipv6
+        || (!lower.is_empty()
+            && lower.len() <= 253
+            && !lower.starts_with('.')
+            && !lower.contains("..")
+            && lower
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_')));
+    if ok {
+        Ok(lower)
+    } else {
+        Err(BadName(name.chars().take(80).collect()))
+    }
+}
+
 /// The registrable domain (eTLD+1 by the public suffix list), or the host
 /// itself for IP literals and names the list cannot split.
 pub fn registrable_domain(host: &str) -> &str {
@@ -91,6 +122,27 @@ pub fn partition_of(host: &str, partitions: u16) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_names_are_checked_and_made_keys() {
+        for bad in [
+            "",
+            "a b",
+            "a/b",
+            "..",
+            ".a",
+            "a..b",
+            "a:80",
+            "[zz]",
+            "a\u{e9}.com",
+        ] {
+            assert!(host_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(host_name(&"x".repeat(254)).is_err());
+        assert_eq!(host_name("Site0001.TEST.").unwrap(), "site0001.test");
+        let url = Url::parse("http://[::1]:8080/").unwrap();
+        assert_eq!(host_name("[::1]").unwrap(), host_key(&url));
+    }
 
     #[test]
     fn fingerprint_round_trips_and_orders() {

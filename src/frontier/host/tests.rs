@@ -1121,3 +1121,43 @@ fn a_refresh_scheduled_by_a_completion_keeps_the_host_due() {
     }
     assert_eq!(passivation(&out), Some(Some(due)), "{out:?}");
 }
+
+#[test]
+fn a_slowdown_lowers_the_in_flight_limit_and_stretches_the_wait_at_once() {
+    let mut two = settings();
+    two.policy.max_in_flight = 2;
+    let mut h = Harness::new(two);
+    for i in 1..=4 {
+        h.q.push(&format!("http://a.test/{i}"), Priority::SEED);
+    }
+    h.robots(200, "");
+    h.clock.advance(secs(1));
+    // Two slots: two requests at once.
+    let fx = h.timer();
+    let flying = fetches(&fx);
+    assert_eq!(flying.len(), 2, "{flying:?}");
+    // Slowed to one in flight and 5 s: the requests in flight finish, the
+    // next starts 5 s after the last response, alone.
+    h.m.set_slowdown(Some(Slowdown {
+        min_delay_ms: Some(5_000),
+        max_in_flight: Some(1),
+    }));
+    let fx = h.answer(flying[0].0, ms(10), Ok(html()));
+    let fx = h.settle_tasks(fx);
+    assert!(fetches(&fx).is_empty(), "a slot freed but the wait runs");
+    let fx = h.answer(flying[1].0, ms(10), Ok(html()));
+    let last = h.now().at;
+    let fx = h.settle_tasks(fx);
+    assert_eq!(wake_at(&fx), Some(last + secs(5)));
+    h.clock.advance(secs(5));
+    assert_eq!(fetches(&h.timer()).len(), 1, "one in flight now");
+    let snapshot = h.m.snapshot(h.now(), [0; LEVELS]);
+    assert_eq!(snapshot.politeness.max_in_flight, 1);
+    assert_eq!(snapshot.stats.fetched, 2, "robots.txt is not a page");
+    // Lifted: the configured limit again.
+    h.m.set_slowdown(None);
+    assert_eq!(
+        h.m.snapshot(h.now(), [0; LEVELS]).politeness.max_in_flight,
+        2
+    );
+}
