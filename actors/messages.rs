@@ -283,7 +283,7 @@ pub struct DrainHost;
 pub struct GetPartitionSnapshot;
 
 /// Observable state of a partition.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct PartitionSnapshot {
     /// Partition id.
     pub id: u16,
@@ -673,21 +673,24 @@ pub struct ClusterIdle;
 pub struct GetMembers;
 
 /// A member as this node sees it (served at `/api/v1/cluster`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct MemberView {
     /// Its node id.
     pub node: String,
     /// Its gossip address.
+    #[schema(value_type = String)]
     pub gossip: std::net::SocketAddr,
     /// The failure detector thinks it alive.
     pub live: bool,
     /// What it published, if readable: its bridge address...
+    #[schema(value_type = Option<String>)]
     pub bridge: Option<std::net::SocketAddr>,
     /// ...the partitions it holds...
     pub partitions: Vec<u16>,
     /// ...whether it is ready and idle...
     pub ready: bool,
     /// ...and where its admin API listens.
+    #[schema(value_type = Option<String>)]
     pub admin: Option<std::net::SocketAddr>,
     /// Nothing to do there.
     pub idle: bool,

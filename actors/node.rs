@@ -661,7 +661,7 @@ impl Node {
 pub struct GetCluster;
 
 /// A cluster node's view of the cluster.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ClusterStatus {
     /// This node.
     pub node: String,
@@ -970,7 +970,7 @@ impl Handler<WhenIdle> for Node {
 }
 
 /// Observable state of the node (served at `/api/v1/status`).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, utoipa::ToSchema)]
 pub struct NodeStatus {
     /// Seconds since start.
     pub uptime_seconds: f64,

@@ -138,7 +138,7 @@ struct Written {
 }
 
 /// Counters of what the archive wrote this run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct ArchiveCounts {
     /// Records written this run.
     pub records: u64,

@@ -86,3 +86,47 @@ fn the_openapi_document_fuzzed_finds_no_server_error() {
         "{operations:?}; {stdout}"
     );
 }
+
+/// Every schema the document refers to is in it, and no answer of the API
+/// is left untyped (`Object`) but the document itself.
+#[test]
+fn the_openapi_document_is_closed_and_typed() {
+    let document = serde_json::to_value(trawl::admin::api::ApiDoc::openapi()).unwrap();
+    let schemas = document["components"]["schemas"].as_object().unwrap();
+    let mut refs = Vec::new();
+    collect_refs(&document, &mut refs);
+    assert!(!refs.is_empty());
+    for r in &refs {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .expect("a schema ref");
+        assert!(schemas.contains_key(name), "dangling $ref {r}");
+    }
+    for (path, item) in document["paths"].as_object().unwrap() {
+        if path == "/api/v1/openapi.json" {
+            continue;
+        }
+        for (method, op) in item.as_object().unwrap() {
+            let ok = &op["responses"]["200"]["content"]["application/json"]["schema"];
+            assert!(
+                ok.get("$ref").is_some(),
+                "{method} {path} answers an untyped body: {ok}"
+            );
+        }
+    }
+}
+
+fn collect_refs(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v.as_str()) {
+                    ("$ref", Some(r)) => out.push(r.to_owned()),
+                    _ => collect_refs(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_refs(v, out)),
+        _ => {}
+    }
+}

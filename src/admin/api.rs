@@ -12,7 +12,7 @@ use super::error::{ApiError, ErrorBody};
 use super::forward::PeerOutcome;
 use super::hosts::{self, BlockResponse, HostsResponse, QueueResponse, SlowdownRequest};
 use super::AdminState;
-use crate::actors::{GetCluster, GetStatus};
+use crate::actors::{ClusterStatus, GetCluster, GetStatus, NodeStatus};
 use crate::control::Controls;
 
 /// The API's OpenAPI 3 document.
@@ -80,7 +80,7 @@ pub(super) fn node_json<T: Serialize>(value: &T) -> HttpResponse {
 
 /// The node's status: queue, hosts, partitions, archive, controls.
 #[utoipa::path(get, path = "/api/v1/status", tag = "read",
-    responses((status = 200, description = "The node's status", body = Object),
+    responses((status = 200, description = "The node's status", body = NodeStatus),
               (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn status(
     state: web::Data<AdminState>,
@@ -92,7 +92,7 @@ pub async fn status(
 
 /// A cluster node's view of the cluster: members, partition map, handoffs.
 #[utoipa::path(get, path = "/api/v1/cluster", tag = "read",
-    responses((status = 200, description = "The cluster as this node sees it", body = Object),
+    responses((status = 200, description = "The cluster as this node sees it", body = ClusterStatus),
               (status = 404, description = "Not a cluster node", body = ErrorBody),
               (status = 401, body = ErrorBody), (status = 503, body = ErrorBody)))]
 pub async fn cluster(

@@ -76,7 +76,7 @@ pub(super) fn family(store: &PartitionStore) -> Option<&rocksdb::ColumnFamily> {
 }
 
 /// Scheduled refreshes of a partition by when they are due.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct DueCounts {
     /// Due now.
     pub now: u64,
