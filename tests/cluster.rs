@@ -155,6 +155,28 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
         assert_eq!(listed["total"], hosts, "{listed}");
         assert_eq!(listed["nodes"][0]["node"], "n1", "{listed}");
         assert!(log.records().is_empty(), "a request went out while paused");
+        // A host of n2's partitions, slowed and inspected through n1: the
+        // request goes to n2 with its body and query.
+        let theirs = (0..12)
+            .map(trawl::testweb::SyntheticWeb::host_name)
+            .find(|h| split.1.contains(&trawl::url::partition_of(h, PARTITIONS)))
+            .expect("a host of n2");
+        let mut answer = awc::Client::new()
+            .put(format!("http://{a1}/api/v1/hosts/{theirs}/politeness"))
+            .send_json(&serde_json::json!({ "min_delay_ms": 1 }))
+            .await
+            .unwrap();
+        let snapshot: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(answer.status().as_u16(), 200, "{snapshot}");
+        assert_eq!(
+            snapshot["politeness"]["slowdown"]["min_delay_ms"], 1,
+            "{snapshot}"
+        );
+        let queue = format!("http://{a1}/api/v1/hosts/{theirs}/queue?limit=1");
+        let (code, queue) = admin_call("GET", &queue).await;
+        assert_eq!(code, 200, "{queue}");
+        assert_eq!(queue["host"], theirs.as_str());
+        assert_eq!(queue["queued"].as_array().map(Vec::len), Some(1), "{queue}");
         // Resuming through the other node resumes both (else the crawl
         // below never ends).
         let (code, _) = admin_call("POST", &format!("http://{a2}/api/v1/crawl/resume")).await;

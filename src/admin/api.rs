@@ -107,16 +107,18 @@ pub async fn cluster(
 }
 
 /// A request the node could not answer because another node holds the
-/// name's partition: asked of that node (once), else the failure.
+/// name's partition: asked of that node (once, with the same query and
+/// `body`), else the failure.
 pub(super) async fn elsewhere(
     state: &AdminState,
     name: &str,
     req: &HttpRequest,
+    body: Option<&serde_json::Value>,
     failure: crate::error::Failure,
 ) -> Result<HttpResponse, ApiError> {
     match failure {
         crate::error::Failure::Peer(reason) if !super::forward::is_forwarded(req) => {
-            super::forward::to_owner(state, name, req)
+            super::forward::to_owner(state, name, req, body)
                 .await
                 .ok_or_else(|| {
                     ApiError::unavailable(format!("{reason}, and its admin API cannot be reached"))

@@ -22,10 +22,15 @@ pub fn is_forwarded(req: &HttpRequest) -> bool {
     req.query_string().split('&').any(|kv| kv == "forwarded=1")
 }
 
-/// Sends `req`'s method and path to the admin API of the node holding the
-/// partition `name` belongs to; its answer, or `None` if it cannot be
-/// asked.
-pub async fn to_owner(state: &AdminState, name: &str, req: &HttpRequest) -> Option<HttpResponse> {
+/// Sends `req`'s method, path and query (with `body` as JSON, if any) to
+/// the admin API of the node holding the partition `name` belongs to; its
+/// answer, or `None` if it cannot be asked.
+pub async fn to_owner(
+    state: &AdminState,
+    name: &str,
+    req: &HttpRequest,
+    body: Option<&serde_json::Value>,
+) -> Option<HttpResponse> {
     let view = state.node.send(GetCluster).await.ok()??;
     let partition = crate::url::partition_of(name, view.owners.len() as u16);
     let owner = view.owners.get(usize::from(partition))?.as_ref()?;
@@ -34,11 +39,15 @@ pub async fn to_owner(state: &AdminState, name: &str, req: &HttpRequest) -> Opti
         .iter()
         .find(|m| &m.node == owner && m.live)?
         .admin?;
-    let (status, body) = send(&admin.to_string(), req, req.path(), None).await.ok()?;
+    let path = match req.query_string() {
+        "" => req.path().to_owned(),
+        query => format!("{}?{query}", req.path()),
+    };
+    let (status, answer) = send(&admin.to_string(), req, &path, body).await.ok()?;
     Some(
         HttpResponse::build(status)
             .content_type("application/json")
-            .body(body),
+            .body(answer),
     )
 }
 

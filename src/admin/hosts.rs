@@ -26,11 +26,14 @@ fn host_name(host: &str) -> Result<String, ApiError> {
 }
 
 /// Asks the node about `host`; on a cluster, the node holding it.
+/// The answer, or that of the node holding it (asked with the same query
+/// and `body`).
 async fn ask(
     state: &AdminState,
     req: &HttpRequest,
     host: &str,
     ask: HostAsk,
+    body: Option<&serde_json::Value>,
 ) -> Result<Result<HostAnswer, HttpResponse>, ApiError> {
     let msg = AskHost {
         host: host.to_owned(),
@@ -38,7 +41,7 @@ async fn ask(
     };
     match state.node.send(msg).await? {
         Ok(answer) => Ok(Ok(answer)),
-        Err(failure) => Ok(Err(elsewhere(state, host, req, failure).await?)),
+        Err(failure) => Ok(Err(elsewhere(state, host, req, body, failure).await?)),
     }
 }
 
@@ -56,7 +59,7 @@ pub async fn host(
 ) -> Result<HttpResponse, ApiError> {
     state.access.read(&req)?;
     let host = host_name(&host)?;
-    match ask(&state, &req, &host, HostAsk::Snapshot).await? {
+    match ask(&state, &req, &host, HostAsk::Snapshot, None).await? {
         Ok(HostAnswer::Snapshot(snapshot)) => Ok(node_json(&snapshot)),
         Ok(_) => Err(ApiError::internal("unexpected answer")),
         Err(forwarded) => Ok(forwarded),
@@ -226,7 +229,7 @@ pub async fn queue(
             "limit must be 1 to {MAX_QUEUE_LIMIT}, got {limit}"
         )));
     }
-    match ask(&state, &req, &host, HostAsk::Queue { limit }).await? {
+    match ask(&state, &req, &host, HostAsk::Queue { limit }, None).await? {
         Ok(HostAnswer::Queue(queue, snapshot)) => Ok(node_json(&QueueResponse {
             host,
             next_request_in_ms: snapshot.politeness.next_allowed_in_ms,
@@ -276,7 +279,11 @@ pub async fn slow_down(
     slowdown
         .check()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    set_slowdown(&state, &req, &host, Some(slowdown)).await
+    let body = serde_json::json!({
+        "min_delay_ms": slowdown.min_delay_ms,
+        "max_in_flight": slowdown.max_in_flight,
+    });
+    set_slowdown(&state, &req, &host, Some(slowdown), Some(&body)).await
 }
 
 /// Lifts a host's slow-down: the configured politeness applies again
@@ -294,7 +301,7 @@ pub async fn lift_slowdown(
 ) -> Result<HttpResponse, ApiError> {
     state.access.mutate(&req)?;
     let host = host_name(&host)?;
-    set_slowdown(&state, &req, &host, None).await
+    set_slowdown(&state, &req, &host, None, None).await
 }
 
 async fn set_slowdown(
@@ -302,8 +309,9 @@ async fn set_slowdown(
     req: &HttpRequest,
     host: &str,
     slowdown: Option<Slowdown>,
+    body: Option<&serde_json::Value>,
 ) -> Result<HttpResponse, ApiError> {
-    match ask(state, req, host, HostAsk::SlowDown(slowdown)).await? {
+    match ask(state, req, host, HostAsk::SlowDown(slowdown), body).await? {
         Ok(HostAnswer::Snapshot(snapshot)) => Ok(node_json(&snapshot)),
         Ok(_) => Err(ApiError::internal("unexpected answer")),
         Err(forwarded) => Ok(forwarded),
@@ -345,7 +353,7 @@ async fn block(
             blocked,
             dropped: outcome.dropped,
         })),
-        Err(failure) => elsewhere(state, &name, req, failure).await,
+        Err(failure) => elsewhere(state, &name, req, None, failure).await,
     }
 }
 
