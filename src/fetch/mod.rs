@@ -10,6 +10,7 @@
 //! awc's decompression is compiled out, so no `Accept-Encoding` is sent and
 //! the payload is stored exactly as received.
 
+pub mod body;
 pub mod decode;
 pub mod dns_backend;
 pub mod dns_cache;
@@ -22,9 +23,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::StreamExt;
 use url::Url;
+
+use body::BodyBuffer;
 
 pub use guard::{AddressPolicy, SsrfDenied};
 pub use resolver::{DnsOverrides, OverrideResolver};
@@ -381,14 +384,20 @@ async fn read_body(
     deadline: Instant,
 ) -> Result<(Bytes, bool), FetchError> {
     let cap = limits.max_body_bytes;
-    let mut body = BytesMut::new();
+    let hint = response
+        .headers()
+        .get(actix_web::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<usize>().ok())
+        .unwrap_or(0)
+        .min(cap);
+    let mut body = BodyBuffer::with_hint(hint);
     loop {
         let until = deadline.min(Instant::now() + limits.idle_timeout);
         let next = tokio::time::timeout_at(tokio::time::Instant::from_std(until), response.next())
             .await
             .map_err(|_| FetchError::Timeout)?;
         match next {
-            None => return Ok((body.freeze(), false)),
+            None => return Ok((body.finish(), false)),
             Some(Err(awc::error::PayloadError::Incomplete(e))) => {
                 let reason = e.map_or_else(|| "body ended early".to_owned(), |e| e.to_string());
                 return Err(FetchError::Reset(reason));
@@ -397,10 +406,10 @@ async fn read_body(
             Some(Ok(chunk)) => {
                 let room = cap - body.len();
                 if chunk.len() > room {
-                    body.extend_from_slice(&chunk[..room]);
-                    return Ok((body.freeze(), true));
+                    body.push(chunk.slice(..room));
+                    return Ok((body.finish(), true));
                 }
-                body.extend_from_slice(&chunk);
+                body.push(chunk);
             }
         }
     }
