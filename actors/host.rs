@@ -662,11 +662,14 @@ impl Handler<SlowDown> for HostActor {
 impl Handler<GetHostSnapshot> for HostActor {
     type Result = MessageResult<GetHostSnapshot>;
 
-    fn handle(&mut self, _: GetHostSnapshot, _: &mut Self::Context) -> Self::Result {
-        let queued = self
-            .store
-            .queued_by_priority(self.machine.host())
-            .unwrap_or_default();
+    fn handle(&mut self, msg: GetHostSnapshot, _: &mut Self::Context) -> Self::Result {
+        let queued = match msg.count_queue {
+            true => self
+                .store
+                .queued_by_priority(self.machine.host())
+                .unwrap_or_default(),
+            false => Default::default(),
+        };
         MessageResult(self.machine.snapshot(self.clock.now(), queued))
     }
 }

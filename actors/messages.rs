@@ -321,10 +321,15 @@ pub struct Wake {
     pub levels: u8,
 }
 
-/// Asks a host for its [`HostSnapshot`].
+/// Asks a host for its [`HostSnapshot`]; with `count_queue`, its queue
+/// sizes by priority are counted from the store (a scan of its queue:
+/// listings of many hosts take the partition's per-host totals instead).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "HostSnapshot")]
-pub struct GetHostSnapshot;
+pub struct GetHostSnapshot {
+    /// Count the queue by priority.
+    pub count_queue: bool,
+}
 
 pub use crate::frontier::host::{HostSnapshot, PolitenessSnapshot};
 

@@ -13,6 +13,7 @@ use crate::actors::messages::{
 use crate::frontier::blocks::BlockTarget;
 use crate::frontier::host::Removed;
 use crate::frontier::listing::{self, HostRow};
+use crate::frontier::LEVELS;
 use crate::politeness::slowdown::Slowdown;
 use crate::store::Removal;
 
@@ -175,43 +176,54 @@ impl Handler<AskHost> for PartitionActor {
 impl Handler<ListHosts> for PartitionActor {
     type Result = ResponseFuture<HostPage>;
 
+    /// Rows of the active hosts (their actors' snapshots), the dormant ones
+    /// in the due index and those held back by a block (one read of the
+    /// stored state each); queue sizes from the per-host totals (one scan
+    /// of the counts, never of a queue).
     fn handle(&mut self, msg: ListHosts, _: &mut Self::Context) -> Self::Result {
         let query = msg.0;
         let asks: Vec<_> = self
             .hosts
             .values()
-            .map(|active| active.addr.send(GetHostSnapshot))
+            .map(|active| active.addr.send(GetHostSnapshot { count_queue: false }))
             .collect();
+        let queued = self.store.queued_by_host().unwrap_or_else(|err| {
+            tracing::warn!(partition = self.id, %err, "cannot read the queue sizes");
+            Default::default()
+        });
         let now = self.clock.now();
         let now_ms = now.unix_ms();
         let mut rows = Vec::new();
-        // Dormant hosts: those waiting in the due index and those held back
-        // by a block, from the store (two reads each).
         let dormant = self
             .due
             .hosts()
             .filter(|h| !self.hosts.contains_key(*h))
             .chain(self.held_back.iter().map(String::as_str));
         for host in dormant {
-            match self.stored_snapshot(host, now) {
-                Ok(snapshot) => {
-                    let due_in = self
-                        .due
-                        .due_ms(host)
-                        .map_or(0, |d| d.saturating_sub(now_ms));
-                    let blocked = self.blocks.blocks(host);
-                    rows.push(HostRow::of(&snapshot, blocked, due_in));
+            let state = match self.store.host_state(host) {
+                Ok(state) => state,
+                Err(err) => {
+                    tracing::warn!(partition = self.id, host, %err, "cannot list host");
+                    continue;
                 }
-                Err(err) => tracing::warn!(partition = self.id, host, %err, "cannot list host"),
-            }
+            };
+            let slowdown = self.slowdowns.get(host).copied();
+            let snapshot =
+                HostSnapshot::dormant(host, &state, [0; LEVELS], &self.settings, slowdown, now);
+            let due_in = self
+                .due
+                .due_ms(host)
+                .map_or(0, |d| d.saturating_sub(now_ms));
+            let mut row = HostRow::of(&snapshot, self.blocks.blocks(host), due_in);
+            row.queued = queued.get(host).copied().unwrap_or(0);
+            rows.push(row);
         }
         Box::pin(async move {
-            for snapshot in futures_util::future::join_all(asks)
-                .await
-                .into_iter()
-                .flatten()
-            {
-                rows.push(HostRow::of(&snapshot, false, 0));
+            let snapshots = futures_util::future::join_all(asks).await;
+            for snapshot in snapshots.into_iter().flatten() {
+                let mut row = HostRow::of(&snapshot, false, 0);
+                row.queued = queued.get(&snapshot.host).copied().unwrap_or(0);
+                rows.push(row);
             }
             listing::select(rows, &query)
         })
@@ -225,7 +237,7 @@ impl PartitionActor {
         host: &str,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HostSnapshot, Failure>>>> {
         if let Some(active) = self.hosts.get(host) {
-            let ask = active.addr.send(GetHostSnapshot);
+            let ask = active.addr.send(GetHostSnapshot { count_queue: true });
             return Box::pin(async move { Ok(ask.await?) });
         }
         let result = self.stored_snapshot(host, self.clock.now());
