@@ -118,7 +118,7 @@ pub(super) const META_SEQ: &[u8] = b"seq";
 /// against the 128 MiB budget. The budget was then always exceeded, and
 /// RocksDB switched a memtable on nearly every write to flush it: the crawl
 /// bench (500 hosts × 40 pages) made ~1,800 flushes of memtables of ~6 KB
-/// (each one an SST, a new WAL, a MANIFEST edit and their fsyncs), ~12 %
+/// (each one an SST, a new WAL, a MANIFEST edit and their fsyncs), 12–18 %
 /// of its CPU in the flush thread and more in ext4 creating files. With
 /// 32 KiB blocks the budget counts what the memtables hold: that crawl
 /// writes ~15 MB of WAL and flushes nothing, and a crawl that fills the
