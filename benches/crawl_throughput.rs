@@ -7,6 +7,9 @@
 //! ```
 //! `TRAWL_SYNC_WRITES=true` crawls with `[storage] sync_writes` (RocksDB
 //! batches, WARC and events fsynced, grouped).
+//! `TRAWL_WRITE_BUFFER_BYTES=N` sets `[storage] write_buffer_bytes` (the
+//! memtable budget of all partitions): a budget smaller than what the crawl
+//! writes makes this short crawl flush as a long one does.
 //! Defaults: 1000 hosts × 20 pages, 1 ms delay (delay_factor 0, so loopback
 //! response times do not stretch the delay). The synthetic web's server runs
 //! in the same process, as on a machine where crawler and server share the
@@ -77,9 +80,13 @@ fn main() {
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
     let sync_writes = std::env::var("TRAWL_SYNC_WRITES").is_ok_and(|v| v == "true");
+    let write_buffers = std::env::var("TRAWL_WRITE_BUFFER_BYTES")
+        .ok()
+        .map(|v| format!("write_buffer_bytes = {v}\n"))
+        .unwrap_or_default();
     let extra = format!(
         "[politeness]\ndelay_factor = 0.0\n[admin]\nenabled = false\n\
-         [storage]\nsync_writes = {sync_writes}\n"
+         [storage]\nsync_writes = {sync_writes}\n{write_buffers}"
     );
     let toml = trawl::testweb::config_layer(data.path(), delay_ms, &extra);
     let config = Config::from_layers(&[("bench".into(), toml)]).unwrap();
