@@ -128,6 +128,14 @@ pub(super) const META_SEQ: &[u8] = b"seq";
 /// the WAL first, synced as `sync_writes` says.
 const ARENA_BLOCK_BYTES: usize = 32 << 10;
 
+/// The largest one memtable grows before it is flushed. The node-wide
+/// budget (`[storage] write_buffer_bytes`, shared by every partition)
+/// flushes long before most families get there; this bounds the rest, and
+/// RocksDB preallocates each WAL file to 1.1 × this: with the default
+/// 64 MiB that was ~70 MB of real disk blocks per partition (5-20 GB on a
+/// node of 64 partitions for a crawl that wrote 15 MB of WAL).
+const MEMTABLE_BYTES: usize = 8 << 20;
+
 /// Resources shared by every partition store of a node.
 pub struct StoreEnv {
     /// One block cache for all partitions.
@@ -182,6 +190,7 @@ impl StoreEnv {
         // Small partitions: keep per-instance file handles and logs modest.
         opts.set_max_open_files(256);
         opts.set_keep_log_file_num(2);
+        opts.set_write_buffer_size(MEMTABLE_BYTES);
         opts
     }
 
@@ -197,6 +206,7 @@ impl StoreEnv {
         opts.set_block_based_table_factory(&table);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.set_arena_block_size(ARENA_BLOCK_BYTES);
+        opts.set_write_buffer_size(MEMTABLE_BYTES);
         opts
     }
 }
@@ -242,7 +252,7 @@ impl PartitionStore {
         let path = Self::dir(data_dir, id);
         let legacy = families(&path).iter().any(|f| f == CF_LEGACY_QUEUE);
         let names = ALL_CFS.into_iter().chain(legacy.then_some(CF_LEGACY_QUEUE));
-        let cfs: Vec<_> = names
+        let mut cfs: Vec<_> = names
             .map(|name| {
                 let queue = name == CF_QUEUE || name == CF_LEGACY_QUEUE;
                 let mut opts = env.cf_options(!queue);
@@ -252,6 +262,12 @@ impl PartitionStore {
                 ColumnFamilyDescriptor::new(name, opts)
             })
             .collect();
+        // Unused, but RocksDB gives it default options (64 MiB memtables,
+        // and as much preallocated WAL) unless it is named.
+        cfs.push(ColumnFamilyDescriptor::new(
+            rocksdb::DEFAULT_COLUMN_FAMILY_NAME,
+            env.cf_options(false),
+        ));
         let db = DB::open_cf_descriptors(&env.db_options(), &path, cfs).map_err(|source| {
             if is_lock_error(&source) {
                 StoreError::Locked { path: path.clone() }
@@ -538,6 +554,31 @@ mod tests {
                 .unwrap();
         }
         assert!(stores.iter().any(switched_memtables));
+    }
+
+    #[test]
+    fn a_partitions_wal_takes_the_disk_it_holds_not_a_memtable_preallocated() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        for i in 0..100u32 {
+            store
+                .db
+                .put_cf(store.cf(CF_URLS), i.to_be_bytes(), [1u8; 100])
+                .unwrap();
+        }
+        store.sync().unwrap();
+        let allocated: u64 = std::fs::read_dir(&store.path)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            .map(|e| e.metadata().unwrap().blocks() * 512)
+            .sum();
+        // With RocksDB's 64 MiB memtables the WAL held ~70 MB at once.
+        assert!(
+            allocated < 16 << 20,
+            "{allocated} bytes allocated to the WAL"
+        );
     }
 
     #[test]
