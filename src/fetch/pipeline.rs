@@ -65,8 +65,8 @@ impl PipelineBound {
             .await
             .expect("the semaphore is never closed");
         PipelinePermit {
-            _permit: permit,
             _in_use: GaugeHold::new(&self.in_use),
+            _permit: permit,
         }
     }
 
@@ -80,8 +80,11 @@ impl PipelineBound {
 #[must_use = "the place is given back when this value is dropped"]
 #[derive(Debug)]
 pub struct PipelinePermit {
-    _permit: OwnedSemaphorePermit,
+    // Fields drop in order: the count goes down before the place is free,
+    // so the next page's count never meets this one's (the gauge's peak
+    // never exceeds the bound).
     _in_use: GaugeHold,
+    _permit: OwnedSemaphorePermit,
 }
 
 #[cfg(test)]
