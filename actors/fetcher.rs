@@ -7,8 +7,9 @@
 //! node-wide rate limit. Before the gate, a page request takes its place in
 //! the node's pipeline ([`PipelineBound`]), handed over with its response:
 //! while `[fetch] max_pipeline_pages` pages are being fetched, parsed,
-//! archived or completed, no other page request starts. Lives on one arbiter because awc's client is
-//! bound to its thread; a single thread drives thousands of connections.
+//! archived or completed, no other page request starts. Lives on one
+//! arbiter because awc's client is bound to its thread; a single thread
+//! drives thousands of connections.
 
 use std::rc::Rc;
 use std::sync::Arc;
