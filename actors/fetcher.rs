@@ -4,8 +4,12 @@
 //! `fetch.concurrency` requests run at once across all hosts; more wait for
 //! a slot in arrival order. Before its slot, a request passes the node's
 //! [`FetchGate`]: held while the operator paused the node, metered by the
-//! node-wide rate limit. Lives on one arbiter because awc's client is
-//! bound to its thread; a single thread drives thousands of connections.
+//! node-wide rate limit. Before the gate, a page request takes its place in
+//! the node's pipeline ([`PipelineBound`]), handed over with its response:
+//! while `[fetch] max_pipeline_pages` pages are being fetched, parsed,
+//! archived or completed, no other page request starts. Lives on one
+//! arbiter because awc's client is bound to its thread; a single thread
+//! drives thousands of connections.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -16,6 +20,7 @@ use tokio::sync::Semaphore;
 use super::messages::Fetch;
 use crate::config::Config;
 use crate::fetch::gate::FetchGate;
+use crate::fetch::pipeline::PipelineBound;
 use crate::fetch::{FetchError, FetchResponse, HttpClient};
 use crate::metrics::Metrics;
 
@@ -23,6 +28,7 @@ use crate::metrics::Metrics;
 pub struct FetcherPool {
     client: Rc<HttpClient>,
     slots: Rc<Semaphore>,
+    pipeline: PipelineBound,
     gate: Arc<FetchGate>,
     metrics: Arc<Metrics>,
 }
@@ -39,6 +45,10 @@ impl FetcherPool {
         FetcherPool {
             client: Rc::new(HttpClient::new(config, tls, metrics.clone())),
             slots: Rc::new(Semaphore::new(config.fetch.concurrency)),
+            pipeline: PipelineBound::new(
+                config.fetch.max_pipeline_pages,
+                metrics.pipeline_pages.clone(),
+            ),
             gate,
             metrics,
         }
@@ -62,9 +72,23 @@ impl Handler<Fetch> for FetcherPool {
     fn handle(&mut self, msg: Fetch, _: &mut Self::Context) -> Self::Result {
         let client = self.client.clone();
         let slots = self.slots.clone();
+        let pipeline = self.pipeline.clone();
         let gate = self.gate.clone();
         let metrics = self.metrics.clone();
         Box::pin(async move {
+            // First the place, then the gate: a request held here spends
+            // no turn of the rate limit.
+            let place = match msg.page {
+                true => {
+                    let waited = std::time::Instant::now();
+                    let place = pipeline.enter().await;
+                    metrics
+                        .pipeline_wait
+                        .observe(waited.elapsed().as_secs_f64());
+                    Some(place)
+                }
+                false => None,
+            };
             gate.pass().await;
             let _slot = slots.acquire().await.expect("semaphore is never closed");
             metrics
@@ -75,9 +99,10 @@ impl Handler<Fetch> for FetcherPool {
                 // honour the politeness this request owes.
                 return Err(FetchError::Protocol("the asking host is gone".into()));
             }
-            let result = client.get_with(&msg.url, &msg.validators).await;
-            match &result {
+            let mut result = client.get_with(&msg.url, &msg.validators).await;
+            match &mut result {
                 Ok(resp) => {
+                    resp.pipeline = place.map(Arc::new);
                     metrics.count_status(resp.status);
                     metrics.fetched_bytes.inc_by(resp.body.len() as u64);
                     metrics.fetch_duration.observe(resp.elapsed.as_secs_f64());

@@ -86,7 +86,8 @@ impl HostActor {
                     id,
                     url,
                     validators,
-                } => self.fetch(id, url, validators, ctx),
+                    page,
+                } => self.fetch(id, url, validators, page, ctx),
                 Effect::Run { id, task, schedule } => self.run(id, task, schedule, ctx),
                 Effect::Save(state) => self.links.save.do_send(SaveHostState {
                     host: self.machine.host().to_owned(),
@@ -128,6 +129,7 @@ impl HostActor {
         id: TaskId,
         url: url::Url,
         validators: Validators,
+        page: bool,
         ctx: &mut Context<Self>,
     ) {
         // Dropped with this future, so with the actor if it dies.
@@ -137,6 +139,7 @@ impl HostActor {
             validators,
             asker: Arc::downgrade(&asker),
             released: std::time::Instant::now(),
+            page,
         });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             drop(asker);

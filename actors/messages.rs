@@ -401,6 +401,10 @@ pub struct Fetch {
     /// When the host released the request (its politeness allows it): the
     /// wait until a fetch slot starts it is the `queue_wait` stage.
     pub released: std::time::Instant,
+    /// A page (a queue entry): it takes a place in the node's pipeline
+    /// before it starts, carried with its response
+    /// ([`crate::fetch::pipeline`]); robots.txt takes none.
+    pub page: bool,
 }
 
 // -------------------------------------------------------------- ParserPool

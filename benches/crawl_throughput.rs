@@ -14,13 +14,13 @@
 //! response times do not stretch the delay). The synthetic web's server runs
 //! in the same process, as on a machine where crawler and server share the
 //! cores; CPU figures cover both. Opening and closing the stores are
-//! one-time costs, reported apart from the per-page figures. The backlog
-//! (`trawl_pipeline_backlog_pages`: pages fetched, not yet archived) is
-//! read every 5 ms during the crawl; its maximum is printed.
+//! one-time costs, reported apart from the per-page figures. The backlog's
+//! peak (`trawl_pipeline_backlog_peak_pages`: the most pages fetched, not
+//! yet archived, at once) and the pipeline's (`trawl_pipeline_peak_pages`:
+//! the most pages holding a place, at most `[fetch] max_pipeline_pages`)
+//! are printed.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 // The allocator the `trawl` binary uses, so the figures are the binary's.
 #[global_allocator]
@@ -47,23 +47,6 @@ fn cpu_seconds_and_max_rss_kb() -> (f64, i64) {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(usage.ru_utime) + secs(usage.ru_stime), usage.ru_maxrss)
-}
-
-/// Reads `gauge` every `every` until `stop` is set; returns the largest
-/// value read.
-fn sample_max(
-    gauge: prometheus::IntGauge,
-    every: Duration,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<i64> {
-    std::thread::spawn(move || {
-        let mut max = gauge.get();
-        while !stop.load(Ordering::Relaxed) {
-            max = max.max(gauge.get());
-            std::thread::sleep(every);
-        }
-        max.max(gauge.get())
-    })
 }
 
 fn main() {
@@ -93,11 +76,9 @@ fn main() {
     let expected = web.ground_truth(port).len();
     let (cpu_start, _) = cpu_seconds_and_max_rss_kb();
     let metrics = Arc::new(Metrics::new());
-    let stop_sampling = Arc::new(AtomicBool::new(false));
-    let backlog = sample_max(
+    let (backlog, pipeline) = (
         metrics.pipeline_backlog.clone(),
-        Duration::from_millis(5),
-        stop_sampling.clone(),
+        metrics.pipeline_pages.clone(),
     );
     let opened = Instant::now();
     let (archive, cpu0, started, idle) = actix_rt::System::new().block_on(async move {
@@ -122,8 +103,7 @@ fn main() {
     let (idle_at, cpu1) = idle;
     let wall = (idle_at - started).as_secs_f64();
     let (cpu_end, rss_kb) = cpu_seconds_and_max_rss_kb();
-    stop_sampling.store(true, Ordering::Relaxed);
-    let backlog_max = backlog.join().unwrap();
+    let (backlog_max, pipeline_max) = (backlog.peak(), pipeline.peak());
     let fetched = server.log().len();
     server.stop();
     let cpu = cpu1 - cpu0;
@@ -132,7 +112,8 @@ fn main() {
          {fetched} requests ({expected} pages expected) in {wall:.2} s = {:.0} pages/s; \
          cpu {cpu:.2} s = {:.3} cpu-s per 1000 pages ({:.0} µs/page); peak rss {:.0} MiB; \
          warc {:.1} MB; sync_writes {sync_writes}: {} fsync rounds; store open {:.2} s wall, \
-         {:.2} s cpu; close {:.2} s cpu; backlog max {backlog_max} pages",
+         {:.2} s cpu; close {:.2} s cpu; backlog max {backlog_max} pages; \
+         pipeline max {pipeline_max} pages",
         expected as f64 / wall,
         cpu / expected as f64 * 1000.0,
         cpu / expected as f64 * 1e6,

@@ -425,6 +425,10 @@ pub enum ResolverKind {
 pub struct FetchConfig {
     /// Global requests in flight.
     pub concurrency: usize,
+    /// Pages in the node's pipeline at once, from before their request
+    /// starts until their processing ends (see [`crate::fetch::pipeline`]):
+    /// back-pressure from parsing and archiving to fetching.
+    pub max_pipeline_pages: usize,
     /// TCP connect timeout.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
@@ -761,6 +765,9 @@ impl Config {
         if self.fetch.concurrency == 0 {
             return invalid("fetch.concurrency must be at least 1");
         }
+        if self.fetch.max_pipeline_pages == 0 {
+            return invalid("fetch.max_pipeline_pages must be at least 1");
+        }
         match self.warc.compression {
             WarcCompression::Gzip if self.warc.compression_level > 9 => {
                 return invalid("warc.compression_level must be between 0 and 9 for gzip");
@@ -946,6 +953,18 @@ mod tests {
         assert!(err.to_string().contains("for zstd"), "{err}");
         let err = layer("[warc]\ncompression = \"xz\"\n").unwrap_err();
         assert!(err.to_string().contains("warc.compression"), "{err}");
+    }
+
+    #[test]
+    fn the_pipeline_bound_is_at_least_one_page() {
+        assert_eq!(Config::defaults().fetch.max_pipeline_pages, 512);
+        let err = layer("[fetch]\nmax_pipeline_pages = 0\n").unwrap_err();
+        assert!(
+            err.to_string().contains("fetch.max_pipeline_pages"),
+            "{err}"
+        );
+        let one = layer("[fetch]\nmax_pipeline_pages = 1\n").unwrap();
+        assert_eq!(one.fetch.max_pipeline_pages, 1);
     }
 
     #[test]

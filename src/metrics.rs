@@ -5,6 +5,8 @@
 //! series without limit. The process's own metrics (memory, CPU, open file
 //! descriptors) are exported under Prometheus's standard `process_*` names.
 
+use std::sync::{Arc, Mutex};
+
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -32,6 +34,11 @@ pub struct Metrics {
     /// allows it) to a fetch slot starting it. Long waits mean the fetch
     /// slots (`fetch.concurrency`) or the fetcher's thread are saturated.
     pub queue_wait: Histogram,
+    /// Stage `pipeline_wait`: a page request waiting for a pipeline
+    /// permit (`[fetch] max_pipeline_pages`), before the gate and its
+    /// slot; part of `queue_wait`. Long waits mean parsing, archiving or
+    /// completing pages is slower than fetching them: back-pressure.
+    pub pipeline_wait: Histogram,
     /// Stage `fetch`: request start to last body byte.
     pub fetch_duration: Histogram,
     /// Stage `parse`: a parser thread's work on one HTML page (decoding,
@@ -50,7 +57,13 @@ pub struct Metrics {
     /// fetched page holds one from its start (parse, dedup question) until
     /// its archive step is done or skipped. A backlog that grows while
     /// fetches go on means the fetcher outruns parsing and archiving.
-    pub pipeline_backlog: IntGauge,
+    /// Never more than [`Metrics::pipeline_pages`].
+    pub pipeline_backlog: Arc<HeldGauge>,
+    /// Pages in the pipeline: page requests holding a pipeline permit,
+    /// from before the request starts until the page's processing ends
+    /// (see [`crate::fetch::pipeline`]); at most `[fetch]
+    /// max_pipeline_pages`.
+    pub pipeline_pages: Arc<HeldGauge>,
     /// URLs queued and not yet completed, by partition (a node's own
     /// partitions only; a partition's series goes when it stops here).
     pub partition_queued: IntGaugeVec,
@@ -209,7 +222,8 @@ impl Metrics {
             HistogramOpts::new(
                 "trawl_stage_seconds",
                 "Time per stage: queue_wait (a host releasing a request, politeness permitting, \
-                 to a fetch slot starting it), fetch (request start to last body byte), \
+                 to a fetch slot starting it), pipeline_wait (part of queue_wait: a page request \
+                 waiting for a pipeline permit, fetch.max_pipeline_pages), fetch (request start to last body byte), \
                  parse (one HTML page on a parser thread), archive (one response's archive transaction).",
             )
             .buckets(STAGE_BUCKETS.to_vec()),
@@ -231,6 +245,7 @@ impl Metrics {
         }
         Metrics {
             queue_wait: stage("queue_wait"),
+            pipeline_wait: stage("pipeline_wait"),
             fetch_duration: stage("fetch"),
             parse_duration: stage("parse"),
             archive_duration: stage("archive"),
@@ -254,10 +269,26 @@ impl Metrics {
             fetch_errors,
             frontier_size: gauge("trawl_frontier_size", "URLs queued and not yet completed."),
             active_hosts: gauge("trawl_active_host_actors", "Host actors currently active."),
-            pipeline_backlog: gauge(
-                "trawl_pipeline_backlog_pages",
-                "Pages fetched and not yet archived (their processing started, their archive step not yet done or skipped).",
-            ),
+            pipeline_backlog: Arc::new(HeldGauge::new(
+                gauge(
+                    "trawl_pipeline_backlog_pages",
+                    "Pages fetched and not yet archived (their processing started, their archive step not yet done or skipped).",
+                ),
+                gauge(
+                    "trawl_pipeline_backlog_peak_pages",
+                    "The largest trawl_pipeline_backlog_pages since the node started.",
+                ),
+            )),
+            pipeline_pages: Arc::new(HeldGauge::new(
+                gauge(
+                    "trawl_pipeline_pages",
+                    "Pages in the pipeline: page requests holding a pipeline permit, from before the request starts until the page is completed or dropped (at most fetch.max_pipeline_pages).",
+                ),
+                gauge(
+                    "trawl_pipeline_peak_pages",
+                    "The largest trawl_pipeline_pages since the node started.",
+                ),
+            )),
             warc_bytes: counter(
                 "trawl_warc_bytes_total",
                 "Compressed bytes written to WARC files.",
@@ -484,24 +515,73 @@ impl Metrics {
     }
 }
 
-/// One unit of an [`IntGauge`] held for as long as this value lives: taken
+/// A gauge of units held through [`GaugeHold`]s, with a second gauge of
+/// the most held at once since start: a gauge read now and then misses
+/// short peaks, and a bound is checked against the true peak.
+pub struct HeldGauge {
+    /// Units held now and the peak, changed together under the lock so
+    /// the two gauges are set in the order the changes happened.
+    counts: Mutex<(i64, i64)>,
+    now: IntGauge,
+    peak: IntGauge,
+}
+
+impl HeldGauge {
+    /// Counts into `now` and `peak` (registered by the caller).
+    pub fn new(now: IntGauge, peak: IntGauge) -> Self {
+        HeldGauge {
+            counts: Mutex::new((now.get(), peak.get())),
+            now,
+            peak,
+        }
+    }
+
+    /// Units held now.
+    pub fn get(&self) -> i64 {
+        self.now.get()
+    }
+
+    /// The most units held at once.
+    pub fn peak(&self) -> i64 {
+        self.peak.get()
+    }
+
+    fn add(&self, delta: i64) {
+        let mut counts = self.counts.lock().expect("held gauge lock");
+        counts.0 += delta;
+        self.now.set(counts.0);
+        if counts.0 > counts.1 {
+            counts.1 = counts.0;
+            self.peak.set(counts.1);
+        }
+    }
+}
+
+impl std::fmt::Debug for HeldGauge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeldGauge({}, peak {})", self.get(), self.peak())
+    }
+}
+
+/// One unit of a [`HeldGauge`] held for as long as this value lives: taken
 /// back when it is dropped, however the holder ends (a step done, an early
 /// return on a failure, a future dropped with its actor), so the gauge
 /// counts each holder exactly once.
 #[must_use = "the unit is taken back when this value is dropped"]
-pub struct GaugeHold(IntGauge);
+#[derive(Debug)]
+pub struct GaugeHold(Arc<HeldGauge>);
 
 impl GaugeHold {
     /// Adds one to `gauge` until the returned value is dropped.
-    pub fn new(gauge: &IntGauge) -> Self {
-        gauge.inc();
+    pub fn new(gauge: &Arc<HeldGauge>) -> Self {
+        gauge.add(1);
         GaugeHold(gauge.clone())
     }
 }
 
 impl Drop for GaugeHold {
     fn drop(&mut self) {
-        self.0.dec();
+        self.0.add(-1);
     }
 }
 
@@ -542,7 +622,7 @@ mod tests {
         drop(first);
         assert_eq!(gauge.get(), 1);
         // A holder that fails half-way returns early; its hold goes too.
-        let fails = |g: &IntGauge| -> Result<(), ()> {
+        let fails = |g: &Arc<HeldGauge>| -> Result<(), ()> {
             let _hold = GaugeHold::new(g);
             let failed_step: Result<(), ()> = Err(());
             failed_step?;
@@ -552,7 +632,13 @@ mod tests {
         assert_eq!(gauge.get(), 1);
         drop(second);
         assert_eq!(gauge.get(), 0);
-        assert!(m.render().contains("trawl_pipeline_backlog_pages 0"));
+        assert_eq!(gauge.peak(), 2, "the most held at once");
+        let text = m.render();
+        assert!(text.contains("trawl_pipeline_backlog_pages 0"), "{text}");
+        assert!(
+            text.contains("trawl_pipeline_backlog_peak_pages 2"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -142,3 +142,64 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
     // The files are valid WARC for warcio, with no `.open` leftovers.
     warcio_check(&warc_files(&config));
 }
+
+/// The pipeline bound (`[fetch] max_pipeline_pages`), far below the hosts
+/// ready to fetch: never more pages in the pipeline (nor fetched and not
+/// yet archived) than the bound, every place given back on every path
+/// (retries, errors, redirects, 404s, throttled hosts), and the crawl
+/// still complete and polite.
+#[test]
+fn a_small_pipeline_bound_holds_and_the_crawl_completes() {
+    const BOUND: i64 = 3;
+    let (web, server) = start_web(40, 12, 7);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let extra = format!("[fetch]\nmax_pipeline_pages = {BOUND}\n");
+    let config = config_with(data.path(), 5, 8, &extra);
+    let metrics = std::sync::Arc::new(trawl::metrics::Metrics::new());
+    let node_metrics = metrics.clone();
+    let (node_config, seeds) = (config.clone(), web.seeds(port));
+    let (archive, at_idle) = actix_rt::System::new().block_on(async move {
+        let node = trawl::actors::Node::start(node_config, node_metrics.clone()).unwrap();
+        node.send(trawl::actors::Seed { urls: seeds })
+            .await
+            .unwrap()
+            .unwrap();
+        node.send(trawl::actors::WhenIdle).await.unwrap();
+        // Idle: nothing of the crawl is left in the pipeline.
+        let at_idle = (
+            node_metrics.pipeline_pages.get(),
+            node_metrics.pipeline_backlog.get(),
+        );
+        let archive = node.send(trawl::actors::Shutdown).await.unwrap().unwrap();
+        (archive, at_idle)
+    });
+    let log = server.log().records();
+    server.stop();
+
+    assert_eq!(at_idle, (0, 0), "places not given back (pages, backlog)");
+    assert_eq!(
+        metrics.pipeline_pages.peak(),
+        BOUND,
+        "the pipeline filled up to its bound and never beyond"
+    );
+    let backlog = metrics.pipeline_backlog.peak();
+    assert!((1..=BOUND).contains(&backlog), "backlog peak {backlog}");
+
+    // Complete: exactly the ground truth, each page once, each archived.
+    let truth = web.ground_truth(port);
+    let pages = page_requests(&log, port);
+    assert!(pages.values().all(|&n| n == 1), "a page fetched twice");
+    assert_same_urls(&pages.keys().cloned().collect(), &truth);
+    let events = page_events(&config);
+    let archived: BTreeSet<String> = events.iter().map(|e| e.url.clone()).collect();
+    assert_eq!(archived, truth);
+    assert_eq!(events.len(), truth.len());
+    assert!(archive.records > 2 * truth.len() as u64);
+
+    // Waiting for the pipeline only ever lengthened a host's gaps.
+    let report = audit_log(&web, &log, 5);
+    let first: Vec<_> = report.violations.iter().take(5).collect();
+    assert!(report.violations.is_empty(), "{first:#?}");
+    assert_eq!(report.max_concurrent, 1);
+}

@@ -10,7 +10,10 @@ usage:
       reads trawl's /metrics at URL every 250 ms while process PID lives;
       writes CSV (one line per second: elapsed, pages fetched, pages
       archived, backlog max within that second, frontier) and prints one
-      JSON line: {"backlog_max": .., "samples": ..}
+      JSON line: {"backlog_max": .., "pipeline_max": .., "samples": ..};
+      the maxima include the peaks trawl records itself
+      (trawl_pipeline_backlog_peak_pages, trawl_pipeline_peak_pages), so a
+      peak between two samples is not missed
   bench.py stats LABEL RUN EXPECTED TIME_TXT ACCESS_SLICE [SAMPLE_JSON]
       prints one JSON line for one crawler's run: pages (status 200 from the
       nginx access log, robots.txt apart), wall, CPU, peak RSS, ...
@@ -71,7 +74,8 @@ def scrape(url):
     """The sums of the series the backlog report needs."""
     with OPEN(url, timeout=1.0) as r:
         text = r.read().decode()
-    got = {"fetched": 0.0, "archived": 0.0, "backlog": 0.0, "frontier": 0.0}
+    got = {"fetched": 0.0, "archived": 0.0, "backlog": 0.0, "frontier": 0.0,
+           "backlog_peak": 0.0, "pipeline_peak": 0.0}
     for line in text.splitlines():
         m = METRIC.match(line)
         if not m:
@@ -85,12 +89,16 @@ def scrape(url):
             got["backlog"] = value
         elif name == "trawl_frontier_size":
             got["frontier"] = value
+        elif name == "trawl_pipeline_backlog_peak_pages":
+            got["backlog_peak"] = value
+        elif name == "trawl_pipeline_peak_pages":
+            got["pipeline_peak"] = value
     return got
 
 
 def sample(url, pid, csv_path):
     t0 = time.monotonic()
-    rows, current, samples, peak = [], None, 0, 0
+    rows, current, samples, peak, pipeline = [], None, 0, 0, 0
     while alive(pid):
         tick = time.monotonic()
         try:
@@ -100,7 +108,8 @@ def sample(url, pid, csv_path):
         elapsed = tick - t0
         if got is not None:
             samples += 1
-            peak = max(peak, int(got["backlog"]))
+            peak = max(peak, int(got["backlog"]), int(got["backlog_peak"]))
+            pipeline = max(pipeline, int(got["pipeline_peak"]))
             second = int(elapsed)
             if current is None or current[0] != second:
                 if current is not None:
@@ -117,7 +126,7 @@ def sample(url, pid, csv_path):
         f.write("elapsed_s,pages_fetched,pages_archived,backlog_max,frontier\n")
         for r in rows:
             f.write("%d,%d,%d,%d,%d\n" % tuple(r))
-    print(json.dumps({"backlog_max": peak, "samples": samples}))
+    print(json.dumps({"backlog_max": peak, "pipeline_max": pipeline, "samples": samples}))
 
 
 def parse_time(path):
@@ -165,15 +174,15 @@ def stats(label, run, expected, time_txt, access, sample_json=None):
 
 def table(path):
     runs = [json.loads(line) for line in open(path) if line.strip()]
-    head = "%-10s %3s %7s %8s %8s %7s %8s %8s %8s %8s" % (
+    head = "%-10s %3s %7s %8s %8s %7s %8s %8s %8s %8s %8s" % (
         "crawler", "run", "pages", "expected", "wall_s", "pages/s", "cpu_s", "cpu_ms/p",
-        "rss_MB", "backlog")
+        "rss_MB", "backlog", "pipeline")
     print(head)
     for r in runs:
-        print("%-10s %3d %7d %8d %8.2f %7.0f %8.2f %8.3f %8.1f %8s" % (
+        print("%-10s %3d %7d %8d %8.2f %7.0f %8.2f %8.3f %8.1f %8s %8s" % (
             r["label"], r["run"], r["pages"], r["expected"], r["wall_s"], r["pages_per_s"],
             r["cpu_s"], r["cpu_ms_per_page"], r["peak_rss_mb"],
-            r.get("backlog_max", "-")))
+            r.get("backlog_max", "-"), r.get("pipeline_max", "-")))
         if r["exit"] != 0:
             print("  ! %s run %d exited with status %d" % (r["label"], r["run"], r["exit"]))
     by_run = {}

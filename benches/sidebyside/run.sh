@@ -17,7 +17,9 @@
 # exit, CPU (user+sys), peak RSS. Pages are counted from nginx's access log
 # (status 200, robots.txt apart), the same way for both. While trawl runs,
 # its /metrics is read every 250 ms for trawl_pipeline_backlog_pages (pages
-# fetched and not yet archived).
+# fetched and not yet archived) and the peaks trawl records
+# (trawl_pipeline_backlog_peak_pages, and trawl_pipeline_peak_pages: pages
+# holding a place in the pipeline, at most [fetch] max_pipeline_pages).
 #
 # Output: the table on stdout, and under
 # $CARGO_TARGET_DIR/sidebyside/results-<time>/: results.jsonl (one line per

@@ -16,6 +16,7 @@ pub mod dns_backend;
 pub mod dns_cache;
 pub mod gate;
 pub mod guard;
+pub mod pipeline;
 mod resolver;
 pub mod tls;
 
@@ -135,6 +136,10 @@ pub struct FetchResponse {
     pub started_at: SystemTime,
     /// Time from request start to the last body byte.
     pub elapsed: Duration,
+    /// A page's place in the node's pipeline, given back when the last
+    /// copy of the response is dropped ([`pipeline`]); `None` for requests
+    /// that take none (robots.txt).
+    pub pipeline: Option<Arc<pipeline::PipelinePermit>>,
 }
 
 impl FetchResponse {
@@ -156,6 +161,7 @@ impl FetchResponse {
             ip: None,
             started_at: SystemTime::UNIX_EPOCH,
             elapsed: Duration::ZERO,
+            pipeline: None,
         }
     }
 
@@ -370,6 +376,7 @@ impl HttpClient {
                 .or_else(|| self.resolver.last_address(&host)),
             started_at,
             elapsed: started.elapsed(),
+            pipeline: None,
         })
     }
 }

@@ -309,6 +309,10 @@ pub enum Effect {
         url: Url,
         /// Validators of the copy on record (a refresh): ask conditionally.
         validators: Validators,
+        /// A queue entry (a page or a sitemap), processed once fetched: it
+        /// takes a place in the node's pipeline; robots.txt takes none
+        /// ([`crate::fetch::pipeline`]).
+        page: bool,
     },
     /// Run `task` with the host's schedule `schedule` (completions persist
     /// it); answer with [`HostMachine::task_done`].
@@ -972,13 +976,15 @@ impl HostMachine {
         fx: &mut Vec<Effect>,
     ) {
         let id = self.next_id();
-        let url = match &what {
-            Requested::Robots { url, .. } | Requested::Entry { url, .. } => url.clone(),
+        let (url, page) = match &what {
+            Requested::Robots { url, .. } => (url.clone(), false),
+            Requested::Entry { url, .. } => (url.clone(), true),
         };
         fx.push(Effect::Fetch {
             id,
             url,
             validators,
+            page,
         });
         self.in_flight.insert(
             id,
