@@ -22,6 +22,7 @@
 //! written, and files without one can be concatenated.
 
 pub mod cdxj;
+mod compress;
 mod record;
 mod recover;
 pub mod surt;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use compress::MemberCompressor;
 pub use record::{payload_sha256, warc_date, Exchange, Record};
 pub use recover::{recover_open_files, RecoverError};
 
@@ -122,6 +124,8 @@ pub struct WarcWriter {
     /// fsync the directory when a file is created or renamed in it, so
     /// the file's name survives a power loss, not only its bytes.
     sync_dir: bool,
+    /// Kept from record to record (see [`compress`]).
+    compressor: MemberCompressor,
 }
 
 impl WarcWriter {
@@ -134,8 +138,10 @@ impl WarcWriter {
         std::fs::create_dir_all(&settings.dir).map_err(io)?;
         recover_open_files(&settings.dir, &settings.prefix)?;
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+        let compressor = MemberCompressor::new(settings.compression, settings.compression_level);
         Ok(WarcWriter {
             settings,
+            compressor,
             current: None,
             serial: 0,
             run_id,
@@ -270,8 +276,8 @@ impl WarcWriter {
     }
 
     /// `record` compressed as the settings say.
-    fn compress(&self, record: &Record) -> Vec<u8> {
-        record.compress(self.settings.compression, self.settings.compression_level)
+    fn compress(&mut self, record: &Record) -> Vec<u8> {
+        self.compressor.member(record)
     }
 
     /// Appends `record`, compressed as `member`, to the current file

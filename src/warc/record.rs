@@ -1,14 +1,9 @@
 //! WARC records: header layout, digests, gzip members.
 
-use std::io::Write;
 use std::net::IpAddr;
 
 use chrono::{DateTime, Utc};
-use flate2::write::GzEncoder;
-use flate2::Compression;
 use sha2::{Digest, Sha256};
-
-use crate::config::WarcCompression;
 
 /// One HTTP exchange to archive.
 #[derive(Debug, Clone)]
@@ -80,7 +75,17 @@ impl Record {
 
     /// Serialises the record (WARC/1.1 header, block, two CRLFs).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.block.len() + 512);
+        let mut out = self.head_bytes();
+        out.reserve(self.block.len() + 4);
+        out.extend_from_slice(&self.block);
+        out.extend_from_slice(b"\r\n\r\n");
+        out
+    }
+
+    /// The record's head: the WARC/1.1 line, its headers, Content-Length
+    /// and the blank line.
+    pub fn head_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(512);
         out.extend_from_slice(b"WARC/1.1\r\n");
         for (name, value) in &self.headers {
             out.extend_from_slice(name.as_bytes());
@@ -89,44 +94,7 @@ impl Record {
             out.extend_from_slice(b"\r\n");
         }
         out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", self.block.len()).as_bytes());
-        out.extend_from_slice(&self.block);
-        out.extend_from_slice(b"\r\n\r\n");
         out
-    }
-
-    /// The record as one complete gzip member.
-    pub fn to_gzip_member(&self, level: u32) -> Vec<u8> {
-        let raw = self.to_bytes();
-        let mut enc = GzEncoder::new(
-            Vec::with_capacity(raw.len() / 3 + 64),
-            Compression::new(level),
-        );
-        enc.write_all(&raw).expect("writing to a Vec cannot fail");
-        enc.finish().expect("writing to a Vec cannot fail")
-    }
-
-    /// The record as one complete zstd frame, with its content size and
-    /// checksum, as the zstd WARC proposal requires of every frame.
-    pub fn to_zstd_frame(&self, level: u32) -> Vec<u8> {
-        use zstd::zstd_safe::CParameter;
-        let raw = self.to_bytes();
-        let mut compressor =
-            zstd::bulk::Compressor::new(level as i32).expect("level checked by the config");
-        compressor
-            .set_parameter(CParameter::ChecksumFlag(true))
-            .and_then(|()| compressor.set_parameter(CParameter::ContentSizeFlag(true)))
-            .expect("valid zstd parameters");
-        compressor
-            .compress(&raw)
-            .expect("compressing into a growable buffer cannot fail")
-    }
-
-    /// The record compressed as its own gzip member or zstd frame.
-    pub fn compress(&self, codec: WarcCompression, level: u32) -> Vec<u8> {
-        match codec {
-            WarcCompression::Gzip => self.to_gzip_member(level),
-            WarcCompression::Zstd => self.to_zstd_frame(level),
-        }
     }
 
     /// The value of header `name`, if present.
