@@ -160,7 +160,10 @@ pub async fn hosts(
     }))
 }
 
-/// The path asking another node for its part of a listing.
+/// The path asking another node for its part of a listing: its first
+/// `offset + limit` rows, capped at [`listing::MAX_LIMIT`] (what its API
+/// takes), so on a cluster pages past row 1,000 may miss rows of other
+/// nodes.
 fn peer_listing_path(query: &ListQuery) -> String {
     let mut path = format!(
         "/api/v1/hosts?offset={}&limit={}",
