@@ -200,16 +200,13 @@ impl Handler<ListHosts> for PartitionActor {
             .filter(|h| !self.hosts.contains_key(*h))
             .chain(self.held_back.iter().map(String::as_str));
         for host in dormant {
-            let state = match self.store.host_state(host) {
-                Ok(state) => state,
+            let snapshot = match self.stored_snapshot(host, false, now) {
+                Ok(snapshot) => snapshot,
                 Err(err) => {
                     tracing::warn!(partition = self.id, host, %err, "cannot list host");
                     continue;
                 }
             };
-            let slowdown = self.slowdowns.get(host).copied();
-            let snapshot =
-                HostSnapshot::dormant(host, &state, [0; LEVELS], &self.settings, slowdown, now);
             let due_in = self
                 .due
                 .due_ms(host)
@@ -240,16 +237,26 @@ impl PartitionActor {
             let ask = active.addr.send(GetHostSnapshot { count_queue: true });
             return Box::pin(async move { Ok(ask.await?) });
         }
-        let result = self.stored_snapshot(host, self.clock.now());
+        let result = self.stored_snapshot(host, true, self.clock.now());
         Box::pin(async move { result })
     }
 
-    /// The snapshot of a host without an actor, from its stored state.
-    fn stored_snapshot(&self, host: &str, now: crate::clock::Now) -> Result<HostSnapshot, Failure> {
+    /// The snapshot of a host without an actor, from its stored state;
+    /// with `count_queue`, its queue counted by priority (a scan of it),
+    /// as [`GetHostSnapshot`] does for an active host.
+    fn stored_snapshot(
+        &self,
+        host: &str,
+        count_queue: bool,
+        now: crate::clock::Now,
+    ) -> Result<HostSnapshot, Failure> {
         let fail = |e: crate::store::StoreError| Failure::Store(e.to_string());
         let state = self.store.host_state(host).map_err(fail)?;
-        let queued = self.store.queued_by_priority(host).map_err(fail)?;
-        let slowdown = self.slowdowns.get(host).copied();
+        let queued = match count_queue {
+            true => self.store.queued_by_priority(host).map_err(fail)?,
+            false => [0; LEVELS],
+        };
+        let slowdown = self.slowdown_of(host);
         Ok(HostSnapshot::dormant(
             host,
             &state,

@@ -750,10 +750,7 @@ impl HostMachine {
     /// request start.
     pub fn set_slowdown(&mut self, slowdown: Option<Slowdown>) {
         self.slowdown = slowdown;
-        self.policy = match &slowdown {
-            Some(s) => self.settings.policy.slowed(s),
-            None => self.settings.policy.clone(),
-        };
+        self.policy = self.settings.policy.slowed_by(slowdown.as_ref());
         self.politeness.stretch_to(self.policy.min_delay);
     }
 
@@ -1568,10 +1565,7 @@ impl HostSnapshot {
         now: Now,
     ) -> Self {
         let product_token = &settings.robots.product_token;
-        let policy = match &slowdown {
-            Some(s) => settings.policy.slowed(s),
-            None => settings.policy.clone(),
-        };
+        let policy = settings.policy.slowed_by(slowdown.as_ref());
         let now_ms = now.unix_ms();
         let robots: Vec<_> = state
             .robots

@@ -64,6 +64,11 @@ impl Slowdown {
 }
 
 impl Policy {
+    /// This policy slowed by `slowdown`, if any.
+    pub fn slowed_by(&self, slowdown: Option<&Slowdown>) -> Policy {
+        slowdown.map_or_else(|| self.clone(), |s| self.slowed(s))
+    }
+
     /// This policy slowed by `slowdown`: never faster than `self`.
     pub fn slowed(&self, slowdown: &Slowdown) -> Policy {
         let mut policy = self.clone();
