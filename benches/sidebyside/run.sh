@@ -3,6 +3,11 @@
 # by nginx on loopback addresses, one after the other in one run.
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
+#          [--only trawl|spider-rs] [--trawl-settings FILE]
+#
+# --only runs one of the two (no ratio is printed); --trawl-settings
+# appends a TOML file to trawl's bench settings (to compare a setting:
+# `[storage] partitions = 16`, say).
 #
 # The web: HOSTS IP-literal hosts 127.0.1.1, 127.0.1.2, ... (loopback only)
 # of PAGES pages of about SIZE bytes each, robots.txt allow-all on every
@@ -28,13 +33,15 @@
 # each run's time -v output, stdout and stderr.
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1
+hosts=500 pages=40 size=15000 runs=1 only="" settings=""
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
   --pages) pages=$2; shift 2 ;;
   --size) size=$2; shift 2 ;;
   --runs) runs=$2; shift 2 ;;
+  --only) only=$2; shift 2 ;;
+  --trawl-settings) settings=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
   -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -144,15 +151,20 @@ delay_factor = 0.0
 [admin]
 listen = "127.0.0.1:$admin_port"
 TOML
+[ -n "$settings" ] && cat "$settings" >> "$out/trawl.toml"
 
 for run in $(seq "$runs"); do
-  echo "== run $run/$runs: spider-rs" >&2
-  measure spider-rs "$run" "$spider_bin" "$web/seeds.txt"
-  echo "== run $run/$runs: trawl" >&2
-  rm -rf "$data"
-  measure trawl "$run" "$trawl_bin" run --config "$out/trawl.toml" --until-idle \
-    --seeds "$web/seeds.txt" --data "$data"
-  rm -rf "$data"
+  if [ "$only" != trawl ]; then
+    echo "== run $run/$runs: spider-rs" >&2
+    measure spider-rs "$run" "$spider_bin" "$web/seeds.txt"
+  fi
+  if [ "$only" != spider-rs ]; then
+    echo "== run $run/$runs: trawl" >&2
+    rm -rf "$data"
+    measure trawl "$run" "$trawl_bin" run --config "$out/trawl.toml" --until-idle \
+      --seeds "$web/seeds.txt" --data "$data"
+    rm -rf "$data"
+  fi
 done
 
 {

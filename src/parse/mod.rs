@@ -10,10 +10,11 @@
 mod attributes;
 pub mod bounded;
 pub mod charset;
+mod read;
 
 use std::sync::OnceLock;
 
-use scraper::{Html, Selector};
+use scraper::Html;
 use url::Url;
 
 pub use bounded::{CutReason, ParseClock, ParseCut, ParseLimits, Stopwatch};
@@ -136,47 +137,9 @@ pub fn prefix_at_char_boundary(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// Elements whose text is not shown (or not the page's content).
-const INVISIBLE: &[&str] = &["head", "script", "style", "noscript", "template"];
-
 /// The text a reader sees, in document order, separated by spaces.
 pub fn visible_text(doc: &Html) -> String {
-    let mut out = String::new();
-    let mut stack = vec![doc.tree.root()];
-    while let Some(node) = stack.pop() {
-        match node.value() {
-            scraper::Node::Text(text) => {
-                out.push_str(text);
-                out.push(' ');
-            }
-            scraper::Node::Element(e) if INVISIBLE.contains(&e.name()) => continue,
-            _ => {}
-        }
-        stack.extend(node.children().rev());
-    }
-    out
-}
-
-struct Selectors {
-    base: Selector,
-    links: Selector,
-    canonical: Selector,
-    meta_robots: Selector,
-    title: Selector,
-}
-
-fn selectors() -> &'static Selectors {
-    static SELECTORS: OnceLock<Selectors> = OnceLock::new();
-    SELECTORS.get_or_init(|| {
-        let s = |css| Selector::parse(css).expect("static selector");
-        Selectors {
-            base: s("base[href]"),
-            links: s("a[href], area[href]"),
-            canonical: s("link[rel~=canonical][href]"),
-            meta_robots: s("meta[name]"),
-            title: s("title"),
-        }
-    })
+    read::walk(doc).text
 }
 
 /// Parses `html` fetched from `page_url` within `limits`.
@@ -199,28 +162,15 @@ pub fn parse_html_timed(
 }
 
 /// What the crawl needs from the DOM of a page fetched from `page_url`,
-/// keeping at most `max_links` links.
+/// keeping at most `max_links` links (one walk of the tree: [`read`]).
 pub fn read_page(doc: &Html, page_url: &Url, max_links: usize) -> ParsedPage {
-    let sel = selectors();
-    let base = doc
-        .select(&sel.base)
-        .next()
-        .and_then(|b| b.value().attr("href"))
+    let found = read::walk(doc);
+    let base = found
+        .base
         .and_then(|href| page_url.join(href.trim()).ok())
         .unwrap_or_else(|| page_url.clone());
-
     let mut page = ParsedPage::default();
-    for a in doc.select(&sel.links) {
-        let Some(href) = a.value().attr("href") else {
-            continue;
-        };
-        let rel_nofollow = a.value().attr("rel").is_some_and(|r| {
-            r.split_ascii_whitespace()
-                .any(|t| t.eq_ignore_ascii_case("nofollow"))
-        });
-        if rel_nofollow {
-            continue;
-        }
+    for href in found.links {
         if let Ok(url) = base.join(href.trim()) {
             if page.links.len() < max_links {
                 page.links.push(url);
@@ -229,26 +179,16 @@ pub fn read_page(doc: &Html, page_url: &Url, max_links: usize) -> ParsedPage {
             }
         }
     }
-    page.canonical = doc
-        .select(&sel.canonical)
-        .next()
-        .and_then(|l| l.value().attr("href"))
-        .and_then(|href| base.join(href.trim()).ok());
-    page.robots_meta = doc
-        .select(&sel.meta_robots)
-        .find(|m| {
-            m.value()
-                .attr("name")
-                .is_some_and(|n| n.eq_ignore_ascii_case("robots"))
-        })
-        .and_then(|m| m.value().attr("content"))
+    page.canonical = found.canonical.and_then(|href| base.join(href.trim()).ok());
+    page.robots_meta = found
+        .robots_meta
+        .flatten()
         .map(|c| c.trim().to_ascii_lowercase());
-    page.title = doc
-        .select(&sel.title)
-        .next()
-        .map(|t| t.text().collect::<String>().trim().to_owned())
+    page.title = found
+        .title
+        .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty());
-    page.simhash = crate::dedup::simhash(&visible_text(doc));
+    page.simhash = crate::dedup::simhash(&found.text);
     page
 }
 

@@ -128,6 +128,12 @@ pub(super) const META_SEQ: &[u8] = b"seq";
 /// the WAL first, synced as `sync_writes` says.
 const ARENA_BLOCK_BYTES: usize = 32 << 10;
 
+/// The most a partition's WAL writer buffers (see `db_options`).
+const WAL_BUFFER_BYTES: u64 = 64 << 10;
+
+/// log2 of the shards of a partition's table cache (see `db_options`).
+const TABLE_CACHE_SHARD_BITS: i32 = 1;
+
 /// The largest one memtable grows before it is flushed. The node-wide
 /// budget (`[storage] write_buffer_bytes`, shared by every partition)
 /// flushes long before most families get there; this bounds the rest, and
@@ -191,6 +197,22 @@ impl StoreEnv {
         opts.set_max_open_files(256);
         opts.set_keep_log_file_num(2);
         opts.set_write_buffer_size(MEMTABLE_BYTES);
+        // One actor writes each partition, so RocksDB's concurrent memtable
+        // insert buys nothing; the serial insert reuses its position in
+        // the skip list between the sorted keys of a batch (an admission
+        // batch is sorted by fingerprint) instead of searching from the
+        // top for every key. Writers from other threads (the admin API)
+        // still work: they queue behind the write group's leader.
+        opts.set_allow_concurrent_memtable_write(false);
+        // The WAL's write buffer grows to the largest batch written, up to
+        // this (RocksDB's default is 1 MiB per file writer): with 64
+        // partitions the default alone could hold 64 MiB. A larger batch is
+        // written through in pieces, as durable as before.
+        opts.set_writable_file_max_buffer_size(WAL_BUFFER_BYTES);
+        // The table cache (open SST readers) is sharded 64 ways by default,
+        // ~0.5 MB of shards per instance, for concurrent readers a
+        // partition does not have: one actor reads it.
+        opts.set_table_cache_num_shard_bits(TABLE_CACHE_SHARD_BITS);
         opts
     }
 
