@@ -204,7 +204,6 @@ impl Node {
                 .collect::<Result<Vec<_>, _>>()?,
             true => (0..config.storage.partitions).map(|_| None).collect(),
         };
-        crate::store::release_native_heap();
         let uploads = UploadActor::start(&config, metrics.clone())?;
         let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
         let archive = ArchiveActor::start(&config, metrics.clone(), closed_to)?;

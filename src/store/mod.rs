@@ -80,24 +80,6 @@ pub fn tune_native_heap() {
     }
 }
 
-/// Gives the C heap's free pages back to the system; call after opening
-/// many stores.
-///
-/// Opening a RocksDB instance allocates and frees a great deal: it writes
-/// its OPTIONS file, then parses it back to verify it, building (and
-/// dropping) a table factory and a block cache for every column family.
-/// Those frees leave holes all over glibc's heap that its automatic trim
-/// (top of the heap only) never returns: ~0.8 MB per partition store,
-/// 121 MB of an idle 64-partition node against 69 MB with 16.
-pub fn release_native_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the heap to the
-    // system; it is thread-safe and touches no live allocation.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
-
 /// Errors of the partition store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
