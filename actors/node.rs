@@ -172,7 +172,7 @@ impl Node {
     /// [`Node::start`] on an injected clock: every time decision of the
     /// node's actors reads it.
     pub fn start_with_clock(
-        config: Config,
+        mut config: Config,
         metrics: Arc<Metrics>,
         clock: SharedClock,
     ) -> Result<Addr<Node>, NodeError> {
@@ -181,6 +181,18 @@ impl Node {
         let year = chrono::Datelike::year(&chrono::DateTime::<chrono::Utc>::from(started.wall));
         let scope = crate::url::Scope::new(&config.scope, &config.traps, year)?;
         let data_dir = config.storage.data_dir.clone();
+        let open_with = Manifest::partitions_to_open(
+            &data_dir,
+            config.storage.partitions,
+            config.storage.partitions_given,
+        )?;
+        if open_with != config.storage.partitions {
+            tracing::info!(
+                partitions = open_with,
+                "the crawl keeps the partition count it was created with (the config does not set one)"
+            );
+            config.storage.partitions = open_with;
+        }
         Manifest::ensure(&data_dir, config.storage.partitions)?;
         // A cluster node learns whether a partition's last run crashed from
         // the partition itself (`begin_run`), when it takes it: the data

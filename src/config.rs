@@ -475,6 +475,13 @@ pub struct StorageConfig {
     pub data_dir: PathBuf,
     /// Number of partitions, fixed at crawl creation.
     pub partitions: u16,
+    /// Whether a layer above the embedded defaults set `partitions`. When
+    /// none did, an existing crawl keeps the count it was created with
+    /// (its manifest's) instead of being refused for not matching the
+    /// default: the default can change between releases, a crawl's count
+    /// cannot.
+    #[serde(skip)]
+    pub partitions_given: bool,
     /// Threads running partitions and their hosts.
     pub store_threads: usize,
     /// Shared block cache size in bytes.
@@ -661,16 +668,21 @@ impl Config {
     /// Defaults with each `(origin, toml text)` layer merged on top in order.
     pub fn from_layers(layers: &[(String, String)]) -> Result<Self, ConfigError> {
         let mut merged = parse_table("embedded defaults", DEFAULT_TOML)?;
+        let mut partitions_given = false;
         for (origin, text) in layers {
-            merge(&mut merged, parse_table(origin, text)?);
+            let layer = parse_table(origin, text)?;
+            partitions_given |= layer
+                .get("storage")
+                .and_then(|s| s.get("partitions"))
+                .is_some();
+            merge(&mut merged, layer);
         }
-        let config: Config =
-            serde_path_to_error::deserialize(toml::Value::Table(merged)).map_err(|err| {
-                ConfigError::Key {
-                    key: err.path().to_string(),
-                    message: err.into_inner().to_string(),
-                }
+        let mut config: Config = serde_path_to_error::deserialize(toml::Value::Table(merged))
+            .map_err(|err| ConfigError::Key {
+                key: err.path().to_string(),
+                message: err.into_inner().to_string(),
             })?;
+        config.storage.partitions_given = partitions_given;
         config.validate()?;
         Ok(config)
     }

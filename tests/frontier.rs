@@ -52,3 +52,40 @@ fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
     let report = audit_log(&web, &log, 5);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
 }
+
+#[test]
+fn a_crawl_keeps_the_partition_count_it_was_created_with_unless_the_config_names_one() {
+    let (web, server) = start_web(6, 4, 9);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let created = crawl_status(config_with(data.path(), 5, 5, ""), web.seeds(port));
+    assert_eq!(created.partitions.len(), 5);
+    let fetched = server.log().len();
+
+    // A config that names no count (the default is another) reopens the
+    // crawl with its own five partitions: everything is seen already.
+    let unnamed = Config::from_layers(&[(
+        "test".into(),
+        trawl::testweb::config_layer(data.path(), 5, ""),
+    )])
+    .unwrap();
+    assert!(!unnamed.storage.partitions_given);
+    assert_ne!(
+        unnamed.storage.partitions, 5,
+        "the default is not the crawl's"
+    );
+    let reopened = crawl_status(unnamed, web.seeds(port));
+    assert_eq!(reopened.partitions.len(), 5);
+    assert_eq!(reopened.queued, 0);
+    assert_eq!(server.log().len(), fetched, "nothing fetched again");
+
+    // A count the config names is the operator's word: a mismatch is
+    // refused, not adopted.
+    let named = config_with(data.path(), 5, 7, "");
+    assert!(named.storage.partitions_given);
+    let refused = actix_rt::System::new()
+        .block_on(async move { Node::start(named, Arc::new(Metrics::new())).err() });
+    let err = refused.expect("a mismatched count is refused").to_string();
+    assert!(err.contains("created with 5 partitions"), "{err}");
+    server.stop();
+}

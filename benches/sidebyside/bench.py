@@ -19,6 +19,9 @@ usage:
       nginx access log, robots.txt apart), wall, CPU, peak RSS, ...
   bench.py table RESULTS_JSONL
       prints the side-by-side table and the ratios trawl/spider-rs
+  bench.py merge BASE_TOML EXTRA_TOML
+      rewrites BASE_TOML with EXTRA_TOML's settings layered on top (tables
+      merged key by key)
 """
 import json
 import os
@@ -200,6 +203,47 @@ def table(path):
             t["peak_rss_mb"] / s["peak_rss_mb"]))
 
 
+def merge(base_path, extra_path):
+    import tomllib
+    with open(base_path, "rb") as f:
+        base = tomllib.load(f)
+    with open(extra_path, "rb") as f:
+        extra = tomllib.load(f)
+
+    def layer(into, over):
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                layer(into[key], value)
+            else:
+                into[key] = value
+
+    def emit(value):
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, (int, float)):
+            return repr(value)
+        if isinstance(value, str):
+            return json.dumps(value)
+        if isinstance(value, list):
+            return "[" + ", ".join(emit(v) for v in value) + "]"
+        raise SystemExit("merge: unsupported value %r" % (value,))
+
+    def tables(prefix, table, out):
+        plain = {k: v for k, v in table.items() if not isinstance(v, dict)}
+        if prefix and plain:
+            out.append("[%s]" % prefix)
+        out.extend("%s = %s" % (k, emit(v)) for k, v in plain.items())
+        for k, v in table.items():
+            if isinstance(v, dict):
+                tables(prefix + "." + k if prefix else k, v, out)
+
+    layer(base, extra)
+    lines = ["# The side-by-side bench's settings with %s layered on." % extra_path]
+    tables("", base, lines)
+    with open(base_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "port":
@@ -212,6 +256,8 @@ def main():
         stats(*args)
     elif cmd == "table":
         table(args[0])
+    elif cmd == "merge":
+        merge(args[0], args[1])
     else:
         sys.exit(__doc__)
 

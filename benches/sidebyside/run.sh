@@ -6,7 +6,7 @@
 #          [--only trawl|spider-rs] [--trawl-settings FILE]
 #
 # --only runs one of the two (no ratio is printed); --trawl-settings
-# appends a TOML file to trawl's bench settings (to compare a setting:
+# layers a TOML file over trawl's bench settings (to compare a setting:
 # `[storage] partitions = 16`, say).
 #
 # The web: HOSTS IP-literal hosts 127.0.1.1, 127.0.1.2, ... (loopback only)
@@ -151,7 +151,7 @@ delay_factor = 0.0
 [admin]
 listen = "127.0.0.1:$admin_port"
 TOML
-[ -n "$settings" ] && cat "$settings" >> "$out/trawl.toml"
+[ -n "$settings" ] && python3 "$here/bench.py" merge "$out/trawl.toml" "$settings"
 
 for run in $(seq "$runs"); do
   if [ "$only" != trawl ]; then

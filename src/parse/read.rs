@@ -89,12 +89,12 @@ impl<'a> Found<'a> {
                     self.canonical = e.attr("href");
                 }
             }
-            "meta" if self.robots_meta.is_none() => {
-                if e.attr("name")
-                    .is_some_and(|n| n.eq_ignore_ascii_case("robots"))
-                {
-                    self.robots_meta = Some(e.attr("content"));
-                }
+            "meta"
+                if self.robots_meta.is_none()
+                    && e.attr("name")
+                        .is_some_and(|n| n.eq_ignore_ascii_case("robots")) =>
+            {
+                self.robots_meta = Some(e.attr("content"));
             }
             "title" if self.title.is_none() => self.title = Some(element.text().collect()),
             _ => {}

@@ -17,6 +17,40 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The manifest of the crawl in `data_dir`, if one was created there.
+    pub fn existing(data_dir: &Path) -> Result<Option<Manifest>, StoreError> {
+        let path = data_dir.join("crawl.json");
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes)
+                    .map(Some)
+                    .map_err(|e| StoreError::Manifest {
+                        path,
+                        message: e.to_string(),
+                    })
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Manifest {
+                path,
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// The partition count to open the crawl in `data_dir` with: the
+    /// configured one if the config set it (`given`) or the crawl is new,
+    /// else the count the crawl was created with.
+    pub fn partitions_to_open(
+        data_dir: &Path,
+        configured: u16,
+        given: bool,
+    ) -> Result<u16, StoreError> {
+        if given {
+            return Ok(configured);
+        }
+        Ok(Self::existing(data_dir)?.map_or(configured, |m| m.partitions))
+    }
+
     /// Reads the manifest, writing it first if the crawl is new; errors if it
     /// disagrees with `partitions`.
     pub fn ensure(data_dir: &Path, partitions: u16) -> Result<Manifest, StoreError> {
@@ -96,9 +130,29 @@ mod tests {
     #[test]
     fn manifest_refuses_a_different_partition_count() {
         let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Manifest::existing(dir.path()).unwrap(), None);
         Manifest::ensure(dir.path(), 8).unwrap();
         Manifest::ensure(dir.path(), 8).unwrap();
+        assert_eq!(
+            Manifest::existing(dir.path()).unwrap(),
+            Some(Manifest { partitions: 8 })
+        );
         let err = Manifest::ensure(dir.path(), 16).unwrap_err();
         assert!(err.to_string().contains("8 partitions"), "{err}");
+        // The default count gives way to the crawl's; a count the config
+        // names does not (and is refused above).
+        assert_eq!(
+            Manifest::partitions_to_open(dir.path(), 16, false).unwrap(),
+            8
+        );
+        assert_eq!(
+            Manifest::partitions_to_open(dir.path(), 16, true).unwrap(),
+            16
+        );
+        let new = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Manifest::partitions_to_open(new.path(), 16, false).unwrap(),
+            16
+        );
     }
 }
