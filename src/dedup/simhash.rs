@@ -33,16 +33,8 @@ pub const MIN_WORDS: usize = 10;
 /// `char::is_alphanumeric`. A shingle's hash mixes its three word hashes,
 /// and the 64 per-bit votes are counted bit-sliced ([`Votes`]).
 pub fn simhash(text: &str) -> Option<u64> {
-    let mut votes = Votes::default();
-    let mut window = [0u64; 3];
-    let mut words = 0usize;
-    let mut emit = |h: u64| {
-        window = [window[1], window[2], mix(h)];
-        words += 1;
-        if words >= 3 {
-            votes.add(shingle(window));
-        }
-    };
+    let mut shingles = Shingles::default();
+    let mut emit = |h: u64| shingles.word(h);
     let bytes = text.as_bytes();
     let mut h = FNV_OFFSET;
     let mut in_word = false;
@@ -94,7 +86,29 @@ pub fn simhash(text: &str) -> Option<u64> {
     if in_word {
         emit(h);
     }
-    (words >= MIN_WORDS).then(|| votes.majority())
+    (shingles.words >= MIN_WORDS).then(|| shingles.votes.majority())
+}
+
+/// Words' hashes in, shingles' votes counted.
+#[derive(Default)]
+struct Shingles {
+    /// The last three words' mixed hashes.
+    window: [u64; 3],
+    words: usize,
+    votes: Votes,
+}
+
+impl Shingles {
+    /// Takes the next word's hash. Inlined into the byte loop, so the
+    /// window and the vote lanes can stay in registers.
+    #[inline(always)]
+    fn word(&mut self, h: u64) {
+        self.window = [self.window[1], self.window[2], mix(h)];
+        self.words += 1;
+        if self.words >= 3 {
+            self.votes.add(shingle(self.window));
+        }
+    }
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
@@ -176,6 +190,7 @@ impl Default for Votes {
 const BYTE_LOW_BITS: u64 = 0x0101_0101_0101_0101;
 
 impl Votes {
+    #[inline(always)]
     fn add(&mut self, hash: u64) {
         for (j, lane) in self.lanes.iter_mut().enumerate() {
             *lane += (hash >> j) & BYTE_LOW_BITS;
@@ -187,7 +202,10 @@ impl Votes {
         }
     }
 
-    /// Moves the byte counters into the wide counts.
+    /// Moves the byte counters into the wide counts (once per 255 hashes:
+    /// kept out of the inlined path).
+    #[cold]
+    #[inline(never)]
     fn spill(&mut self) {
         for (j, lane) in self.lanes.iter_mut().enumerate() {
             for k in 0..8 {
