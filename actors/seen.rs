@@ -232,6 +232,9 @@ impl Handler<Discover> for SeenSet {
                 forwarded,
                 ..Admission::default()
             };
+            // Each URL's fate is kept only when the caller asked for it
+            // (`detail`): the crawl's own pages need the counts alone.
+            let detail = !outcomes.is_empty();
             let mut fates = std::collections::HashMap::new();
             for (fps, rx) in replies {
                 let admitted = rx
@@ -245,7 +248,9 @@ impl Handler<Discover> for SeenSet {
                         admission.seen += 1;
                         UrlOutcome::Seen
                     };
-                    fates.insert(fp, fate);
+                    if detail {
+                        fates.insert(fp, fate);
+                    }
                 }
             }
             // Ours were offered here (the rest went elsewhere); a URL

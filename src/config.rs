@@ -768,6 +768,17 @@ impl Config {
         if self.storage.store_threads == 0 {
             return invalid("storage.store_threads must be at least 1");
         }
+        let max_ext = crate::url::scope::MAX_EXTENSION_BYTES;
+        if self
+            .scope
+            .deny_extensions
+            .iter()
+            .any(|e| e.trim_start_matches('.').len() > max_ext)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "scope.deny_extensions entries must be at most {max_ext} bytes"
+            )));
+        }
         if self.fetch.max_attempts == 0 {
             return invalid("fetch.max_attempts must be at least 1");
         }
@@ -977,6 +988,30 @@ mod tests {
         );
         let one = layer("[fetch]\nmax_pipeline_pages = 1\n").unwrap();
         assert_eq!(one.fetch.max_pipeline_pages, 1);
+    }
+
+    #[test]
+    fn a_denied_extension_longer_than_the_scope_compares_is_refused() {
+        let long = "x".repeat(crate::url::scope::MAX_EXTENSION_BYTES + 1);
+        let err = layer(&format!("[scope]\ndeny_extensions = [\".{long}\"]\n")).unwrap_err();
+        assert!(err.to_string().contains("scope.deny_extensions"), "{err}");
+        let fits = &long[1..];
+        assert!(layer(&format!("[scope]\ndeny_extensions = [\".{fits}\"]\n")).is_ok());
+    }
+
+    #[test]
+    fn the_partition_count_is_given_only_when_a_layer_names_it() {
+        assert!(
+            !layer("[politeness]\nmin_delay = \"1s\"\n")
+                .unwrap()
+                .storage
+                .partitions_given
+        );
+        let named = layer("[storage]\npartitions = 16\n").unwrap();
+        assert!(
+            named.storage.partitions_given,
+            "even at the default's value"
+        );
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub struct Scope {
     year: i32,
 }
 
+/// The longest extension `scope.deny_extensions` may list (the config
+/// refuses longer ones; none of the usual ones is near it).
+pub const MAX_EXTENSION_BYTES: usize = 32;
+
 impl Scope {
     /// Compiles the rules; `year` is the current year (injected for tests).
     pub fn new(scope: &ScopeConfig, traps: &TrapsConfig, year: i32) -> Result<Self, ScopeError> {
@@ -104,11 +108,16 @@ impl Scope {
                 .collect(),
             allow: set("scope.allow_patterns", &scope.allow_patterns)?,
             deny: set("scope.deny_patterns", &scope.deny_patterns)?,
-            extensions: scope
-                .deny_extensions
-                .iter()
-                .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
-                .collect(),
+            extensions: {
+                let mut lower: Vec<String> = scope
+                    .deny_extensions
+                    .iter()
+                    .map(|e| e.trim_start_matches('.').to_ascii_lowercase())
+                    .collect();
+                lower.sort_unstable();
+                lower.dedup();
+                lower
+            },
             traps: traps.clone(),
             year,
         })
@@ -132,14 +141,22 @@ impl Scope {
         self.trap(url).or_else(|| self.extension(url))
     }
 
+    /// Whether the last path segment's extension is a denied one.
     fn extension(&self, url: &Url) -> Option<Excluded> {
         let last = url.path().rsplit('/').next().unwrap_or("");
         // `/a.jpg;jsessionid=X` is a jpg.
         let last = last.split(';').next().unwrap_or("");
         let (_, ext) = last.rsplit_once('.')?;
+        // Every link is checked: one binary search of the sorted,
+        // lower-cased list, the extension lower-cased on the stack (one
+        // longer than any listed cannot match).
+        let mut buf = [0u8; MAX_EXTENSION_BYTES];
+        let lower = buf.get_mut(..ext.len())?;
+        lower.copy_from_slice(ext.as_bytes());
+        lower.make_ascii_lowercase();
         self.extensions
-            .iter()
-            .any(|e| e.eq_ignore_ascii_case(ext))
+            .binary_search_by(|e| e.as_bytes().cmp(lower))
+            .is_ok()
             .then_some(Excluded::Extension)
     }
 
@@ -310,6 +327,21 @@ mod tests {
         );
         assert_eq!(check(&s, "http://a.test/a.mp4/"), None);
         assert_eq!(check(&s, "http://a.test/?file=a.zip"), None);
+        // Listed in any case, with or without the dot; a name that only
+        // starts or ends like one is not it; a very long one is not listed.
+        let listed = scope(|c| c.deny_extensions = vec![".TAR".into(), "gz".into(), "gz".into()]);
+        assert_eq!(
+            check(&listed, "http://a.test/a.tar"),
+            Some(Excluded::Extension)
+        );
+        assert_eq!(
+            check(&listed, "http://a.test/a.Gz"),
+            Some(Excluded::Extension)
+        );
+        assert_eq!(check(&listed, "http://a.test/a.tgz"), None);
+        assert_eq!(check(&listed, "http://a.test/a.gzip"), None);
+        let long = format!("http://a.test/a.{}", "x".repeat(MAX_EXTENSION_BYTES + 1));
+        assert_eq!(check(&listed, &long), None);
     }
 
     #[test]
