@@ -52,6 +52,17 @@ pub struct SeenSet {
     /// A flush timer is armed.
     flush_armed: bool,
     metrics: Arc<Metrics>,
+    /// `trawl_urls_total` by outcome, looked up once (a label lookup
+    /// hashes the label on every call).
+    counted: Outcomes,
+}
+
+/// The `trawl_urls_total` counters a Discover moves.
+#[derive(Clone)]
+struct Outcomes {
+    filtered: prometheus::IntCounter,
+    admitted: prometheus::IntCounter,
+    seen: prometheus::IntCounter,
 }
 
 impl SeenSet {
@@ -71,6 +82,11 @@ impl SeenSet {
             scope,
             pending,
             flush_armed: false,
+            counted: Outcomes {
+                filtered: metrics.urls.with_label_values(&["filtered"]),
+                admitted: metrics.urls.with_label_values(&["admitted"]),
+                seen: metrics.urls.with_label_values(&["seen"]),
+            },
             metrics,
         }
     }
@@ -205,10 +221,7 @@ impl Handler<Discover> for SeenSet {
             .into_iter()
             .map(|(partition, entries)| OutboxBatch { partition, entries })
             .collect();
-        self.metrics
-            .urls
-            .with_label_values(&["filtered"])
-            .inc_by(filtered as u64);
+        self.counted.filtered.inc_by(filtered as u64);
         let mut replies = Vec::new();
         for (p, fps) in mine.into_iter().enumerate() {
             if fps.is_empty() {
@@ -225,7 +238,7 @@ impl Handler<Discover> for SeenSet {
             self.flush_armed = true;
             ctx.run_later(FLUSH_AFTER, |act, _| act.flush_all());
         }
-        let metrics = self.metrics.clone();
+        let counted = self.counted.clone();
         Box::pin(async move {
             let mut admission = Admission {
                 filtered,
@@ -266,14 +279,8 @@ impl Handler<Discover> for SeenSet {
                     },
                 )
                 .collect();
-            metrics
-                .urls
-                .with_label_values(&["admitted"])
-                .inc_by(admission.admitted as u64);
-            metrics
-                .urls
-                .with_label_values(&["seen"])
-                .inc_by(admission.seen as u64);
+            counted.admitted.inc_by(admission.admitted as u64);
+            counted.seen.inc_by(admission.seen as u64);
             Ok(Discovered {
                 admission,
                 remote,

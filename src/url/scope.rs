@@ -161,13 +161,14 @@ impl Scope {
     }
 
     fn trap(&self, url: &Url) -> Option<Excluded> {
-        let segments: Vec<&str> = url.path().split('/').filter(|s| !s.is_empty()).collect();
-        if segments.len() > self.traps.max_path_segments {
+        // Walked twice rather than collected: every link passes here, and
+        // the count bounds the quadratic repeat check below.
+        let segments = || url.path().split('/').filter(|s| !s.is_empty());
+        if segments().count() > self.traps.max_path_segments {
             return Some(Excluded::TooManySegments);
         }
-        let repeated = segments
-            .iter()
-            .any(|s| segments.iter().filter(|t| *t == s).count() > self.traps.max_repeated_segment);
+        let repeated = segments()
+            .any(|s| segments().filter(|t| *t == s).count() > self.traps.max_repeated_segment);
         if repeated {
             return Some(Excluded::RepeatedSegment);
         }
