@@ -29,12 +29,11 @@ pub const MIN_WORDS: usize = 10;
 ///
 /// One pass over the bytes, no allocation: a word's hash is built as its
 /// bytes go by (FNV-1a over the lower-cased UTF-8, then mixed); ASCII
-/// bytes are classified and folded by one table lookup, other characters decoded and asked
-/// `char::is_alphanumeric`. A shingle's hash mixes its three word hashes,
+/// bytes are classified and folded by one table lookup, other characters
+/// decoded and asked `char::is_alphanumeric`. A shingle's hash mixes its three word hashes,
 /// and the 64 per-bit votes are counted bit-sliced ([`Votes`]).
 pub fn simhash(text: &str) -> Option<u64> {
     let mut shingles = Shingles::default();
-    let mut emit = |h: u64| shingles.word(h);
     let bytes = text.as_bytes();
     let mut h = FNV_OFFSET;
     let mut in_word = false;
@@ -43,7 +42,7 @@ pub fn simhash(text: &str) -> Option<u64> {
         match ASCII_CLASS[usize::from(bytes[i])] {
             SEPARATOR => {
                 if in_word {
-                    emit(h);
+                    shingles.word(h);
                     h = FNV_OFFSET;
                     in_word = false;
                 }
@@ -60,7 +59,7 @@ pub fn simhash(text: &str) -> Option<u64> {
                     }
                     in_word = true;
                 } else if in_word {
-                    emit(h);
+                    shingles.word(h);
                     h = FNV_OFFSET;
                     in_word = false;
                 }
@@ -84,7 +83,7 @@ pub fn simhash(text: &str) -> Option<u64> {
         }
     }
     if in_word {
-        emit(h);
+        shingles.word(h);
     }
     (shingles.words >= MIN_WORDS).then(|| shingles.votes.majority())
 }

@@ -60,31 +60,24 @@ impl Manifest {
             message,
         };
         let wanted = Manifest { partitions };
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let found: Manifest =
-                    serde_json::from_slice(&bytes).map_err(|e| err(e.to_string()))?;
-                if found != wanted {
-                    return Err(err(format!(
-                        "crawl was created with {} partitions, config says {}",
-                        found.partitions, partitions
-                    )));
-                }
-                Ok(found)
+        if let Some(found) = Self::existing(data_dir)? {
+            if found != wanted {
+                return Err(err(format!(
+                    "crawl was created with {} partitions, config says {}",
+                    found.partitions, partitions
+                )));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(data_dir).map_err(|e| err(e.to_string()))?;
-                let tmp = path.with_extension("json.tmp");
-                std::fs::write(
-                    &tmp,
-                    serde_json::to_vec_pretty(&wanted).expect("serialises"),
-                )
-                .and_then(|_| std::fs::rename(&tmp, &path))
-                .map_err(|e| err(e.to_string()))?;
-                Ok(wanted)
-            }
-            Err(e) => Err(err(e.to_string())),
+            return Ok(found);
         }
+        std::fs::create_dir_all(data_dir).map_err(|e| err(e.to_string()))?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&wanted).expect("serialises"),
+        )
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .map_err(|e| err(e.to_string()))?;
+        Ok(wanted)
     }
 }
 

@@ -261,15 +261,13 @@ mod test_support {
 mod heap_tests {
     #[test]
     fn the_tuned_process_has_no_transparent_huge_pages() {
-        let thp = || {
-            std::fs::read_to_string("/proc/self/status")
-                .unwrap()
-                .lines()
-                .find_map(|l| l.strip_prefix("THP_enabled:").map(|v| v.trim().to_owned()))
-        };
         super::tune_native_heap();
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let thp = status
+            .lines()
+            .find_map(|l| l.strip_prefix("THP_enabled:").map(str::trim));
         // Kernels before 6.0 do not report it; where they do, it is off.
-        if let Some(enabled) = thp() {
+        if let Some(enabled) = thp {
             assert_eq!(enabled, "0");
         }
     }

@@ -156,7 +156,11 @@ impl HttpHead {
     fn parse(block: &[u8]) -> HttpHead {
         // Only the head is read: decoding the payload too cost ~2 % of a
         // crawl's CPU on the archive thread.
-        let text = String::from_utf8_lossy(head_of(block));
+        Self::from_text(&String::from_utf8_lossy(head_of(block)))
+    }
+
+    /// Reads `text` up to its first line that is empty once trimmed.
+    fn from_text(text: &str) -> HttpHead {
         let mut lines = text.split('\n').map(|l| l.trim_end());
         let status_line = lines.next().unwrap_or_default();
         let status = status_line
@@ -341,25 +345,9 @@ mod tests {
             b"\n\nHTTP/1.1 200",
         ];
         for block in blocks {
-            let whole = {
-                let text = String::from_utf8_lossy(block);
-                let mut lines = text.split('\n').map(|l| l.trim_end());
-                let status = lines.next().unwrap_or_default().to_owned();
-                let rest: Vec<String> = lines
-                    .take_while(|l| !l.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                (status, rest)
-            };
-            let head = String::from_utf8_lossy(head_of(block));
-            let mut lines = head.split('\n').map(|l| l.trim_end());
-            let status = lines.next().unwrap_or_default().to_owned();
-            let rest: Vec<String> = lines
-                .take_while(|l| !l.is_empty())
-                .map(str::to_owned)
-                .collect();
+            let whole = HttpHead::from_text(&String::from_utf8_lossy(block));
             assert_eq!(
-                (status, rest),
+                HttpHead::parse(block),
                 whole,
                 "{:?}",
                 String::from_utf8_lossy(block)

@@ -1,4 +1,5 @@
-//! WARC records: header layout, digests, gzip members.
+//! WARC records: header layout and digests (compressed by
+//! [`super::compress`]).
 
 use std::net::IpAddr;
 
