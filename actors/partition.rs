@@ -545,6 +545,7 @@ impl Handler<AdmitBatch> for PartitionActor {
         for (result, n) in [
             ("absent", filter.absent),
             ("maybe_seen", filter.maybe_seen),
+            ("cached", filter.cached),
             ("false_positive", filter.false_positive),
         ] {
             self.metrics

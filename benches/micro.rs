@@ -112,12 +112,19 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
 fn store_admit(c: &mut Criterion) {
     let mut group = c.benchmark_group("store");
     group.throughput(Throughput::Elements(1000));
-    for (mode, name) in [(SeenMode::Exact, "exact"), (SeenMode::Bloom, "bloom")] {
+    // `exact_cached`: the seen cache holds every URL the batches offer
+    // again, so "seen" batches are answered without a read.
+    for (mode, cache_urls, name) in [
+        (SeenMode::Exact, 0, "exact"),
+        (SeenMode::Bloom, 0, "bloom"),
+        (SeenMode::Exact, 4_000_000, "exact_cached"),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let seen = SeenSettings {
             mode,
             expected_urls: 2_000_000,
             false_positive_rate: 0.01,
+            cache_urls,
         };
         let env = StoreEnv::new(&Config::defaults().storage).with_seen(seen);
         let store = PartitionStore::open(&env, dir.path(), 0).unwrap();

@@ -250,6 +250,9 @@ pub enum SeenMode {
     Bloom,
 }
 
+/// The most `[seen] cache_urls` may ask for: 2^26 fingerprints, 1 GiB.
+pub const MAX_SEEN_CACHE_URLS: usize = 1 << 26;
+
 /// `[seen]`: the URL-seen set's Bloom filter (see `src/dedup/bloom.rs`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -260,6 +263,9 @@ pub struct SeenConfig {
     pub expected_urls: usize,
     /// The filter's false-positive rate at that size.
     pub false_positive_rate: f64,
+    /// Fingerprints confirmed seen kept in memory, over all partitions
+    /// (`src/dedup/seen_cache.rs`); 0: none.
+    pub cache_urls: usize,
 }
 
 /// `[dedup]`: exact and near-duplicate content (see `src/dedup/`).
@@ -805,6 +811,11 @@ impl Config {
         if self.crawl.user_agent.trim().is_empty() {
             return invalid("crawl.user_agent must not be empty");
         }
+        if self.seen.cache_urls > MAX_SEEN_CACHE_URLS {
+            return Err(ConfigError::Invalid(format!(
+                "seen.cache_urls must be at most {MAX_SEEN_CACHE_URLS} (16 bytes each)"
+            )));
+        }
         let rate = self.seen.false_positive_rate;
         if !(rate > 0.0 && rate < 0.5) {
             return invalid("seen.false_positive_rate must be between 0 and 0.5");
@@ -997,6 +1008,15 @@ mod tests {
         assert!(err.to_string().contains("scope.deny_extensions"), "{err}");
         let fits = &long[1..];
         assert!(layer(&format!("[scope]\ndeny_extensions = [\".{fits}\"]\n")).is_ok());
+    }
+
+    #[test]
+    fn a_seen_cache_over_its_limit_is_refused() {
+        let over = MAX_SEEN_CACHE_URLS + 1;
+        let err = layer(&format!("[seen]\ncache_urls = {over}\n")).unwrap_err();
+        assert!(err.to_string().contains("seen.cache_urls"), "{err}");
+        let none = layer("[seen]\ncache_urls = 0\n").unwrap();
+        assert_eq!(none.seen.cache_urls, 0);
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub struct Metrics {
     /// answer (`stored`, `claimed`, `unclaimed`, `unanswered`: the
     /// partition could not be asked in time), counted where asked.
     pub digest_answers: IntCounterVec,
-    /// The seen filter's answers (`absent`, `maybe_seen`,
+    /// The seen filter's answers (`absent`, `maybe_seen`, `cached`,
     /// `false_positive`).
     pub seen_filter: IntCounterVec,
     /// robots.txt decisions on queued URLs (`allowed`, `disallowed`,
@@ -342,7 +342,7 @@ impl Metrics {
             ),
             seen_filter: counter_vec(
                 "trawl_seen_filter_total",
-                "Answers of the URL-seen Bloom filter; false_positive / (false_positive + absent) is its observed false-positive rate.",
+                "Answers of the URL-seen Bloom filter (cached: a maybe the seen cache confirmed without a read); false_positive / (false_positive + absent) is its observed false-positive rate.",
                 "result",
             ),
             robots_decisions: counter_vec(

@@ -36,17 +36,21 @@ pub struct SeenSettings {
     pub expected_urls: usize,
     /// False-positive rate at that size.
     pub false_positive_rate: f64,
+    /// Fingerprints confirmed seen kept in memory
+    /// ([`super::seen_cache::SeenCache`]).
+    pub cache_urls: usize,
 }
 
 impl SeenSettings {
     /// The settings of one of `partitions` partitions: `[seen]
-    /// expected_urls` counts the whole crawl, and each partition's filter
-    /// holds its share.
+    /// expected_urls` and `cache_urls` count the whole crawl, and each
+    /// partition's filter and cache hold its share.
     pub fn per_partition(config: &SeenConfig, partitions: u16) -> Self {
         SeenSettings {
             mode: config.mode,
             expected_urls: config.expected_urls / usize::from(partitions.max(1)),
             false_positive_rate: config.false_positive_rate,
+            cache_urls: config.cache_urls / usize::from(partitions.max(1)),
         }
     }
 }
@@ -57,6 +61,7 @@ impl Default for SeenSettings {
             mode: SeenMode::Exact,
             expected_urls: 1_000_000,
             false_positive_rate: 0.01,
+            cache_urls: 16_384,
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Dedup: the URL-seen set's Bloom pre-filter ([`bloom`]), each payload
+//! Dedup: the URL-seen set's Bloom pre-filter ([`bloom`]) and cache of
+//! popular URLs ([`seen_cache`]), each payload
 //! stored once, near-duplicates flagged.
 //!
 //! - Exact ([`exact`]): the SHA-256 of every archived payload is looked up
@@ -27,6 +28,7 @@
 //! still read, as a fallback, so an upgraded crawl keeps its revisits.
 pub mod bloom;
 pub mod exact;
+pub mod seen_cache;
 pub mod simhash;
 
 use std::path::{Path, PathBuf};

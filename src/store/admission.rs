@@ -11,7 +11,7 @@ use super::budgets;
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
 use super::queue::DueChanges;
 use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_URLS, META_SEQ};
-use super::{PartitionStore, SeenMode, StoreError};
+use super::{PartitionStore, SeenCache, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
 use crate::frontier::lifecycle::{self, Offer};
 use crate::frontier::{EntryKind, Priority};
@@ -75,6 +75,19 @@ pub struct Admitted {
     pub refreshed: Vec<AdmitEntry>,
 }
 
+/// What the seen filter (and cache) said of one URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Maybe {
+    /// Certainly new.
+    No,
+    /// Maybe seen, taken as seen (Bloom mode).
+    Unchecked,
+    /// Seen: the seen cache knows it.
+    Cached,
+    /// Maybe seen: the store is read to know.
+    Read,
+}
+
 /// The seen filter's answers for one batch.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct FilterCounts {
@@ -82,6 +95,9 @@ pub struct FilterCounts {
     pub absent: u64,
     /// "Maybe seen", and the store had it (or, in Bloom mode, unchecked).
     pub maybe_seen: u64,
+    /// "Maybe seen", and the seen cache knew it: no read
+    /// (`dedup/seen_cache.rs`).
+    pub cached: u64,
     /// "Maybe seen", but the store did not have it: a false positive that
     /// cost a read (exact mode; their rate tells whether the filter is
     /// sized right).
@@ -110,7 +126,11 @@ impl PartitionStore {
             book
         });
         book.trim();
-        let result = self.admit_with(&mut book, entries, now_ms);
+        let mut cache = self
+            .seen_cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let result = self.admit_with(&mut book, &mut cache, entries, now_ms);
         if result.is_err() {
             // Counts of a batch that was not written must not be kept.
             book.clear();
@@ -121,6 +141,7 @@ impl PartitionStore {
     fn admit_with(
         &self,
         book: &mut budgets::Book,
+        cache: &mut SeenCache,
         mut entries: Vec<AdmitEntry>,
         now_ms: u64,
     ) -> Result<Admitted, StoreError> {
@@ -136,16 +157,16 @@ impl PartitionStore {
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
         entries.sort_unstable_by_key(|e| e.fp);
         entries.dedup_by_key(|e| e.fp);
-        let maybe: Vec<bool> = entries.iter().map(|e| self.seen.maybe_seen(e.fp)).collect();
-        let probe: Vec<[u8; 16]> = match self.seen.mode() {
-            SeenMode::Exact => entries
-                .iter()
-                .zip(&maybe)
-                .filter(|(_, m)| **m)
-                .map(|(e, _)| e.fp.to_bytes())
-                .collect(),
-            SeenMode::Bloom => Vec::new(),
-        };
+        let maybe: Vec<Maybe> = entries
+            .iter()
+            .map(|e| self.filter_answer(cache, e))
+            .collect();
+        let probe: Vec<[u8; 16]> = entries
+            .iter()
+            .zip(&maybe)
+            .filter(|(_, m)| **m == Maybe::Read)
+            .map(|(e, _)| e.fp.to_bytes())
+            .collect();
         let urls = self.cf(CF_URLS);
         let mut found = self.db.batched_multi_get_cf(urls, &probe, true).into_iter();
         let mut seq = self.next_seq.load(Ordering::Relaxed);
@@ -157,19 +178,23 @@ impl PartitionStore {
         let mut due = DueChanges::default();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
             let key = entry.fp.to_bytes();
-            let (seen, stored) = match (maybe, self.seen.mode()) {
-                (false, _) => (false, None),
-                (true, SeenMode::Bloom) => (true, None),
-                (true, SeenMode::Exact) => {
+            let (seen, stored) = match maybe {
+                Maybe::No => (false, None),
+                Maybe::Unchecked | Maybe::Cached => (true, None),
+                Maybe::Read => {
                     let hit = found.next().expect("one lookup per probed entry");
                     let hit = hit.map_err(|e| self.rocks(e))?;
+                    if hit.is_some() {
+                        cache.insert(entry.fp);
+                    }
                     (hit.is_some(), hit)
                 }
             };
             match (maybe, seen) {
-                (false, _) => filter.absent += 1,
-                (true, true) => filter.maybe_seen += 1,
-                (true, false) => filter.false_positive += 1,
+                (Maybe::No, _) => filter.absent += 1,
+                (Maybe::Cached, _) => filter.cached += 1,
+                (_, true) => filter.maybe_seen += 1,
+                (_, false) => filter.false_positive += 1,
             }
             if seen {
                 if entry.may_bring_back() {
@@ -235,9 +260,11 @@ impl PartitionStore {
         self.write(batch)?;
         self.next_seq.store(seq, Ordering::Relaxed);
         due.apply(&mut self.due_book());
-        // After the write: the filter never claims what the store lacks.
+        // After the write: neither the filter nor the cache ever claims
+        // what the store lacks.
         for fp in fresh {
             self.seen.insert(fp);
+            cache.insert(fp);
         }
         Ok(Admitted {
             entries: admitted,
@@ -245,6 +272,20 @@ impl PartitionStore {
             filter,
             refreshed,
         })
+    }
+
+    /// What the seen filter and cache say of `entry`'s URL, and so whether
+    /// the store must be read to know.
+    fn filter_answer(&self, cache: &mut SeenCache, entry: &AdmitEntry) -> Maybe {
+        if !self.seen.maybe_seen(entry.fp) {
+            return Maybe::No;
+        }
+        match self.seen.mode() {
+            SeenMode::Bloom => Maybe::Unchecked,
+            // An entry that may bring its URL back needs the stored record.
+            SeenMode::Exact if !entry.may_bring_back() && cache.contains(entry.fp) => Maybe::Cached,
+            SeenMode::Exact => Maybe::Read,
+        }
     }
 
     /// Makes a seen URL due at `now_ms` in `batch`: its record back in the
@@ -300,7 +341,7 @@ mod tests {
     use crate::config::Config;
     use crate::frontier::budget::BudgetSettings;
     use crate::store::test_support::{entry, open, open_with, pages};
-    use crate::store::StoreEnv;
+    use crate::store::{SeenSettings, StoreEnv};
 
     #[test]
     fn an_overfull_filter_costs_reads_in_exact_mode_and_urls_in_bloom_mode() {
@@ -332,6 +373,58 @@ mod tests {
                 "{mode:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_seen_cache_answers_known_urls_without_a_read_and_stays_exact() {
+        let open_cached = |dir: &std::path::Path, cache_urls: usize| {
+            let seen = SeenSettings {
+                cache_urls,
+                ..SeenSettings::default()
+            };
+            let env = StoreEnv::new(&Config::defaults().storage).with_seen(seen);
+            PartitionStore::open(&env, dir, 0).unwrap()
+        };
+        for cache_urls in [0, 16_384] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open_cached(dir.path(), cache_urls);
+            assert_eq!(store.admit(pages(0..1000)).unwrap().entries.len(), 1000);
+            let again = store.admit(pages(0..1000)).unwrap();
+            assert!(again.entries.is_empty(), "{cache_urls}: all seen");
+            let f = again.filter;
+            assert_eq!(f.cached + f.maybe_seen, 1000, "{cache_urls}: {f:?}");
+            if cache_urls == 0 {
+                assert_eq!(f.cached, 0, "no cache, every maybe read");
+            } else {
+                // Admitted URLs were cached after their write; three of
+                // them in one two-way set would push one out.
+                assert!(f.cached >= 990, "{f:?}");
+            }
+            // New and known together: exactly the new ones admitted.
+            let mixed = store.admit(pages(500..1500)).unwrap();
+            let mut admitted: Vec<u32> = mixed
+                .entries
+                .iter()
+                .map(|e| e.url["http://a.test/".len()..].parse().unwrap())
+                .collect();
+            admitted.sort_unstable();
+            assert_eq!(admitted, (1000..1500).collect::<Vec<_>>(), "{cache_urls}");
+        }
+        // A cache starts empty at open: what it holds was read or written
+        // by this process.
+        let dir = tempfile::tempdir().unwrap();
+        open_cached(dir.path(), 16_384)
+            .admit(pages(0..100))
+            .unwrap();
+        let store = open_cached(dir.path(), 16_384);
+        let f = store.admit(pages(0..100)).unwrap().filter;
+        assert_eq!(
+            (f.cached, f.maybe_seen),
+            (0, 100),
+            "read once after a reopen"
+        );
+        let f = store.admit(pages(0..100)).unwrap().filter;
+        assert!(f.cached >= 99, "then cached: {f:?}");
     }
 
     #[test]

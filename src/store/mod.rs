@@ -43,6 +43,7 @@ use std::sync::atomic::AtomicU64;
 use rocksdb::{WriteBatch, WriteOptions, DB};
 
 pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
+use crate::dedup::seen_cache::SeenCache;
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
 pub use blocks::DroppedUrl;
 pub use codec::{CodecError, QueueValue};
@@ -128,6 +129,9 @@ pub struct PartitionStore {
     path: PathBuf,
     /// The Bloom filter in front of the `urls` family.
     seen: SeenFilter,
+    /// Fingerprints known to be in the `urls` family, so a filter's
+    /// "maybe" for a popular URL is not read from the store each time.
+    seen_cache: std::sync::Mutex<SeenCache>,
     /// Host and domain budgets.
     budget: BudgetSettings,
     /// Their counts (the partition actor is the only writer; the lock is
@@ -224,6 +228,7 @@ mod test_support {
             mode,
             expected_urls,
             false_positive_rate: 0.3,
+            ..SeenSettings::default()
         };
         let env = StoreEnv::new(&Config::defaults().storage).with_seen(seen);
         PartitionStore::open(&env, dir, 0).unwrap()

@@ -12,7 +12,7 @@ use rocksdb::{
 };
 
 use super::codec::QueueValue;
-use super::{CodecError, PartitionStore, SeenFilter, SeenSettings, StoreError};
+use super::{CodecError, PartitionStore, SeenCache, SeenFilter, SeenSettings, StoreError};
 use crate::config::StorageConfig;
 use crate::frontier::budget::BudgetSettings;
 use crate::url::Fingerprint;
@@ -305,6 +305,7 @@ impl PartitionStore {
             store.migrate_legacy_queue()?;
         }
         store.seen = SeenFilter::new(env.seen);
+        store.seen_cache = std::sync::Mutex::new(SeenCache::new(env.seen.cache_urls));
         store.budget = env.budget;
         store.rebuild_seen_filter()?;
         store.load_due_book()?;
@@ -401,6 +402,7 @@ impl PartitionStore {
             db,
             path,
             seen: SeenFilter::new(SeenSettings::default()),
+            seen_cache: Default::default(),
             budget: BudgetSettings::default(),
             book: Default::default(),
             next_seq: AtomicU64::new(0),
