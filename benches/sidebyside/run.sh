@@ -3,7 +3,12 @@
 # by nginx on loopback addresses, one after the other in one run.
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
-#          [--only trawl|spider-rs] [--trawl-settings FILE]
+#          [--only trawl|spider-rs] [--trawl-settings FILE] [--profile dist]
+#
+# --profile is the cargo profile both crawlers are built in: `dist` (the
+# default: release with fat LTO and one codegen unit, the build to deploy;
+# spider-bench defines the same profile) or `release` (what the tests and
+# the demo use: no LTO, 16 codegen units).
 #
 # --only runs one of the two (no ratio is printed); --trawl-settings
 # layers a TOML file over trawl's bench settings (to compare a setting:
@@ -33,7 +38,7 @@
 # each run's time -v output, stdout and stderr.
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1 only="" settings=""
+hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
@@ -41,6 +46,7 @@ while [ $# -gt 0 ]; do
   --size) size=$2; shift 2 ;;
   --runs) runs=$2; shift 2 ;;
   --only) only=$2; shift 2 ;;
+  --profile) profile=$2; shift 2 ;;
   --trawl-settings) settings=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
   -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
@@ -62,12 +68,12 @@ work=$target/sidebyside
 out=$work/results-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 
-echo "== building trawl and spider-bench (release)" >&2
-cargo build --release --locked --bin trawl
-cargo build --release --locked --manifest-path "$here/spider-bench/Cargo.toml" \
+echo "== building trawl and spider-bench (profile $profile)" >&2
+cargo build --profile "$profile" --locked --bin trawl
+cargo build --profile "$profile" --locked --manifest-path "$here/spider-bench/Cargo.toml" \
   --target-dir "$target/spider-bench"
-trawl_bin=$target/release/trawl
-spider_bin=$target/spider-bench/release/spider-bench
+trawl_bin=$target/$profile/trawl
+spider_bin=$target/spider-bench/$profile/spider-bench
 
 port=$(python3 "$here/bench.py" port)
 admin_port=$(python3 "$here/bench.py" port)
@@ -168,7 +174,7 @@ for run in $(seq "$runs"); do
 done
 
 {
-  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), profile $profile, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
   python3 "$here/bench.py" table "$out/results.jsonl"
   echo
   echo "trawl's backlog over time: $out/backlog-run*.csv"
