@@ -102,7 +102,7 @@ struct OpenFile {
     info_end: u64,
     /// CDXJ lines of the records written so far, for the index written
     /// when the file closes.
-    index: Vec<String>,
+    index: cdxj::IndexLines,
     /// A second handle on the file, for a thread that fsyncs it while
     /// records are appended (see [`WarcWriter::sync_handle`]).
     sync_handle: Option<Arc<File>>,
@@ -295,7 +295,7 @@ impl WarcWriter {
         })?;
         file.offset += member.len() as u64;
         file.index
-            .extend(cdxj::index_line(&cdxj::RecordView::from(record), &at));
+            .push(&cdxj::RecordView::from(record), at.offset, at.length);
         self.records += 1;
         self.bytes += member.len() as u64;
         Ok(at)
@@ -328,10 +328,12 @@ impl WarcWriter {
         };
         let inner = file.out.into_inner().map_err(|e| io(e.into_error()))?;
         inner.sync_all().map_err(io)?;
-        cdxj::write_index(&final_path, file.index).map_err(|source| WarcError::Io {
-            path: cdxj::index_path(&final_path),
-            source,
-        })?;
+        file.index
+            .write(&final_path, &file.name)
+            .map_err(|source| WarcError::Io {
+                path: cdxj::index_path(&final_path),
+                source,
+            })?;
         std::fs::rename(&file.open_path, &final_path).map_err(io)?;
         self.closed.push(file.name);
         self.sync_dir_entries()
@@ -393,7 +395,7 @@ impl WarcWriter {
             out: BufWriter::with_capacity(256 * 1024, file),
             offset: 0,
             info_end: 0,
-            index: Vec::new(),
+            index: cdxj::IndexLines::default(),
             sync_handle: None,
         });
         self.sync_dir_entries()?;

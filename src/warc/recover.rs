@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use flate2::bufread::GzDecoder;
 
-use super::{cdxj, WarcRef};
+use super::cdxj;
 use crate::config::WarcCompression;
 
 /// A file a crash left open that could not be recovered.
@@ -105,21 +105,16 @@ fn recover_file(path: &Path, final_path: &Path, codec: WarcCompression) -> io::R
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut lines = Vec::new();
+    let mut lines = cdxj::IndexLines::default();
     let good = scan(path, codec, |unit| {
-        let at = WarcRef {
-            file: file_name.clone(),
-            offset: unit.offset,
-            length: unit.length,
-        };
         if let Some(view) = cdxj::parse_record(&unit.record) {
-            lines.extend(cdxj::index_line(&view, &at));
+            lines.push(&view, unit.offset, unit.length);
         }
     })?;
     let file = OpenOptions::new().write(true).open(path)?;
     file.set_len(good)?;
     file.sync_all()?;
-    cdxj::write_index(final_path, lines)?;
+    lines.write(final_path, &file_name)?;
     std::fs::rename(path, final_path)?;
     Ok(good)
 }
