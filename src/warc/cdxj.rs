@@ -93,7 +93,20 @@ impl IndexLines {
         // Sorted as whole lines: stems compared with the common end.
         self.stems.sort_unstable_by(|a, b| cmp_with_end(a, b, &end));
         self.stems.dedup();
-        write_sorted(warc, self.stems.iter().map(|stem| [stem.as_ref(), &end]))
+        let path = index_path(warc);
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let mut out = io::BufWriter::new(File::create(&tmp)?);
+        for stem in &self.stems {
+            out.write_all(stem.as_bytes())?;
+            out.write_all(end.as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(path)
     }
 }
 
@@ -258,29 +271,6 @@ pub fn index_path(warc: &Path) -> PathBuf {
     let mut name = warc.as_os_str().to_owned();
     name.push(".cdxj");
     PathBuf::from(name)
-}
-
-/// Writes `lines` (each given in parts, already sorted) as the index of
-/// the WARC file at `warc`.
-fn write_sorted<'a, L>(warc: &Path, lines: impl Iterator<Item = L>) -> io::Result<PathBuf>
-where
-    L: IntoIterator<Item = &'a str>,
-{
-    let path = index_path(warc);
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    let mut out = io::BufWriter::new(File::create(&tmp)?);
-    for line in lines {
-        for part in line {
-            out.write_all(part.as_bytes())?;
-        }
-        out.write_all(b"\n")?;
-    }
-    let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
-    Ok(path)
 }
 
 /// Reads one serialised record (`WARC/1.x`, headers, blank line, block),
