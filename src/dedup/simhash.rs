@@ -27,64 +27,66 @@ pub const MIN_WORDS: usize = 10;
 /// Characters are lower-cased one at a time (a word-final Greek `Σ`
 /// becomes `σ`, not `ς`).
 ///
-/// Two passes, no allocation. The first goes over the bytes and builds
-/// each word's hash as its bytes go by (FNV-1a over the lower-cased UTF-8);
-/// ASCII bytes are classified and folded by one table lookup, other
-/// characters decoded and asked `char::is_alphanumeric`. It is branch-free
-/// for ASCII: every byte stores the hash so far at the end of a buffer of
-/// words' hashes, and a byte that ends a word moves that end on by one.
-/// A branch per word end was the cost before (the end of a word is not
-/// predictable: ~70 cycles a word, half the time of the whole function).
-/// The second pass, over each [`WORDS_AT_A_TIME`] words' hashes, mixes
-/// every three into a shingle's hash and counts the 64 per-bit votes
-/// bit-sliced ([`Votes`]).
+/// One pass over the bytes, no allocation: a word's hash is built as its
+/// bytes go by (FNV-1a over the lower-cased UTF-8, then mixed); ASCII
+/// bytes are classified and folded by one table lookup, other characters
+/// decoded and asked `char::is_alphanumeric`. A shingle's hash mixes its three word hashes,
+/// and the 64 per-bit votes are counted bit-sliced ([`Votes`]).
 pub fn simhash(text: &str) -> Option<u64> {
-    let bytes = text.as_bytes();
     let mut shingles = Shingles::default();
-    let mut ends = [0u64; WORDS_AT_A_TIME];
-    let mut n = 0;
+    let bytes = text.as_bytes();
     let mut h = FNV_OFFSET;
     let mut in_word = false;
     let mut i = 0;
     while i < bytes.len() {
-        let mut class = ASCII_CLASS[usize::from(bytes[i])];
-        if class == NOT_ASCII {
-            let c = text[i..].chars().next().expect("a char starts here");
-            i += c.len_utf8();
-            if c.is_alphanumeric() {
-                for lower in c.to_lowercase() {
-                    let mut utf8 = [0u8; 4];
-                    for &x in lower.encode_utf8(&mut utf8).as_bytes() {
-                        h = fnv(h, x);
+        match ASCII_CLASS[usize::from(bytes[i])] {
+            SEPARATOR => {
+                if in_word {
+                    shingles.word(h);
+                    h = FNV_OFFSET;
+                    in_word = false;
+                }
+                i += 1;
+            }
+            NOT_ASCII => {
+                let c = text[i..].chars().next().expect("a char starts here");
+                if c.is_alphanumeric() {
+                    for lower in c.to_lowercase() {
+                        let mut utf8 = [0u8; 4];
+                        for &x in lower.encode_utf8(&mut utf8).as_bytes() {
+                            h = fnv(h, x);
+                        }
                     }
+                    in_word = true;
+                } else if in_word {
+                    shingles.word(h);
+                    h = FNV_OFFSET;
+                    in_word = false;
+                }
+                i += c.len_utf8();
+            }
+            lower => {
+                // The rest of an ASCII run of the word in a tight loop:
+                // most of a page's bytes are here.
+                h = fnv(h, lower);
+                i += 1;
+                while let Some(&b) = bytes.get(i) {
+                    let lower = ASCII_CLASS[usize::from(b)];
+                    if lower == SEPARATOR || lower == NOT_ASCII {
+                        break;
+                    }
+                    h = fnv(h, lower);
+                    i += 1;
                 }
                 in_word = true;
-                continue;
             }
-            class = SEPARATOR;
-        } else {
-            i += 1;
-        }
-        let is_word = class != SEPARATOR;
-        ends[n] = h;
-        n += usize::from(in_word & !is_word);
-        h = if is_word { fnv(h, class) } else { FNV_OFFSET };
-        in_word = is_word;
-        if n == WORDS_AT_A_TIME {
-            shingles.words(&ends);
-            n = 0;
         }
     }
     if in_word {
-        ends[n] = h;
-        n += 1;
+        shingles.word(h);
     }
-    shingles.words(&ends[..n]);
     (shingles.words >= MIN_WORDS).then(|| shingles.votes.majority())
 }
-
-/// Words' hashes the byte pass hands on at a time.
-const WORDS_AT_A_TIME: usize = 256;
 
 /// Words' hashes in, shingles' votes counted.
 #[derive(Default)]
@@ -96,14 +98,14 @@ struct Shingles {
 }
 
 impl Shingles {
-    /// Takes the next words' hashes, in order.
-    fn words(&mut self, hashes: &[u64]) {
-        for &h in hashes {
-            self.window = [self.window[1], self.window[2], mix(h)];
-            self.words += 1;
-            if self.words >= 3 {
-                self.votes.add(shingle(self.window));
-            }
+    /// Takes the next word's hash. Inlined into the byte loop, so the
+    /// window and the vote lanes can stay in registers.
+    #[inline(always)]
+    fn word(&mut self, h: u64) {
+        self.window = [self.window[1], self.window[2], mix(h)];
+        self.words += 1;
+        if self.words >= 3 {
+            self.votes.add(shingle(self.window));
         }
     }
 }
@@ -157,29 +159,26 @@ fn shingle([a, b, c]: [u64; 3]) -> u64 {
 
 /// The per-bit votes: how many hashes have each bit set, out of how many.
 ///
-/// Hashes are buffered and counted [`TALLY`] at a time, bit-sliced: lane
-/// `j` is a `u64` of eight byte-wide counters, byte `k` counting bit
-/// `8k + j`, so one hash costs eight shift-mask-adds instead of 64 counter
-/// updates. Counting a buffer in a loop of its own keeps the eight lanes
-/// in registers (vectorised); added word by word inside the byte loop they
-/// lived in memory, stored and reloaded for every word.
+/// Counted bit-sliced: lane `j` is a `u64` of eight byte-wide counters,
+/// byte `k` counting bit `8k + j`, so one hash costs eight shift-mask-adds
+/// on registers instead of 64 counter updates in memory. A byte counter
+/// holds 255 hashes; the lanes are spilled into the wide counts before
+/// that.
 #[derive(Debug)]
 struct Votes {
-    buffer: [u64; TALLY],
-    buffered: usize,
-    /// `set[i]`: hashes counted so far with bit `i` set.
+    lanes: [u64; 8],
+    /// Hashes in `lanes` since the last spill.
+    in_lanes: u32,
+    /// `set[i]`: hashes spilled so far with bit `i` set.
     set: [u32; 64],
     total: u32,
 }
 
-/// Hashes counted at a time: what a byte counter holds.
-const TALLY: usize = u8::MAX as usize;
-
 impl Default for Votes {
     fn default() -> Self {
         Votes {
-            buffer: [0; TALLY],
-            buffered: 0,
+            lanes: [0; 8],
+            in_lanes: 0,
             set: [0; 64],
             total: 0,
         }
@@ -192,36 +191,33 @@ const BYTE_LOW_BITS: u64 = 0x0101_0101_0101_0101;
 impl Votes {
     #[inline(always)]
     fn add(&mut self, hash: u64) {
-        self.buffer[self.buffered] = hash;
-        self.buffered += 1;
-        if self.buffered == TALLY {
-            self.tally();
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
+            *lane += (hash >> j) & BYTE_LOW_BITS;
+        }
+        self.in_lanes += 1;
+        self.total += 1;
+        if self.in_lanes == u32::from(u8::MAX) {
+            self.spill();
         }
     }
 
-    /// Counts the buffered hashes into the wide counts (once per
-    /// [`TALLY`] hashes: kept out of the inlined path).
+    /// Moves the byte counters into the wide counts (once per 255 hashes:
+    /// kept out of the inlined path).
     #[cold]
     #[inline(never)]
-    fn tally(&mut self) {
-        let mut lanes = [0u64; 8];
-        for &hash in &self.buffer[..self.buffered] {
-            for (j, lane) in lanes.iter_mut().enumerate() {
-                *lane += (hash >> j) & BYTE_LOW_BITS;
-            }
-        }
-        for (j, lane) in lanes.iter().enumerate() {
+    fn spill(&mut self) {
+        for (j, lane) in self.lanes.iter_mut().enumerate() {
             for k in 0..8 {
-                self.set[8 * k + j] += ((lane >> (8 * k)) & 0xff) as u32;
+                self.set[8 * k + j] += ((*lane >> (8 * k)) & 0xff) as u32;
             }
+            *lane = 0;
         }
-        self.total += self.buffered as u32;
-        self.buffered = 0;
+        self.in_lanes = 0;
     }
 
     /// The bits set in more than half of the hashes counted.
     fn majority(&mut self) -> u64 {
-        self.tally();
+        self.spill();
         let total = u64::from(self.total);
         self.set
             .iter()
