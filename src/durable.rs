@@ -386,8 +386,81 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Starts the kernel writing a growing file's bytes to disk every
+/// [`Writeback::EVERY_BYTES`], without waiting for it (RocksDB's
+/// `bytes_per_sync`, for the archive's files).
+///
+/// Why: a WARC file is fsynced when it closes. Left to the kernel, whose
+/// own writeback starts only after ~30 s or once gigabytes are dirty, a
+/// short crawl's whole file (~90 MB for 20,000 pages) was still in the
+/// page cache at that fsync, and the stop waited for all of it (~0.15 s of
+/// a 5 s crawl on the side-by-side bench). Started as the file grows, the
+/// writing overlaps the crawl, and the fsync waits for the last few MiB.
+/// Nothing about durability changes: the fsync at close is still what
+/// vouches for the file, and `sync_writes` still syncs in groups.
+#[derive(Debug, Default)]
+pub struct Writeback {
+    /// The file's bytes before this offset have had their writing started.
+    started_to: u64,
+}
+
+impl Writeback {
+    /// How many written bytes wait before their writing is started.
+    pub const EVERY_BYTES: u64 = 8 << 20;
+
+    /// Notes that `file`'s first `handed_over` bytes have been handed to the
+    /// OS (written, not buffered in the process), and starts writing them
+    /// out once enough wait. Returns the range started, if any.
+    pub fn advance(&mut self, file: &File, handed_over: u64) -> Option<(u64, u64)> {
+        if handed_over < self.started_to + Self::EVERY_BYTES {
+            return None;
+        }
+        let range = (self.started_to, handed_over - self.started_to);
+        start_writeback(file, range.0, range.1);
+        self.started_to = handed_over;
+        Some(range)
+    }
+}
+
+/// Asks the kernel to start writing `len` bytes of `file` at `offset`
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`: it returns without waiting).
+/// Advisory: where it fails or does not exist, the pages are written as
+/// they would have been without it, by the kernel or at the next fsync.
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return;
+    };
+    // SAFETY: sync_file_range reads the descriptor (open, owned by `file`
+    // for the call) and two integers; it touches no memory of ours.
+    let _ = unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+    };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_: &File, _: u64, _: u64) {}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn writeback_starts_every_few_mib_of_what_reached_the_os() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut file = File::create(dir.path().join("f")).unwrap();
+        let mut wb = super::Writeback::default();
+        let every = super::Writeback::EVERY_BYTES;
+        // Below the step nothing is started; at it, everything so far.
+        assert_eq!(wb.advance(&file, every - 1), None);
+        std::io::Write::write_all(&mut file, &vec![7u8; every as usize + 10]).unwrap();
+        assert_eq!(wb.advance(&file, every + 10), Some((0, every + 10)));
+        // The next range starts where the last one ended.
+        assert_eq!(wb.advance(&file, 2 * every), None);
+        assert_eq!(wb.advance(&file, 2 * every + 10), Some((every + 10, every)));
+        // What was written is intact (the call only starts writing).
+        assert_eq!(file.metadata().unwrap().len(), every + 10);
+    }
+
     use super::*;
     use std::sync::mpsc;
 

@@ -106,6 +106,9 @@ struct OpenFile {
     /// A second handle on the file, for a thread that fsyncs it while
     /// records are appended (see [`WarcWriter::sync_handle`]).
     sync_handle: Option<Arc<File>>,
+    /// Writing to disk started as the file grows, so closing it does not
+    /// wait for all of it.
+    writeback: crate::durable::Writeback,
 }
 
 /// Writes records to rotating `.warc.gz` (or `.warc.zst`) files.
@@ -294,6 +297,8 @@ impl WarcWriter {
             source,
         })?;
         file.offset += member.len() as u64;
+        let handed_over = file.offset - file.out.buffer().len() as u64;
+        file.writeback.advance(file.out.get_ref(), handed_over);
         file.index
             .push(&cdxj::RecordView::from(record), at.offset, at.length);
         self.records += 1;
@@ -397,6 +402,7 @@ impl WarcWriter {
             info_end: 0,
             index: cdxj::IndexLines::default(),
             sync_handle: None,
+            writeback: crate::durable::Writeback::default(),
         });
         self.sync_dir_entries()?;
         let info = Record::warcinfo(&name, &self.settings.info);
