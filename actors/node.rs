@@ -210,10 +210,14 @@ impl Node {
             .with_budgets((&config.budget).into());
         // A single node holds every partition; a cluster node those the
         // assignment gives it, once it has joined.
-        let stores = match config.cluster.enabled {
-            false => (0..config.storage.partitions)
-                .map(|id| PartitionStore::open(&env, &data_dir, id).map(|s| Some(Arc::new(s))))
-                .collect::<Result<Vec<_>, _>>()?,
+        let stores: Vec<Option<Arc<PartitionStore>>> = match config.cluster.enabled {
+            false => {
+                let ids: Vec<u16> = (0..config.storage.partitions).collect();
+                PartitionStore::open_all(&env, &data_dir, &ids)?
+                    .into_iter()
+                    .map(|s| Some(Arc::new(s)))
+                    .collect()
+            }
             true => (0..config.storage.partitions).map(|_| None).collect(),
         };
         let uploads = UploadActor::start(&config, metrics.clone())?;

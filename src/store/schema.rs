@@ -27,6 +27,10 @@ pub(super) const CF_QUEUE: &str = "queue.v1";
 const CF_LEGACY_QUEUE: &str = "queue";
 /// Entries per write batch while moving a legacy queue.
 const MIGRATION_BATCH: usize = 10_000;
+
+/// The most threads [`PartitionStore::open_all`] opens stores on.
+const OPEN_THREADS_MAX: usize = 8;
+
 pub(super) const CF_HOSTS: &str = "hosts";
 pub(super) const CF_SCHEDULES: &str = "schedules";
 pub(super) const CF_META: &str = "meta";
@@ -267,6 +271,49 @@ impl PartitionStore {
     /// The directory of partition `id` under `data_dir`.
     pub fn dir(data_dir: &Path, id: u16) -> PathBuf {
         data_dir.join("partitions").join(format!("{id:03}"))
+    }
+
+    /// Opens (or creates) partitions `ids` for writing, several at once;
+    /// the stores in the order of `ids`, or the error of the first of them
+    /// that failed (the others opened are closed again).
+    ///
+    /// Why at once: an open is ~7 ms of RocksDB work (its OPTIONS file
+    /// written and read back, a MANIFEST and a WAL created and synced),
+    /// so sixteen partitions one after another were most of a node's
+    /// ~0.2 s start. The work is CPU and fsyncs, so a few more threads
+    /// than cores overlap both.
+    pub fn open_all(env: &StoreEnv, data_dir: &Path, ids: &[u16]) -> Result<Vec<Self>, StoreError> {
+        let threads = std::thread::available_parallelism()
+            .map_or(2, |n| n.get() * 2)
+            .clamp(1, OPEN_THREADS_MAX)
+            .min(ids.len().max(1));
+        let mut opened: Vec<Option<Result<Self, StoreError>>> = Vec::new();
+        opened.resize_with(ids.len(), || None);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    scope.spawn(move || {
+                        // Thread t opens every threads-th partition.
+                        (t..ids.len())
+                            .step_by(threads)
+                            .map(|i| (i, Self::open(env, data_dir, ids[i])))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for worker in workers {
+                let done = worker
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                for (i, result) in done {
+                    opened[i] = Some(result);
+                }
+            }
+        });
+        opened
+            .into_iter()
+            .map(|r| r.expect("every partition was opened by one thread"))
+            .collect()
     }
 
     /// Opens (or creates) partition `id` for writing.
@@ -624,6 +671,32 @@ mod tests {
         drop(store);
         let store = open(dir.path());
         assert!(!store.begin_run("n1").unwrap(), "a clean handoff");
+    }
+
+    #[test]
+    fn partitions_open_at_once_in_order_and_a_held_one_fails_the_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = StoreEnv::new(&crate::config::Config::defaults().storage);
+        let ids = [0u16, 1, 2, 3, 4, 5, 6];
+        let held = PartitionStore::open(&env, dir.path(), 3).unwrap();
+        match PartitionStore::open_all(&env, dir.path(), &ids) {
+            Err(StoreError::Locked { path }) => assert!(path.ends_with("partitions/003")),
+            Err(other) => panic!("expected Locked, got {other}"),
+            Ok(_) => panic!("a held store opened twice"),
+        }
+        drop(held);
+        // The others opened meanwhile were closed again: all open now.
+        let stores = PartitionStore::open_all(&env, dir.path(), &ids).unwrap();
+        let paths: Vec<_> = stores.iter().map(|s| s.path.clone()).collect();
+        let expected: Vec<_> = ids
+            .iter()
+            .map(|&id| PartitionStore::dir(dir.path(), id))
+            .collect();
+        assert_eq!(paths, expected);
+        drop(stores);
+        assert!(PartitionStore::open_all(&env, dir.path(), &[])
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
