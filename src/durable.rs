@@ -1,4 +1,5 @@
-//! Group commit of the archive's files, for `[storage] sync_writes`.
+//! Group commit of the archive's files, for `[storage] sync_writes`, and
+//! their writeback as they grow ([`Writeback`]).
 //!
 //! With `sync_writes` on, RocksDB fsyncs its write-ahead log on every
 //! batch, so a page marked complete survives a power loss. That promise is

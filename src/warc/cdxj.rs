@@ -24,8 +24,6 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::surt::surt;
-#[cfg(test)]
-use super::WarcRef;
 
 /// A record's headers and block, borrowed: from a [`super::Record`] being
 /// written, or from a record read back by recovery.
@@ -121,13 +119,6 @@ fn cmp_with_end(a: &str, b: &str, end: &str) -> Ordering {
             .cmp(b.bytes().chain(end.bytes())),
         unequal => unequal,
     }
-}
-
-/// The CDXJ line of a record stored at `at`, or `None` for a record the
-/// index leaves out.
-#[cfg(test)]
-pub fn index_line(record: &RecordView<'_>, at: &WarcRef) -> Option<String> {
-    line_stem(record, at.offset, at.length).map(|stem| stem + &line_end(&at.file))
 }
 
 /// What ends every line of the index of the file `file_name`.
@@ -312,7 +303,14 @@ fn head_of(block: &[u8]) -> &[u8] {
 
 #[cfg(test)]
 mod tests {
+    use super::super::WarcRef;
     use super::*;
+
+    /// The whole CDXJ line of a record stored at `at`, or `None` for a
+    /// record the index leaves out.
+    fn index_line(record: &RecordView<'_>, at: &WarcRef) -> Option<String> {
+        line_stem(record, at.offset, at.length).map(|stem| stem + &line_end(&at.file))
+    }
 
     fn at() -> WarcRef {
         WarcRef {
