@@ -81,7 +81,7 @@ const NEAR_VERSION_KEY: &[u8] = b"v:simhash";
 /// Bumped whenever [`simhash`] changes: fingerprints of another version
 /// are not comparable, so they are dropped at open (pages archived before
 /// then are no longer found as near-duplicates; exact dedup is unaffected).
-const NEAR_VERSION: u32 = 2;
+const NEAR_VERSION: u32 = 3;
 
 /// The node's near index (persisted, loaded into memory), and the exact
 /// entries earlier releases kept per node (read only).
