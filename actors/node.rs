@@ -2,8 +2,9 @@
 //!
 //! Wiring: the FetcherPool and SeenSet run on the node's arbiter, the
 //! ParserPool and Archive on their own SyncArbiter threads, and partitions
-//! (with their hosts) spread over `storage.store_threads` arbiters, so
-//! RocksDB writes never block the fetcher's event loop.
+//! (with their hosts) spread over `StorageConfig::store_arbiters` arbiters
+//! (one by default on two cores), so RocksDB writes never block the
+//! fetcher's event loop.
 //!
 //! Shutdown is one sequence whatever asked for it (SIGINT/SIGTERM, an idle
 //! crawl, a test): partitions drain (hosts stop dispatching, in-flight
@@ -238,7 +239,7 @@ impl Node {
         let gate = Arc::new(FetchGate::new(&controls));
         let fetcher = FetcherPool::new(&config, tls, gate.clone(), metrics.clone()).start();
         let settings = Arc::new(HostSettings::from_config(&config, crashed));
-        let store_arbiters: Vec<Arbiter> = (0..config.storage.store_threads)
+        let store_arbiters: Vec<Arbiter> = (0..config.storage.store_arbiters())
             .map(|_| Arbiter::new())
             .collect();
         let config = Arc::new(config);
