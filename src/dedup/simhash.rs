@@ -32,8 +32,9 @@ pub const MIN_WORDS: usize = 10;
 ///    in a word: ASCII letters and digits, and every byte of a non-ASCII
 ///    character (whether that character is alphanumeric is decided in
 ///    pass 2).
-/// 2. Each run of marked bytes is found with two bit scans. A run of
-///    ASCII alone is one word, hashed sixteen bytes per step
+/// 2. The runs of marked bytes are read a block of 64 at a time from two
+///    masks: where runs start and where they end ([`WordBytes::runs`]).
+///    A run of ASCII alone is one word, hashed sixteen bytes per step
 ///    ([`ascii_word`]); a run with other characters is split and folded a
 ///    character at a time ([`WordHash`]), which gives the same hash for the
 ///    same word. A word's hash is over its lower-cased UTF-8 bytes
@@ -47,8 +48,9 @@ pub fn simhash(text: &str) -> Option<u64> {
     let bytes = text.as_bytes();
     let marks = WordBytes::of(bytes);
     let mut shingles = Shingles::default();
-    // Words of runs split apart; the shingles are not handed out, so that
-    // their vote lanes can stay in registers.
+    // The words of a run split apart are collected here before they are
+    // shingled, so that no function call takes the shingles and their
+    // vote lanes can stay in registers.
     let mut split = Vec::new();
     marks.runs(|start, end| {
         if marks.any_wide && marks.wide_in(start, end) {
