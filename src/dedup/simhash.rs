@@ -274,6 +274,18 @@ impl WordHash {
         }
     }
 
+    /// Pushes the UTF-8 bytes of `c` lower-cased (one character at a
+    /// time: a final `Σ` is `σ`).
+    fn push_lowercase(&mut self, c: char) {
+        for lower in c.to_lowercase() {
+            let mut utf8 = [0u8; 4];
+            lower
+                .encode_utf8(&mut utf8)
+                .bytes()
+                .for_each(|b| self.push(b));
+        }
+    }
+
     fn fold_piece(&mut self) {
         let piece = u128::from_le_bytes(self.piece);
         self.h = fold(self.h, piece as u64, (piece >> 64) as u64);
@@ -301,13 +313,7 @@ fn split_run(run: &str, words: &mut Vec<u64>) {
             // Only letters and digits are marked among ASCII bytes.
             word.push(c.to_ascii_lowercase() as u8);
         } else if c.is_alphanumeric() {
-            for lower in c.to_lowercase() {
-                let mut utf8 = [0u8; 4];
-                lower
-                    .encode_utf8(&mut utf8)
-                    .bytes()
-                    .for_each(|b| word.push(b));
-            }
+            word.push_lowercase(c);
         } else {
             words.extend(word.finish());
         }
@@ -575,13 +581,7 @@ mod tests {
         let mut word = WordHash::default();
         for c in text.chars() {
             if c.is_alphanumeric() {
-                for lower in c.to_lowercase() {
-                    let mut utf8 = [0u8; 4];
-                    lower
-                        .encode_utf8(&mut utf8)
-                        .bytes()
-                        .for_each(|b| word.push(b));
-                }
+                word.push_lowercase(c);
             } else if let Some(h) = word.finish() {
                 shingles.word(h);
             }
