@@ -445,12 +445,15 @@ fn start_writeback(_: &File, _: u64, _: u64) {}
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
     #[test]
     fn writeback_starts_every_few_mib_of_what_reached_the_os() {
         let dir = tempfile::tempdir().unwrap();
         let mut file = File::create(dir.path().join("f")).unwrap();
-        let mut wb = super::Writeback::default();
-        let every = super::Writeback::EVERY_BYTES;
+        let mut wb = Writeback::default();
+        let every = Writeback::EVERY_BYTES;
         // Below the step nothing is started; at it, everything so far.
         assert_eq!(wb.advance(&file, every - 1), None);
         std::io::Write::write_all(&mut file, &vec![7u8; every as usize + 10]).unwrap();
@@ -461,9 +464,6 @@ mod tests {
         // What was written is intact (the call only starts writing).
         assert_eq!(file.metadata().unwrap().len(), every + 10);
     }
-
-    use super::*;
-    use std::sync::mpsc;
 
     /// A file whose every sync announces itself and waits for the test's
     /// verdict: `Ok` lets it succeed, `Err` fails it.

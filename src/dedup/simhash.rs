@@ -309,10 +309,7 @@ impl WordHash {
 fn split_run(run: &str, words: &mut Vec<u64>) {
     let mut word = WordHash::default();
     for c in run.chars() {
-        if c.is_ascii() {
-            // Only letters and digits are marked among ASCII bytes.
-            word.push(c.to_ascii_lowercase() as u8);
-        } else if c.is_alphanumeric() {
+        if c.is_alphanumeric() {
             word.push_lowercase(c);
         } else {
             words.extend(word.finish());
