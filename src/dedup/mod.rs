@@ -96,6 +96,9 @@ impl DedupIndex {
     pub fn open(dir: &Path) -> Result<Self, DedupError> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
+        // One file-opening thread: RocksDB starts the extra ones even when
+        // there is nothing to load (see the partition stores' options).
+        opts.set_max_file_opening_threads(1);
         let fail = |source| DedupError::Rocks {
             path: dir.to_owned(),
             source,

@@ -217,6 +217,13 @@ impl StoreEnv {
         // for concurrent readers a partition does not have (one actor
         // reads it); two shards held ~40 KB less per idle instance.
         opts.set_table_cache_num_shard_bits(TABLE_CACHE_SHARD_BITS);
+        // RocksDB loads a family's table readers at open on this many
+        // threads, and starts the extra ones even when there is no file to
+        // load: at its default of 16 a node's start spawned ~380 threads
+        // (~22 a store) that found nothing to do. Stores are opened several
+        // at once ([`PartitionStore::open_all`]), which is the parallelism
+        // an open needs; each loads its files on its own thread.
+        opts.set_max_file_opening_threads(1);
         opts
     }
 
