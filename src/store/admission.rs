@@ -10,7 +10,7 @@ use rocksdb::WriteBatch;
 use super::budgets;
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
 use super::queue::DueChanges;
-use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_URLS, META_SEQ};
+use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_URLS, META_SEQ, SEQ_RESERVE};
 use super::{PartitionStore, SeenCache, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
 use crate::frontier::lifecycle::{self, Offer};
@@ -249,7 +249,12 @@ impl PartitionStore {
                 refreshed,
             });
         }
-        batch.put_cf(self.cf(CF_META), META_SEQ, seq.to_be_bytes());
+        // Numbers up to `seq` (exclusive) are used: the stored bound must
+        // be at least `seq`; moved ahead by a block when it is not.
+        let reserve = (seq > self.seq_reserved.load(Ordering::Relaxed)).then(|| seq + SEQ_RESERVE);
+        if let Some(bound) = reserve {
+            batch.put_cf(self.cf(CF_META), META_SEQ, bound.to_be_bytes());
+        }
         let mut queued: HashMap<&str, i64> = HashMap::new();
         for entry in &admitted {
             *queued.entry(entry.host.as_str()).or_default() += 1;
@@ -259,6 +264,9 @@ impl PartitionStore {
         }
         self.write(batch)?;
         self.next_seq.store(seq, Ordering::Relaxed);
+        if let Some(bound) = reserve {
+            self.seq_reserved.store(bound, Ordering::Relaxed);
+        }
         due.apply(&mut self.due_book());
         // After the write: neither the filter nor the cache ever claims
         // what the store lacks.
@@ -530,5 +538,56 @@ mod tests {
             ["http://a.test/1", "http://a.test/2"],
             "admission order kept"
         );
+    }
+
+    /// The bound stored for the queue's sequence: moved a block ahead only
+    /// when the numbers in use reach it, and where a reopened store goes on.
+    #[test]
+    fn the_sequence_bound_moves_by_blocks_and_a_reopen_continues_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let stored = |store: &PartitionStore| {
+            let bytes = store.get(CF_META, META_SEQ).unwrap().unwrap();
+            u64::from_be_bytes(bytes.try_into().unwrap())
+        };
+        let batch = |from: u64, n: u64| -> Vec<AdmitEntry> {
+            (from..from + n)
+                .map(|i| entry(&format!("http://a.test/{i}"), "a.test"))
+                .collect()
+        };
+        {
+            let store = open(dir.path());
+            store.admit(batch(0, 1)).unwrap();
+            assert_eq!(stored(&store), 1 + SEQ_RESERVE, "a block reserved");
+            store.admit(batch(1, SEQ_RESERVE)).unwrap();
+            assert_eq!(
+                stored(&store),
+                1 + SEQ_RESERVE,
+                "numbers up to the bound need no write"
+            );
+            store.admit(batch(1 + SEQ_RESERVE, 1)).unwrap();
+            assert_eq!(
+                stored(&store),
+                2 + 2 * SEQ_RESERVE,
+                "past the bound: the next block"
+            );
+        }
+        let store = open(dir.path());
+        store.admit(batch(2 + SEQ_RESERVE, 1)).unwrap();
+        let page = store
+            .queue_page("a.test", Priority::NORMAL, None, usize::MAX)
+            .unwrap();
+        assert_eq!(page.len() as u64, 3 + SEQ_RESERVE);
+        let last = page.last().map(|e| e.value.url.as_str());
+        let want = format!("http://a.test/{}", 2 + SEQ_RESERVE);
+        assert_eq!(
+            last,
+            Some(want.as_str()),
+            "admitted after the reopen, queued last"
+        );
+        let keys: Vec<_> = page.iter().map(|e| e.key.clone()).collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(keys, sorted, "one key per entry, in admission order");
     }
 }

@@ -139,6 +139,9 @@ pub struct PartitionStore {
     book: std::sync::Mutex<budgets::Book>,
     /// Next queue sequence number; only the owning PartitionActor admits.
     next_seq: AtomicU64,
+    /// The bound stored under `META_SEQ`: every number handed out is below
+    /// it (see [`schema::SEQ_RESERVE`]).
+    seq_reserved: AtomicU64,
     sync_writes: bool,
     /// Where the queue is: the versioned family, or (only in a store opened
     /// read-only before its first writable open) the unversioned one.
