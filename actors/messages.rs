@@ -5,7 +5,8 @@
 //! ```text
 //! Discover ─▶ SeenSet ─AdmitBatch─▶ PartitionActor ─Wake─▶ HostActor
 //! HostActor ─Fetch─▶ FetcherPool ─(FetchResponse)─▶ HostActor
-//! HostActor ─Parse─▶ ParserPool ; ─DigestQuery─▶ Node ─▶ (the digest's PartitionActor)
+//! HostActor ─Parse─▶ ParserPool ; ─DigestQuery─▶ DigestRouter ─▶ (the digest's PartitionActor,
+//!                                                                  or the Node for a remote one)
 //! HostActor ─Archive─▶ Archive ; ─DigestQuery (register)─▶ … ; ─Discover─▶ SeenSet
 //! HostActor ─Complete─▶ PartitionActor        (the URL is done, durably)
 //! ```
@@ -15,7 +16,7 @@
 //!
 //! ```text
 //! (outbox) ─SendBatch─▶ Bridge ═Admit/Ack (TCP)═ Bridge ─RemoteAdmit─▶ (owner's admission)
-//! Node ─SendDigest─▶ Bridge ═Digest/Found (TCP)═ Bridge ─RemoteDigest─▶ (owner's partition)
+//! DigestRouter ─▶ Node ─SendDigest─▶ Bridge ═Digest/Found (TCP)═ Bridge ─RemoteDigest─▶ (owner's partition)
 //! (membership) ─SetPeers─▶ Bridge
 //! ```
 //!
@@ -117,14 +118,25 @@ pub struct CrashHost {
     pub host: String,
 }
 
-/// A partition was restarted: admissions for partition `id` go to `to`.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Reroute {
+/// Partition `id` was (re)started or handed on: its `M` messages (the
+/// SeenSet's admissions, the DigestRouter's digest questions) go to `to`.
+pub struct Reroute<M>
+where
+    M: Message + Send,
+    M::Result: Send,
+{
     /// The partition id.
     pub id: u16,
     /// Its new address; `None`: another node owns it now.
-    pub to: Option<Recipient<AdmitBatch>>,
+    pub to: Option<Recipient<M>>,
+}
+
+impl<M> Message for Reroute<M>
+where
+    M: Message + Send,
+    M::Result: Send,
+{
+    type Result = ();
 }
 
 // ---------------------------------------------------------------- SeenSet

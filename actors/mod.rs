@@ -7,6 +7,7 @@
 pub mod archive;
 pub mod bridge;
 pub mod cluster;
+pub mod digests;
 pub mod fetcher;
 pub mod host;
 pub mod messages;

@@ -4,8 +4,8 @@
 //! Archive on their own SyncArbiter threads, and partitions (with their
 //! hosts) spread over `StorageConfig::store_arbiters` arbiters (one by
 //! default on two cores), so RocksDB writes never block the fetcher's
-//! event loop; the SeenSet runs on the first of those, beside the hosts
-//! and partitions it talks to on every page.
+//! event loop; the SeenSet and the DigestRouter run on the first of
+//! those, beside the hosts and partitions they talk to on every page.
 //!
 //! Shutdown is one sequence whatever asked for it (SIGINT/SIGTERM, an idle
 //! crawl, a test): partitions drain (hosts stop dispatching, in-flight
@@ -25,10 +25,11 @@ use url::Url;
 use super::archive::{ArchiveActor, ArchiveOpenError};
 use super::bridge::{BridgeActor, BridgeSettings};
 use super::cluster::{ClusterActor, ClusterSettings, Leave};
+use super::digests::{self, DigestRouter};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, ArchiveOpened, ArchiveSnapshot, AskHost, BlockOutcome, BridgeInbound, Candidate,
-    CloseArchive, ClusterIdle, Crash, CrashHost, DigestQuery, Discover, Drain, Failure,
+    Admission, AdmitBatch, ArchiveOpened, ArchiveSnapshot, AskHost, BlockOutcome, BridgeInbound,
+    Candidate, CloseArchive, ClusterIdle, Crash, CrashHost, DigestQuery, Discover, Drain, Failure,
     FinishUploads, GetArchiveSnapshot, GetControls, GetPartitionSnapshot, Hold, HostAnswer,
     HostPage, ListHosts, LocalWork, PartitionSnapshot, PipelineLinks, RemoteAdmit, RemoteDigest,
     Reroute, SendBatch, SendDigest, SetBlock, SetControls, UrlOutcome,
@@ -115,6 +116,8 @@ pub struct Node {
     /// Partitions restarted after a failure.
     partition_restarts: u64,
     seen: Addr<SeenSet>,
+    /// Routes hosts' digest questions to local partitions (others to us).
+    digests: Addr<DigestRouter>,
     archive: Addr<ArchiveActor>,
     /// The uploader, with `[upload]` on; stopped after shutdown.
     uploads: Option<Uploads>,
@@ -249,6 +252,9 @@ impl Node {
         // start it once wired.
         let (seen_tx, seen_rx) = actix::dev::channel::channel::<SeenSet>(16);
         let seen_addr = Addr::new(seen_tx);
+        // Hosts ask the DigestRouter, which asks the partitions: likewise.
+        let (digests_tx, digests_rx) = actix::dev::channel::channel::<DigestRouter>(16);
+        let digests_addr = Addr::new(digests_tx);
         // Hosts ask the node digest questions: its mailbox exists first too.
         let node_ctx = Context::<Node>::new();
         let pipeline = PipelineLinks {
@@ -259,7 +265,7 @@ impl Node {
             archive: archive.clone().recipient(),
             removed: archive.clone().recipient(),
             discover: seen_addr.clone().recipient(),
-            digests: node_ctx.address().recipient(),
+            digests: digests_addr.clone().recipient(),
         };
         let slots = ActiveSlots::new(config.frontier.active_hosts_cap(config.fetch.concurrency));
         let setup = PartitionSetup {
@@ -298,6 +304,15 @@ impl Node {
         store_arbiters[0].spawn_fn(move || {
             Context::with_receiver(seen_rx).run(seen);
         });
+        // The DigestRouter too: each page asks it twice (see its docs).
+        let answerers = partitions
+            .iter()
+            .map(|p| p.as_ref().map(|h| h.addr.clone().recipient()))
+            .collect();
+        let router = DigestRouter::new(answerers, node_ctx.address().recipient(), metrics.clone());
+        store_arbiters[0].spawn_fn(move || {
+            Context::with_receiver(digests_rx).run(router);
+        });
         let cluster = match config.cluster.enabled {
             true => Some(Self::join(
                 &config,
@@ -315,6 +330,7 @@ impl Node {
             setup: restart_setup,
             partition_restarts: 0,
             seen: seen_addr,
+            digests: digests_addr,
             archive,
             uploads,
             upload_wait: config.upload.shutdown_wait,
@@ -419,10 +435,7 @@ impl Node {
             let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
                 PartitionActor::new(id as u16, actor_store, setup)
             });
-            self.seen.do_send(Reroute {
-                id: id as u16,
-                to: Some(addr.clone().recipient()),
-            });
+            self.reroute(id as u16, Some(&addr));
             self.partitions[id] = Some(Held { addr, store });
             self.partition_restarts += 1;
         }
@@ -512,10 +525,7 @@ impl Node {
         let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
             PartitionActor::new(id, actor_store, setup)
         });
-        self.seen.do_send(Reroute {
-            id,
-            to: Some(addr.clone().recipient()),
-        });
+        self.reroute(id, Some(&addr));
         self.partitions[usize::from(id)] = Some(Held { addr, store });
         Ok(())
     }
@@ -528,7 +538,7 @@ impl Node {
         let Some(held) = self.partitions[usize::from(id)].take() else {
             return;
         };
-        self.seen.do_send(Reroute { id, to: None });
+        self.reroute(id, None);
         if let Some(c) = &mut self.cluster {
             c.releasing.insert(id);
         }
@@ -787,14 +797,23 @@ impl Handler<RemoteAdmit> for Node {
 }
 
 impl Node {
+    /// Points the SeenSet's admissions and the DigestRouter's questions
+    /// for partition `id` at `to` (`None`: not held here any more).
+    fn reroute(&self, id: u16, to: Option<&Addr<PartitionActor>>) {
+        self.seen.do_send(Reroute::<AdmitBatch> {
+            id,
+            to: to.map(|a| a.clone().recipient()),
+        });
+        self.digests.do_send(Reroute::<DigestQuery> {
+            id,
+            to: to.map(|a| a.clone().recipient()),
+        });
+    }
+
     /// Asks `query` of the digest's partition: here if this node holds it,
     /// of its owner over the bridge if another node does; `None` while it
     /// has no owner (or is being opened here).
-    fn ask_partition(
-        &self,
-        partition: u16,
-        query: DigestQuery,
-    ) -> Option<futures_util::future::BoxFuture<'static, Result<DigestReply, Failure>>> {
+    fn ask_partition(&self, partition: u16, query: DigestQuery) -> Option<digests::Asked> {
         if let Some(Some(held)) = self.partitions.get(usize::from(partition)) {
             let ask = held.addr.send(query);
             return Some(Box::pin(async move { ask.await? }));
@@ -813,42 +832,16 @@ impl Node {
     }
 }
 
-/// The longest a digest question waits for its answer: longer than a
-/// claim may stay open (a waiting claim is answered by then), short
-/// enough that a partition whose owner is unreachable holds pages up only
-/// briefly (they are then stored in full).
-const DIGEST_WAIT: Duration = Duration::from_secs(15);
-
 impl Handler<DigestQuery> for Node {
     type Result = ResponseFuture<Result<DigestReply, Failure>>;
 
+    /// Questions the DigestRouter could not answer here: for a partition
+    /// another node owns (or none does yet).
     fn handle(&mut self, msg: DigestQuery, _: &mut Self::Context) -> Self::Result {
         let partition = digest_partition(&msg.digest, self.partitions.len() as u16);
-        let ask = self.ask_partition(partition, msg);
+        let asked = self.ask_partition(partition, msg);
         let metrics = self.metrics.clone();
-        Box::pin(async move {
-            let answer = match ask {
-                Some(ask) => tokio::time::timeout(DIGEST_WAIT, ask).await.ok(),
-                None => None,
-            };
-            let (reply, label) = match answer {
-                Some(Ok(reply)) => {
-                    let label = match reply {
-                        DigestReply::Stored(_) => "stored",
-                        DigestReply::Claimed => "claimed",
-                        DigestReply::Unclaimed => "unclaimed",
-                    };
-                    (reply, label)
-                }
-                Some(Err(failure)) => {
-                    tracing::debug!(partition, error = %failure, "digest question failed");
-                    (DigestReply::Unclaimed, "unanswered")
-                }
-                None => (DigestReply::Unclaimed, "unanswered"),
-            };
-            metrics.digest_answers.with_label_values(&[label]).inc();
-            Ok(reply)
-        })
+        Box::pin(async move { Ok(digests::answer(asked, metrics).await) })
     }
 }
 

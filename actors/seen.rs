@@ -162,10 +162,10 @@ impl Actor for SeenSet {
     }
 }
 
-impl Handler<Reroute> for SeenSet {
+impl Handler<Reroute<AdmitBatch>> for SeenSet {
     type Result = ();
 
-    fn handle(&mut self, msg: Reroute, _: &mut Self::Context) {
+    fn handle(&mut self, msg: Reroute<AdmitBatch>, _: &mut Self::Context) {
         if let Some(slot) = self.partitions.get_mut(usize::from(msg.id)) {
             *slot = msg.to;
         }
