@@ -232,6 +232,14 @@ impl StoreEnv {
         // at once ([`PartitionStore::open_all`]), which is the parallelism
         // an open needs; each loads its files on its own thread.
         opts.set_max_file_opening_threads(1);
+        // The `default` family (unused) is opened with these options. With
+        // no table factory of its own it had RocksDB's default: a 32 MiB
+        // block cache of its own per store, set up at open and unmapped at
+        // close (~10 % of the CPU of a node's start and stop). It shares
+        // the node's cache instead.
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&self.cache);
+        opts.set_block_based_table_factory(&table);
         opts
     }
 
