@@ -802,24 +802,45 @@ impl Handler<Drain> for PartitionActor {
                 );
                 return false;
             };
-            for (host, drained) in results {
-                if let Ok(state) = drained {
-                    if let Err(err) = store.save_host_state(&host, &state) {
-                        tracing::error!(partition = id, host, error = %err, "cannot save host state");
-                    }
-                }
+            let states: Vec<_> = results
+                .into_iter()
+                .filter_map(|(host, drained)| drained.ok().map(|state| (host, state)))
+                .collect();
+            let saved = store.save_host_states(states.iter().map(|(h, s)| (h.as_str(), s)));
+            if let Err(err) = saved {
+                tracing::error!(partition = id, hosts = states.len(), error = %err, "cannot save the hosts' states");
             }
             true
         };
-        Box::pin(drained.into_actor(self).map(|complete, act, _| {
-            // Hosts drain only once their completions are acknowledged, so
-            // none should be pending; write any that are before the sync.
-            act.flush_completions();
-            if let Err(err) = act.store.sync() {
-                tracing::error!(partition = act.id, error = %err, "cannot sync the store");
-            }
-            complete
-        }))
+        Box::pin(
+            drained
+                .into_actor(self)
+                .map(|complete, act, _| {
+                    // Hosts drain only once their completions are
+                    // acknowledged, so none should be pending; write any
+                    // that are before the sync.
+                    act.flush_completions();
+                    (complete, act.store.clone())
+                })
+                .then(move |(complete, store), _, _| {
+                    // The sync (an fsync of the WAL) waits on the disk:
+                    // off the store thread, a node's partitions, which
+                    // share it, sync at once instead of one after another.
+                    let synced = tokio::task::spawn_blocking(move || store.sync());
+                    fut::wrap_future(async move {
+                        match synced.await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(err)) => {
+                                tracing::error!(partition = id, error = %err, "cannot sync the store")
+                            }
+                            Err(err) => {
+                                tracing::error!(partition = id, error = %err, "the store's sync failed")
+                            }
+                        }
+                        complete
+                    })
+                }),
+        )
     }
 }
 

@@ -64,8 +64,23 @@ impl PartitionStore {
 
     /// Saves the state of `host` in one write.
     pub fn save_host_state(&self, host: &str, state: &HostState) -> Result<(), StoreError> {
+        self.save_host_states([(host, state)])
+    }
+
+    /// Saves the states of several hosts in one write: a partition's hosts
+    /// at a drain, one WAL write instead of one per host (~30 µs each; a
+    /// stopping node of 500 hosts spent ~15 ms on them).
+    pub fn save_host_states<'a>(
+        &self,
+        states: impl IntoIterator<Item = (&'a str, &'a HostState)>,
+    ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        self.put_host_state(&mut batch, host, state)?;
+        for (host, state) in states {
+            self.put_host_state(&mut batch, host, state)?;
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
         self.write(batch)
     }
 
@@ -152,5 +167,27 @@ mod tests {
             (reread.attempts, reread.ip, reread.robots),
             (state.attempts, state.ip, state.robots)
         );
+    }
+
+    #[test]
+    fn several_hosts_states_are_saved_in_one_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let state = |n: u32| HostState {
+            attempts: vec![(u128::from(n), 1, n)],
+            schedule: Some(Schedule {
+                next_allowed_ms: u64::from(n),
+                ..Schedule::default()
+            }),
+            ..HostState::default()
+        };
+        let (a, b) = (state(11), state(22));
+        store.save_host_states([]).unwrap();
+        store
+            .save_host_states([("a.test", &a), ("b.test", &b)])
+            .unwrap();
+        assert_eq!(store.host_state("a.test").unwrap(), a);
+        assert_eq!(store.host_state("b.test").unwrap(), b);
+        assert_eq!(store.host_state("c.test").unwrap(), HostState::default());
     }
 }
