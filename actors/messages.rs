@@ -463,11 +463,12 @@ pub struct DigestPayload(pub Bytes);
 // ------------------------------------------------------------------- Dedup
 
 /// A question about a payload digest for the partition it belongs to
-/// (see [`crate::dedup::exact`]): asked of the node, which answers from
-/// the partition if it holds it and asks the owner over the bridge if
-/// not. A question that cannot be answered in time (no owner, the owner
-/// unreachable) is answered [`DigestReply::Unclaimed`](crate::dedup::exact::DigestReply)
-/// by the node: exact dedup never holds up the crawl.
+/// (see [`crate::dedup::exact`]): asked of the DigestRouter, which has
+/// the partition answer if this node holds it and hands the question to
+/// the node otherwise, which asks the owner over the bridge. A question
+/// that cannot be answered in time (no owner, the owner unreachable) is
+/// answered [`DigestReply::Unclaimed`](crate::dedup::exact::DigestReply):
+/// exact dedup never holds up the crawl.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<crate::dedup::exact::DigestReply, Failure>")]
 pub struct DigestQuery {

@@ -60,6 +60,13 @@ const OUTBOX_PAGE: usize = 64;
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
+/// How soon it checks again while someone waits for the crawl to end and
+/// at most [`NEAR_IDLE_URLS`] URLs are left: the end of a crawl is seen
+/// within a few milliseconds instead of half an [`IDLE_POLL`] on average
+/// (~25 ms of a 4.5 s bench crawl), for a few extra polls at its very end.
+const NEAR_IDLE_POLL: Duration = Duration::from_millis(5);
+/// URLs left (queued or in flight) below which the end is near.
+const NEAR_IDLE_URLS: u64 = 64;
 
 /// Errors starting a node.
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +142,8 @@ pub struct Node {
     idle_waiters: Vec<oneshot::Sender<()>>,
     /// Last totals seen by the idle poll.
     last: Totals,
+    /// A near-idle poll is scheduled ([`NEAR_IDLE_POLL`]).
+    near_idle_poll: bool,
     shutting_down: bool,
     /// The operator's runtime controls, and where they are kept.
     controls: Controls,
@@ -342,6 +351,7 @@ impl Node {
             store_arbiters,
             idle_waiters: Vec::new(),
             last: Totals::default(),
+            near_idle_poll: false,
             shutting_down: false,
             controls,
             controls_path,
@@ -459,7 +469,7 @@ impl Node {
             .map(|h| h.addr.send(GetPartitionSnapshot))
             .collect();
         let gather = futures_util::future::join_all(asks);
-        ctx.spawn(gather.into_actor(self).map(|snaps, act, _| {
+        ctx.spawn(gather.into_actor(self).map(|snaps, act, ctx| {
             let mut totals = Totals::default();
             // A partition that did not answer (it failed, and is being
             // restarted) may hold work: the node is not idle then.
@@ -471,6 +481,14 @@ impl Node {
             }
             act.last = totals;
             let idle = all_answered && totals.queued == 0;
+            let near = !idle && totals.queued <= NEAR_IDLE_URLS;
+            if near && !act.idle_waiters.is_empty() && !act.near_idle_poll {
+                act.near_idle_poll = true;
+                ctx.run_later(NEAR_IDLE_POLL, |act, ctx| {
+                    act.near_idle_poll = false;
+                    act.poll_partitions(ctx);
+                });
+            }
             match &act.cluster {
                 // A cluster node is idle when the cluster is (ClusterIdle).
                 Some(c) => c.controller.do_send(LocalWork {
