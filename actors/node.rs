@@ -60,10 +60,11 @@ const OUTBOX_PAGE: usize = 64;
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
-/// How soon it checks again while someone waits for the crawl to end and
-/// at most [`NEAR_IDLE_URLS`] URLs are left: the end of a crawl is seen
-/// within a few milliseconds instead of half an [`IDLE_POLL`] on average
-/// (~25 ms of a 4.5 s bench crawl), for a few extra polls at its very end.
+/// How soon a single node checks again while someone waits for the crawl
+/// to end and the URLs left (at most [`NEAR_IDLE_URLS`]) went down since
+/// the last check: the end of a crawl is seen within a few milliseconds
+/// instead of half an [`IDLE_POLL`] on average (~25 ms of a 4.5 s bench
+/// crawl), for at most one extra poll per URL completed at its very end.
 const NEAR_IDLE_POLL: Duration = Duration::from_millis(5);
 /// URLs left (queued or in flight) below which the end is near.
 const NEAR_IDLE_URLS: u64 = 64;
@@ -479,10 +480,16 @@ impl Node {
                 totals.completed += snap.completed;
                 totals.active_hosts += snap.active_hosts;
             }
-            act.last = totals;
+            let before = std::mem::replace(&mut act.last, totals).queued;
             let idle = all_answered && totals.queued == 0;
-            let near = !idle && totals.queued <= NEAR_IDLE_URLS;
-            if near && !act.idle_waiters.is_empty() && !act.near_idle_poll {
+            // Only a single node decides the end itself (a cluster's end
+            // is the cluster's), and only while the count is going down:
+            // a small crawl that stays under the mark polls no faster.
+            let closing = act.cluster.is_none()
+                && !idle
+                && totals.queued <= NEAR_IDLE_URLS
+                && totals.queued < before;
+            if closing && !act.idle_waiters.is_empty() && !act.near_idle_poll {
                 act.near_idle_poll = true;
                 ctx.run_later(NEAR_IDLE_POLL, |act, ctx| {
                     act.near_idle_poll = false;
