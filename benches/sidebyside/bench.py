@@ -27,6 +27,7 @@ import json
 import os
 import re
 import socket
+import statistics
 import sys
 import time
 import urllib.request
@@ -191,16 +192,26 @@ def table(path):
     by_run = {}
     for r in runs:
         by_run.setdefault(r["run"], {})[r["label"]] = r
+    ratios = []
     print("\nratios trawl / spider-rs (pages/s: above 1 is trawl faster; "
           "cpu per page and RSS: below 1 is trawl leaner)")
     for run, pair in sorted(by_run.items()):
         t, s = pair.get("trawl"), pair.get("spider-rs")
         if not (t and s and s["pages_per_s"] and s["cpu_ms_per_page"] and s["peak_rss_mb"]):
             continue
-        print("run %d: pages/s %.2f  cpu/page %.2f  peak rss %.2f" % (
-            run, t["pages_per_s"] / s["pages_per_s"],
-            t["cpu_ms_per_page"] / s["cpu_ms_per_page"],
-            t["peak_rss_mb"] / s["peak_rss_mb"]))
+        ratio = (t["pages_per_s"] / s["pages_per_s"],
+                 t["cpu_ms_per_page"] / s["cpu_ms_per_page"],
+                 t["peak_rss_mb"] / s["peak_rss_mb"])
+        ratios.append(ratio)
+        print("run %d: pages/s %.2f  cpu/page %.2f  peak rss %.2f" % ((run,) + ratio))
+    if len(ratios) > 1:
+        # Each run's pair ran back to back, so a ratio cancels the machine's
+        # slow drift; the median of them is the figure to quote, with the
+        # spread beside it.
+        cols = list(zip(*ratios))
+        print("median of %d runs: pages/s %.2f (%.2f-%.2f)  cpu/page %.2f (%.2f-%.2f)  "
+              "peak rss %.2f (%.2f-%.2f)" % ((len(ratios),) + tuple(
+                  x for c in cols for x in (statistics.median(c), min(c), max(c)))))
 
 
 def merge(base_path, extra_path):
