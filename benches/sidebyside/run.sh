@@ -31,7 +31,8 @@
 # (trawl_pipeline_backlog_peak_pages, and trawl_pipeline_peak_pages: pages
 # holding a place in the pipeline, at most [fetch] max_pipeline_pages).
 #
-# Output: the table on stdout, and under
+# Output: the table on stdout (the ratios run by run and, over two or
+# more runs, their median and range), and under
 # $CARGO_TARGET_DIR/sidebyside/results-<time>/: results.jsonl (one line per
 # crawler and run), table.txt, backlog-run<N>.csv (one line per second:
 # elapsed, pages fetched, pages archived, backlog max, frontier size), and
