@@ -208,10 +208,11 @@ def table(path):
         # Each run's pair ran back to back, so a ratio cancels the machine's
         # slow drift; the median of them is the figure to quote, with the
         # spread beside it.
-        cols = list(zip(*ratios))
-        print("median of %d runs: pages/s %.2f (%.2f-%.2f)  cpu/page %.2f (%.2f-%.2f)  "
-              "peak rss %.2f (%.2f-%.2f)" % ((len(ratios),) + tuple(
-                  x for c in cols for x in (statistics.median(c), min(c), max(c)))))
+        def spread(col):
+            return "%.2f (%.2f-%.2f)" % (statistics.median(col), min(col), max(col))
+        pages, cpu, rss = (spread(col) for col in zip(*ratios))
+        print("median of %d runs: pages/s %s  cpu/page %s  peak rss %s" % (
+            len(ratios), pages, cpu, rss))
 
 
 def merge(base_path, extra_path):
