@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +28,15 @@ const MIN_DELAY_MS: u64 = 5;
 
 /// A free loopback port for UDP (gossip) and one for TCP (bridge).
 fn free_ports() -> (SocketAddr, SocketAddr) {
-    (common::free_loopback_addr(), common::free_loopback_addr())
+    let udp = UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let tcp = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    (udp, tcp)
 }
 
 fn node_config(

@@ -12,7 +12,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -35,8 +35,14 @@ fn members(n: usize) -> Vec<Member> {
     (1..=n)
         .map(|i| Member {
             id: format!("n{i}"),
-            gossip: common::free_loopback_addr(),
-            bridge: common::free_loopback_addr(),
+            gossip: UdpSocket::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap(),
+            bridge: TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap(),
         })
         .collect()
 }

@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -72,13 +72,27 @@ fn prometheus_config(targets: &[SocketAddr]) -> String {
         .replace(interval, &format!("  scrape_interval: {SCRAPE_INTERVAL}"))
 }
 
+fn free_tcp() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn free_udp() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
 /// Starts Prometheus scraping `targets`, on a free loopback port.
 fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     let binary = prometheus_binary();
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("prometheus.yml");
     std::fs::write(&config, prometheus_config(targets)).unwrap();
-    let listen = common::free_loopback_addr();
+    let listen = free_tcp();
     let child = Command::new(binary)
         .arg(format!("--config.file={}", config.display()))
         .arg(format!(
@@ -269,13 +283,10 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let (web, server) = common::start_web(8, 30, 11);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let (n1, n2) = (
-        (common::free_loopback_addr(), common::free_loopback_addr()),
-        (common::free_loopback_addr(), common::free_loopback_addr()),
-    );
+    let (n1, n2) = ((free_udp(), free_tcp()), (free_udp(), free_tcp()));
     let c1 = node_config("n1", data.path(), n1, n2.0);
     let c2 = node_config("n2", data.path(), n2, n1.0);
-    let admins = [common::free_loopback_addr(), common::free_loopback_addr()];
+    let admins = [free_tcp(), free_tcp()];
     let prometheus = start_prometheus(&admins);
     let truth = web.ground_truth(port);
     let log = server.log().clone();

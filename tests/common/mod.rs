@@ -20,34 +20,6 @@ use trawl::testweb::{
     WebSpec,
 };
 
-/// A loopback address whose port is free for both TCP and UDP, for a
-/// listener the test's node binds later (gossip, bridge, admin).
-///
-/// Not port 0's pick: that comes from the kernel's ephemeral range
-/// (32768-60999 by default on Linux), where the port is back in the pool
-/// once the probe closes and any outgoing connection (a node reaching the
-/// web, a peer, the other test running beside it) may take it before the
-/// node binds it: "Address already in use". Ports are taken below that
-/// range instead, each at most once per test process, starting at an
-/// offset of the process id so two test processes rarely meet.
-pub fn free_loopback_addr() -> SocketAddr {
-    use std::net::{Ipv4Addr, TcpListener, UdpSocket};
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const LOW: u32 = 20_000;
-    const SPAN: u32 = 12_000;
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let start = std::process::id().wrapping_mul(97) % SPAN;
-    for _ in 0..SPAN {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = (LOW + (start + n) % SPAN) as u16;
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        if TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok() {
-            return addr;
-        }
-    }
-    panic!("no free loopback port in {LOW}..{}", LOW + SPAN);
-}
-
 /// A synthetic web and its server on a free loopback port.
 pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, TestWebServer) {
     let web = SyntheticWeb::new(WebSpec {
