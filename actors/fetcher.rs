@@ -17,7 +17,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tokio::sync::Semaphore;
 
-use super::messages::Fetch;
+use super::messages::{CloseConnections, Fetch};
 use crate::config::Config;
 use crate::fetch::gate::FetchGate;
 use crate::fetch::pipeline::PipelineBound;
@@ -63,6 +63,20 @@ impl Actor for FetcherPool {
         // is bounded all the same: one request per permit of an active host,
         // and active hosts are capped (`[frontier] max_active_hosts`).
         ctx.set_mailbox_capacity(usize::MAX);
+    }
+}
+
+impl Handler<CloseConnections> for FetcherPool {
+    type Result = ();
+
+    /// Stops the pool: its client, and with it every idle keep-alive
+    /// connection, is dropped on this thread while the node's stop waits
+    /// on the disk, instead of after it (a close per connection: ~70 ms
+    /// for the side-by-side bench's 500 hosts). A request still running
+    /// (abandoned at the drain's timeout) keeps its own handle on the
+    /// client and ends as it would have.
+    fn handle(&mut self, _: CloseConnections, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 

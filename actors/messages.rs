@@ -273,14 +273,22 @@ pub struct SaveHostState {
 }
 
 /// Stop dispatching and wait until nothing is in flight or in processing,
-/// at most `timeout`; the partition then syncs its store. Answers whether
-/// every host drained (`false`: requests were abandoned; they stay queued).
+/// at most `timeout`; the partition then writes what it holds to its store
+/// (not synced: the node syncs the stores it drained, each off its thread,
+/// beside the rest of its stop). Answers whether every host drained
+/// (`false`: requests were abandoned; they stay queued).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "bool")]
 pub struct Drain {
     /// How long to wait for requests in flight.
     pub timeout: std::time::Duration,
 }
+
+/// Tells the FetcherPool to close its connections and stop: the node's
+/// stop sends it once every partition drained (nothing is fetched after).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct CloseConnections;
 
 /// Tells a host to stop dispatching; answers with the host's state once
 /// nothing is in flight or in processing, for the partition to persist (so

@@ -812,35 +812,13 @@ impl Handler<Drain> for PartitionActor {
             }
             true
         };
-        Box::pin(
-            drained
-                .into_actor(self)
-                .map(|complete, act, _| {
-                    // Hosts drain only once their completions are
-                    // acknowledged, so none should be pending; write any
-                    // that are before the sync.
-                    act.flush_completions();
-                    (complete, act.store.clone())
-                })
-                .then(move |(complete, store), _, _| {
-                    // The sync (an fsync of the WAL) waits on the disk:
-                    // off the store thread, a node's partitions, which
-                    // share it, sync at once instead of one after another.
-                    let synced = tokio::task::spawn_blocking(move || store.sync());
-                    fut::wrap_future(async move {
-                        match synced.await {
-                            Ok(Ok(())) => {}
-                            Ok(Err(err)) => {
-                                tracing::error!(partition = id, error = %err, "cannot sync the store")
-                            }
-                            Err(err) => {
-                                tracing::error!(partition = id, error = %err, "the store's sync failed")
-                            }
-                        }
-                        complete
-                    })
-                }),
-        )
+        Box::pin(drained.into_actor(self).map(|complete, act, _| {
+            // Hosts drain only once their completions are acknowledged, so
+            // none should be pending; write any that are before the caller
+            // syncs the store.
+            act.flush_completions();
+            complete
+        }))
     }
 }
 

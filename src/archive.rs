@@ -551,17 +551,27 @@ impl Archiver {
 
     /// Closes the WARC file, syncs the events file and closes the index;
     /// the group commit's last round settles the tickets still waiting.
+    ///
+    /// The three wait on the disk (the near-dup index, which has no WAL,
+    /// writes its memtable out as it closes), so they run at once, the
+    /// events and the index on threads of their own.
     pub fn close(&mut self) -> Result<ArchiveCounts, Failure> {
-        self.warc
-            .close()
-            .map_err(|e| Failure::Archive(e.to_string()))?;
-        self.events
-            .sync()
-            .map_err(|e| Failure::Archive(e.to_string()))?;
+        let dedup = self.dedup.take();
+        let (warc, events) = (&mut self.warc, &mut self.events);
+        let (closed, synced) = std::thread::scope(|scope| {
+            let synced = scope.spawn(|| events.sync());
+            scope.spawn(move || drop(dedup));
+            let closed = warc.close();
+            let synced = synced
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (closed, synced)
+        });
+        closed.map_err(|e| Failure::Archive(e.to_string()))?;
+        synced.map_err(|e| Failure::Archive(e.to_string()))?;
         if let Some((commit, _)) = &mut self.commit {
             commit.close();
         }
-        drop(self.dedup.take());
         Ok(self.counts())
     }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::durable::Writeback;
 use crate::warc::WarcRef;
 
 /// One stored response.
@@ -91,6 +92,13 @@ pub struct EventWriter {
     written: u64,
     /// A second handle on the file, for syncing it from another thread.
     sync_handle: Option<std::sync::Arc<File>>,
+    /// One event's line, reused: its length is what the file grows by.
+    line: Vec<u8>,
+    /// The file's length, buffered bytes included.
+    len: u64,
+    /// Its bytes' writing is started as it grows, so the sync at close
+    /// waits for the last MiB, not for the run's events (see [`Writeback`]).
+    writeback: Writeback,
 }
 
 impl EventWriter {
@@ -105,19 +113,28 @@ impl EventWriter {
             .append(true)
             .open(path)?;
         cut_torn_line(&mut file)?;
+        let len = file.metadata()?.len();
         Ok(EventWriter {
             path: path.to_owned(),
             out: BufWriter::with_capacity(64 * 1024, file),
             written: 0,
             sync_handle: None,
+            line: Vec::with_capacity(1024),
+            len,
+            writeback: Writeback::from_offset(len),
         })
     }
 
     /// Appends one event.
     pub fn append(&mut self, event: &Event) -> std::io::Result<()> {
-        serde_json::to_writer(&mut self.out, event)?;
-        self.out.write_all(b"\n")?;
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, event)?;
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
+        self.len += self.line.len() as u64;
         self.written += 1;
+        let handed_over = self.len - self.out.buffer().len() as u64;
+        self.writeback.advance(self.out.get_ref(), handed_over);
         Ok(())
     }
 
@@ -246,5 +263,31 @@ mod tests {
         assert!(line.contains("\"simhash\":null"));
         assert!(line.contains("\"changed\":null"));
         assert!(!line.contains("reason"), "only removals have a reason");
+    }
+
+    /// The writeback only ever starts on bytes already in the file (not
+    /// those still buffered), from where the file stood when opened.
+    #[test]
+    fn writeback_follows_what_reached_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut w = EventWriter::open(&path).unwrap();
+        w.append(&event("http://a.test/first")).unwrap();
+        w.flush().unwrap();
+        drop(w);
+        let before = std::fs::metadata(&path).unwrap().len();
+        let mut w = EventWriter::open(&path).unwrap();
+        assert_eq!(w.writeback.started_to(), before);
+        let mut n = 0;
+        while w.writeback.started_to() == before {
+            w.append(&event(&format!("http://a.test/{n}"))).unwrap();
+            n += 1;
+            assert!(n < 100_000, "writeback never started");
+        }
+        let on_disk = std::fs::metadata(&path).unwrap().len();
+        assert_eq!(w.writeback.started_to(), on_disk);
+        assert!(on_disk >= before + Writeback::EVERY_BYTES);
+        w.flush().unwrap();
+        assert_eq!(read_all(&path).unwrap().len(), n + 1);
     }
 }

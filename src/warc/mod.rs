@@ -322,6 +322,11 @@ impl WarcWriter {
     /// to its final name. The index is in place before the file is: a
     /// crash in between leaves an `.open` file, which recovery indexes
     /// again.
+    ///
+    /// The index is written (and synced) while the file's fsync waits on
+    /// the disk, on a thread of its own: one after the other, the index's
+    /// lines and its own fsync came after the file's whole wait (~40 ms
+    /// of the side-by-side bench's stop).
     pub fn close(&mut self) -> Result<(), WarcError> {
         let Some(file) = self.current.take() else {
             return Ok(());
@@ -332,13 +337,19 @@ impl WarcWriter {
             source,
         };
         let inner = file.out.into_inner().map_err(|e| io(e.into_error()))?;
-        inner.sync_all().map_err(io)?;
-        file.index
-            .write(&final_path, &file.name)
-            .map_err(|source| WarcError::Io {
-                path: cdxj::index_path(&final_path),
-                source,
-            })?;
+        let (synced, indexed) = std::thread::scope(|scope| {
+            let synced = scope.spawn(|| inner.sync_all());
+            let indexed = file.index.write(&final_path, &file.name);
+            let synced = synced
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (synced, indexed)
+        });
+        synced.map_err(io)?;
+        indexed.map_err(|source| WarcError::Io {
+            path: cdxj::index_path(&final_path),
+            source,
+        })?;
         std::fs::rename(&file.open_path, &final_path).map_err(io)?;
         self.closed.push(file.name);
         self.sync_dir_entries()
