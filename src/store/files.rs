@@ -2,6 +2,7 @@
 //! of facts fixed at creation, and the marker of a running crawl.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -70,16 +71,42 @@ impl Manifest {
             return Ok(found);
         }
         std::fs::create_dir_all(data_dir).map_err(|e| err(e.to_string()))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(
+        // Written whole under a name of this writer's own, then linked in
+        // place: the nodes of a cluster on one machine share the data dir
+        // and may create the crawl at once. With one temporary name for
+        // all, one node's rename moved the file another had just written,
+        // whose own rename then failed ("No such file or directory") and
+        // the node did not start. A link fails if the manifest is there:
+        // the first writer's manifest is the crawl's, and the others read
+        // it (and refuse it if their partition count differs).
+        let tmp = data_dir.join(format!(
+            "crawl.json.{}-{}.tmp",
+            std::process::id(),
+            NEXT_TMP.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = std::fs::write(
             &tmp,
             serde_json::to_vec_pretty(&wanted).expect("serialises"),
-        )
-        .and_then(|_| std::fs::rename(&tmp, &path))
-        .map_err(|e| err(e.to_string()))?;
-        Ok(wanted)
+        );
+        let placed = written.and_then(|()| match std::fs::hard_link(&tmp, &path) {
+            // A filesystem without hard links: the rename of before.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => std::fs::rename(&tmp, &path),
+            other => other,
+        });
+        let _ = std::fs::remove_file(&tmp);
+        match placed {
+            Ok(()) => Ok(wanted),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                Self::ensure(data_dir, partitions)
+            }
+            Err(e) => Err(err(e.to_string())),
+        }
     }
 }
+
+/// Numbers the manifest's temporary files within this process (nodes of
+/// one process may create the same crawl at once, in tests).
+static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
 
 /// The marker of a running crawl (`data_dir/RUNNING`): created at start,
 /// removed after a clean shutdown. Finding it at start means the last run
@@ -118,6 +145,35 @@ mod tests {
         assert!(!RunMarker::begin(dir.path()).unwrap());
         // No end: the next start sees a crash.
         assert!(RunMarker::begin(dir.path()).unwrap());
+    }
+
+    /// Writers creating one crawl at once (a cluster's nodes sharing a
+    /// data dir) all get its manifest, and leave no temporary file.
+    #[test]
+    fn writers_creating_a_crawl_at_once_all_get_its_manifest() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let start = std::sync::Barrier::new(8);
+            let results: Vec<_> = std::thread::scope(|scope| {
+                let writers: Vec<_> = (0..8)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            Manifest::ensure(dir.path(), 8)
+                        })
+                    })
+                    .collect();
+                writers.into_iter().map(|w| w.join().unwrap()).collect()
+            });
+            for result in results {
+                assert_eq!(result.unwrap(), Manifest { partitions: 8 });
+            }
+            let names: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            assert_eq!(names, ["crawl.json"]);
+        }
     }
 
     #[test]
