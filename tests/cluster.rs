@@ -10,14 +10,16 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::collections::BTreeMap;
 
-use common::{assert_same_urls, audit_log, page_requests, start_web};
+use common::{
+    admin_listener, assert_same_urls, audit_log, gossip_addr, page_requests, start_web, ANY_BRIDGE,
+};
 use trawl::actors::{GetCluster, GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::metrics::Metrics;
@@ -26,24 +28,10 @@ use trawl::testweb::dupes::{self, MIRRORS};
 const PARTITIONS: u16 = 8;
 const MIN_DELAY_MS: u64 = 5;
 
-/// A free loopback port for UDP (gossip) and one for TCP (bridge).
-fn free_ports() -> (SocketAddr, SocketAddr) {
-    let udp = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let tcp = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    (udp, tcp)
-}
-
 fn node_config(
     data: &Path,
     id: &str,
     gossip: SocketAddr,
-    bridge: SocketAddr,
     peer: SocketAddr,
     admin: SocketAddr,
 ) -> Config {
@@ -53,7 +41,7 @@ fn node_config(
         PARTITIONS,
         &format!(
             "[cluster]\nenabled = true\ncluster_id = \"test\"\nnode_id = \"{id}\"\n\
-             gossip = \"{gossip}\"\nbridge = \"{bridge}\"\npeers = [\"{peer}\"]\n\
+             gossip = \"{gossip}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [\"{peer}\"]\n\
              gossip_interval = \"100ms\"\n[admin]\nenabled = true\nlisten = \"{admin}\"\n"
         ),
     )
@@ -107,11 +95,10 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     let (web, server) = start_web(12, 8, 21);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let (g1, b1) = free_ports();
-    let (g2, b2) = free_ports();
-    let (a1, a2) = (free_ports().1, free_ports().1);
-    let c1 = node_config(data.path(), "n1", g1, b1, g2, a1);
-    let c2 = node_config(data.path(), "n2", g2, b2, g1, a2);
+    let (g1, g2) = (gossip_addr(), gossip_addr());
+    let ((l1, a1), (l2, a2)) = (admin_listener(), admin_listener());
+    let c1 = node_config(data.path(), "n1", g1, g2, a1);
+    let c2 = node_config(data.path(), "n2", g2, g1, a2);
     let seeds = web.seeds(port);
     let truth = web.ground_truth(port);
     let log = server.log().clone();
@@ -123,8 +110,8 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     let (split, reached) = actix_rt::System::new().block_on(async move {
         let n1 = Node::start(c1, node_m1.clone()).expect("n1 starts");
         let n2 = Node::start(c2, node_m2.clone()).expect("n2 starts");
-        let admin1 = trawl::admin::start(&a1.to_string(), n1.clone(), node_m1).unwrap();
-        let admin2 = trawl::admin::start(&a2.to_string(), n2.clone(), node_m2).unwrap();
+        let admin1 = trawl::admin::start_on(l1, n1.clone(), node_m1).unwrap();
+        let admin2 = trawl::admin::start_on(l2, n2.clone(), node_m2).unwrap();
         let Some(split) = wait_split(&n1, &n2).await else {
             n1.send(Shutdown).await.unwrap().ok();
             n2.send(Shutdown).await.unwrap().ok();
@@ -275,11 +262,11 @@ fn a_payload_fetched_on_two_nodes_is_stored_once() {
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
     let (id1, id2) = ids_splitting_the_mirrors();
-    let (g1, b1) = free_ports();
-    let (g2, b2) = free_ports();
-    let (a1, a2) = (free_ports().1, free_ports().1);
-    let c1 = node_config(data.path(), &id1, g1, b1, g2, a1);
-    let c2 = node_config(data.path(), &id2, g2, b2, g1, a2);
+    let (g1, g2) = (gossip_addr(), gossip_addr());
+    // Their admin servers are not started: the addresses are only said.
+    let (a1, a2) = (admin_listener().1, admin_listener().1);
+    let c1 = node_config(data.path(), &id1, g1, g2, a1);
+    let c2 = node_config(data.path(), &id2, g2, g1, a2);
     let mut seeds = web.seeds(port);
     seeds.push(format!("http://{}:{port}/", dupes::HUB));
     let (m1, m2) = (

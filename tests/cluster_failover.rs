@@ -12,12 +12,14 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::{assert_same_urls, audit_log_with_factor, page_requests, wait_exit};
+use common::{
+    assert_same_urls, audit_log_with_factor, gossip_addr, page_requests, wait_exit, ANY_BRIDGE,
+};
 use trawl::testweb::RequestRecord;
 use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
 
@@ -25,24 +27,18 @@ const MIN_DELAY_MS: u64 = 60;
 /// The nodes' `[politeness] delay_factor`: the audit owes exactly this.
 const DELAY_FACTOR: f64 = 0.0;
 
+/// A node of the test cluster (its bridge takes any free port:
+/// [`ANY_BRIDGE`]).
 struct Member {
     id: String,
     gossip: SocketAddr,
-    bridge: SocketAddr,
 }
 
 fn members(n: usize) -> Vec<Member> {
     (1..=n)
         .map(|i| Member {
             id: format!("n{i}"),
-            gossip: UdpSocket::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap(),
-            bridge: TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap(),
+            gossip: gossip_addr(),
         })
         .collect()
 }
@@ -63,7 +59,7 @@ fn write_config(dir: &Path, data: &Path, all: &[Member], me: usize) -> PathBuf {
          [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
         m.id,
         m.gossip,
-        m.bridge,
+        ANY_BRIDGE,
         peers.join(", ")
     );
     let path = dir.join(format!("{}.toml", m.id));

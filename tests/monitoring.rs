@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -79,13 +79,6 @@ fn free_tcp() -> SocketAddr {
         .unwrap()
 }
 
-fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
 /// Starts Prometheus scraping `targets`, on a free loopback port.
 fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     let binary = prometheus_binary();
@@ -141,8 +134,8 @@ fn collect_exprs(panels: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
-fn node_config(id: &str, data: &Path, own: (SocketAddr, SocketAddr), peer: SocketAddr) -> Config {
-    let (gossip, bridge) = own;
+fn node_config(id: &str, data: &Path, gossip: SocketAddr, peer: SocketAddr) -> Config {
+    let bridge = common::ANY_BRIDGE;
     common::config_with(
         data,
         MIN_DELAY_MS,
@@ -283,10 +276,11 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
     let (web, server) = common::start_web(8, 30, 11);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let (n1, n2) = ((free_udp(), free_tcp()), (free_udp(), free_tcp()));
-    let c1 = node_config("n1", data.path(), n1, n2.0);
-    let c2 = node_config("n2", data.path(), n2, n1.0);
-    let admins = [free_tcp(), free_tcp()];
+    let (g1, g2) = (common::gossip_addr(), common::gossip_addr());
+    let c1 = node_config("n1", data.path(), g1, g2);
+    let c2 = node_config("n2", data.path(), g2, g1);
+    let ((l1, a1), (l2, a2)) = (common::admin_listener(), common::admin_listener());
+    let admins = [a1, a2];
     let prometheus = start_prometheus(&admins);
     let truth = web.ground_truth(port);
     let log = server.log().clone();
@@ -301,8 +295,8 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         );
         let node1 = Node::start(c1, m1.clone()).expect("n1 starts");
         let node2 = Node::start(c2, m2.clone()).expect("n2 starts");
-        let admin1 = trawl::admin::start(&admins[0].to_string(), node1.clone(), m1).unwrap();
-        let admin2 = trawl::admin::start(&admins[1].to_string(), node2.clone(), m2).unwrap();
+        let admin1 = trawl::admin::start_on(l1, node1.clone(), m1).unwrap();
+        let admin2 = trawl::admin::start_on(l2, node2.clone(), m2).unwrap();
         let client = awc::Client::builder()
             .timeout(Duration::from_secs(10))
             .finish();

@@ -78,9 +78,39 @@ pub fn start(
     start_with(listen, Access::open(), node, metrics)
 }
 
+/// Serves the API on `listener`, bound by the caller, open to anyone who
+/// can reach it. A test that must know the port before the node starts
+/// (to put it in the node's config) keeps the socket it found the port
+/// with, instead of closing it and binding again: in between, an outgoing
+/// connection may be given that port.
+pub fn start_on(
+    listener: std::net::TcpListener,
+    node: Addr<Node>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<AdminServer> {
+    serve(Listen::Socket(listener), Access::open(), node, metrics)
+}
+
 /// Binds `listen` and serves the API with `access` rules.
 pub fn start_with(
     listen: &str,
+    access: Access,
+    node: Addr<Node>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<AdminServer> {
+    serve(Listen::Addr(listen), access, node, metrics)
+}
+
+/// Where the server listens.
+enum Listen<'a> {
+    /// An address to bind (names may resolve to several).
+    Addr(&'a str),
+    /// A socket already bound.
+    Socket(std::net::TcpListener),
+}
+
+fn serve(
+    listen: Listen<'_>,
     access: Access,
     node: Addr<Node>,
     metrics: Arc<Metrics>,
@@ -134,8 +164,11 @@ pub fn start_with(
             .default_service(web::to(not_found))
     })
     .workers(1)
-    .disable_signals()
-    .bind(listen)?;
+    .disable_signals();
+    let server = match listen {
+        Listen::Addr(addr) => server.bind(addr)?,
+        Listen::Socket(listener) => server.listen(listener)?,
+    };
     let addr = server
         .addrs()
         .first()

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -19,6 +19,33 @@ use trawl::testweb::{
     audit_with, request_kind, AuditReport, RequestKind, RequestRecord, SyntheticWeb, TestWebServer,
     WebSpec,
 };
+
+/// Where a test node's bridge listens: any free loopback port. The node
+/// tells its peers the port it got (through gossip), so no test needs to
+/// know it beforehand.
+pub const ANY_BRIDGE: &str = "127.0.0.1:0";
+
+/// A loopback UDP address for a node's gossip, free when probed. The
+/// gossip library binds it itself (and tells peers that port), so the
+/// probe socket is closed before the node starts. The window this leaves
+/// is the one TCP ports had (an outgoing connection given the port in
+/// between: `AddrInUse` at the node's start), but for UDP only another
+/// UDP socket can take it, and the tests open none besides the nodes'.
+pub fn gossip_addr() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// A bound loopback listener for an admin server
+/// (`trawl::admin::start_on`), and its address for the node's config: the
+/// port stays taken from the moment it is chosen.
+pub fn admin_listener() -> (TcpListener, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    (listener, addr)
+}
 
 /// A synthetic web and its server on a free loopback port.
 pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, TestWebServer) {
