@@ -1193,8 +1193,8 @@ impl Handler<Shutdown> for Node {
             // takes the longest of them, not their sum (~0.15 s of the
             // side-by-side bench's 500 hosts). Syncing the stores before
             // the archive bought nothing: neither order is a power-loss
-            // guarantee without `sync_writes` (see `durable`).
-            // The archive's message goes first: a SyncArbiter's mail is
+            // guarantee without `sync_writes` (see `durable`). The
+            // archive's message goes first: a SyncArbiter's mail is
             // forwarded by this thread, which the teardown then keeps busy.
             let closed = archive.send(CloseArchive);
             let synced = sync_stores(stores, complete && cluster_node);
@@ -1231,7 +1231,8 @@ impl Handler<Shutdown> for Node {
                 }
             }
             // Then the RocksDB instances close, before the process exits
-            // (which would race the C++ teardown).
+            // (which would race the C++ teardown). This blocks the node's
+            // thread, like the joins above: it is the stop's last step.
             close_stores(stores);
             if let Some(uploads) = act.uploads.take() {
                 uploads.stop();

@@ -553,8 +553,8 @@ impl Archiver {
     /// the group commit's last round settles the tickets still waiting.
     ///
     /// The three wait on the disk (the near-dup index, which has no WAL,
-    /// writes its memtable out as it closes), so they run at once, the
-    /// events and the index on threads of their own.
+    /// writes its memtable out as it closes), so they run at once: the
+    /// events' sync and the near-dup index's close on threads of their own.
     pub fn close(&mut self) -> Result<ArchiveCounts, Failure> {
         let dedup = self.dedup.take();
         let (warc, events) = (&mut self.warc, &mut self.events);

@@ -27,10 +27,10 @@ pub const ANY_BRIDGE: &str = "127.0.0.1:0";
 
 /// A loopback UDP address for a node's gossip, free when probed. The
 /// gossip library binds it itself (and tells peers that port), so the
-/// probe socket is closed before the node starts. The window this leaves
-/// is the one TCP ports had (an outgoing connection given the port in
-/// between: `AddrInUse` at the node's start), but for UDP only another
-/// UDP socket can take it, and the tests open none besides the nodes'.
+/// probe socket is closed before the node starts. That leaves the window
+/// TCP ports had (the port given to another socket in between:
+/// `AddrInUse` at the node's start), but only to UDP sockets, which the
+/// tests open far fewer of than TCP connections.
 pub fn gossip_addr() -> SocketAddr {
     UdpSocket::bind("127.0.0.1:0")
         .unwrap()
