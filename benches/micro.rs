@@ -11,7 +11,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use trawl::config::Config;
 use trawl::frontier::{EntryKind, Priority};
-use trawl::parse::{parse_html, read_page, CutReason, ParseLimits};
+use trawl::parse::{parse_html, read_page, CutReason, ParseEngine, ParseLimits};
 use trawl::store::{AdmitEntry, PartitionStore, SeenMode, SeenSettings, StoreEnv};
 use trawl::testweb::{SyntheticWeb, WebSpec};
 use trawl::url::{Fingerprint, UrlRules};
@@ -41,8 +41,20 @@ fn link_extraction(c: &mut Criterion) {
             black_box(parse_html(&pages[i], &base, &limits))
         })
     });
+    // The same pages read by the tree reader (html5ever's DOM, bounded).
+    let tree = ParseLimits {
+        engine: ParseEngine::Tree,
+        ..limits.clone()
+    };
+    group.bench_function("links_per_page_tree", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % pages.len();
+            black_box(parse_html(&pages[i], &base, &tree))
+        })
+    });
     // The same pages read from one unbounded html5ever call: the cost of
-    // the bounds is the difference.
+    // the tree reader's bounds is the difference.
     group.bench_function("links_per_page_unbounded", |b| {
         let mut i = 0;
         b.iter(|| {

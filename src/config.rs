@@ -543,6 +543,18 @@ pub struct WarcConfig {
     pub compression_level: u32,
 }
 
+/// How pages are read (`[parse] engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParseEngine {
+    /// html5ever's tokenizer alone, no tree (`crate::parse::stream`): the
+    /// default.
+    Stream,
+    /// html5ever's DOM, as a browser builds it, then one walk of it
+    /// (`crate::parse::bounded`, `crate::parse::read`).
+    Tree,
+}
+
 /// How WARC records are compressed (`[warc] compression`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -658,6 +670,8 @@ pub struct TrapsConfig {
 pub struct ParseConfig {
     /// Parser threads; 0 = one per core.
     pub threads: usize,
+    /// Which reader reads pages.
+    pub engine: ParseEngine,
     /// Links kept per page.
     pub max_links_per_page: usize,
     /// HTML parsed per page, in bytes (the rest is archived, not parsed).
@@ -1023,6 +1037,15 @@ mod tests {
         assert!(err.to_string().contains("for zstd"), "{err}");
         let err = layer("[warc]\ncompression = \"xz\"\n").unwrap_err();
         assert!(err.to_string().contains("warc.compression"), "{err}");
+    }
+
+    #[test]
+    fn the_parse_engine_is_stream_or_tree() {
+        assert_eq!(Config::defaults().parse.engine, ParseEngine::Stream);
+        let tree = layer("[parse]\nengine = \"tree\"\n").unwrap();
+        assert_eq!(tree.parse.engine, ParseEngine::Tree);
+        let err = layer("[parse]\nengine = \"dom\"\n").unwrap_err();
+        assert!(err.to_string().contains("parse.engine"), "{err}");
     }
 
     #[test]

@@ -62,6 +62,7 @@ use scraper::{Html, HtmlTreeSink};
 
 use super::attributes::first_tag_over;
 use super::prefix_at_char_boundary;
+pub use crate::config::ParseEngine;
 
 /// Markup fed to html5ever between two checks of the bounds. Small enough
 /// that one chunk past a bound costs little (~200 more nested `<div>`s:
@@ -74,6 +75,9 @@ pub const CHUNK_BYTES: usize = 1024;
 /// What one page's parse may cost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseLimits {
+    /// Which reader reads the page. The depth and work bounds below are
+    /// the tree reader's; the streaming reader's cost is linear.
+    pub engine: ParseEngine,
     /// Links kept per page; the rest are counted in `links_dropped`.
     pub max_links: usize,
     /// Bytes of HTML parsed (the tree grows with the markup).
@@ -91,6 +95,7 @@ pub struct ParseLimits {
 impl From<&crate::config::ParseConfig> for ParseLimits {
     fn from(c: &crate::config::ParseConfig) -> Self {
         ParseLimits {
+            engine: c.engine,
             max_links: c.max_links_per_page,
             max_html_bytes: c.max_html_bytes,
             max_nesting: c.max_nesting,
@@ -213,7 +218,10 @@ pub(crate) fn parse_in_chunks(
 
 /// The part of `html` the parser may read: at most `max_html_bytes`, and
 /// nothing from the first tag with too many attributes on.
-fn limited_input<'a>(html: &'a str, limits: &ParseLimits) -> (&'a str, Option<ParseCut>) {
+pub(super) fn limited_input<'a>(
+    html: &'a str,
+    limits: &ParseLimits,
+) -> (&'a str, Option<ParseCut>) {
     let input = prefix_at_char_boundary(html, limits.max_html_bytes);
     let size_cut = (input.len() < html.len()).then_some(ParseCut {
         reason: CutReason::Size,
@@ -233,7 +241,7 @@ fn limited_input<'a>(html: &'a str, limits: &ParseLimits) -> (&'a str, Option<Pa
 
 /// The end of the chunk starting at `start`: `chunk_bytes` on, moved
 /// forward to a char boundary.
-fn chunk_end(input: &str, start: usize, chunk_bytes: usize) -> usize {
+pub(super) fn chunk_end(input: &str, start: usize, chunk_bytes: usize) -> usize {
     let mut end = (start + chunk_bytes.max(1)).min(input.len());
     while !input.is_char_boundary(end) {
         end += 1;
@@ -451,7 +459,7 @@ impl TreeSink for CountingSink {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::parse::{parse_html_timed, read_page, ParsedPage};
     use crate::testweb::{SyntheticWeb, WebSpec};
@@ -459,14 +467,15 @@ mod tests {
 
     /// The embedded defaults, with `max_links` raised so no test page
     /// drops any.
-    fn limits() -> ParseLimits {
+    pub(in crate::parse) fn limits() -> ParseLimits {
         ParseLimits {
+            engine: ParseEngine::Tree,
             max_links: 1_000_000,
             ..ParseLimits::from(&crate::config::Config::defaults().parse)
         }
     }
 
-    fn base() -> Url {
+    pub(in crate::parse) fn base() -> Url {
         Url::parse("http://a.test/dir/page.html").unwrap()
     }
 
@@ -498,7 +507,7 @@ mod tests {
 
     /// What the crawl read from a page before parses were bounded: one
     /// call of html5ever over the whole input.
-    fn reference(html: &str) -> ParsedPage {
+    pub(in crate::parse) fn reference(html: &str) -> ParsedPage {
         read_page(&Html::parse_document(html), &base(), limits().max_links)
     }
 
@@ -506,7 +515,7 @@ mod tests {
     /// constructs whose parse is most sensitive to where input breaks
     /// (character references, CRLF, scripts, comments, misnested and
     /// unclosed tags, tables, foreign content, non-ASCII text).
-    fn ordinary_pages() -> Vec<String> {
+    pub(in crate::parse) fn ordinary_pages() -> Vec<String> {
         let web = SyntheticWeb::new(WebSpec {
             hosts: 12,
             pages_per_host: 12,

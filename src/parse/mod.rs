@@ -1,23 +1,27 @@
 //! HTML parsing: links, `<base href>`, canonical, meta robots, title, and
 //! the simhash of the visible text; `X-Robots-Tag` header directives.
 //!
-//! Runs on the ParserPool's threads (scraper's `Html` is not `Send`), and
-//! returns plain data. Malformed HTML never fails: html5ever recovers the
-//! way browsers do, and a link that does not resolve is skipped. A page
-//! whose parse would cost too much is read only up to a bound (see
-//! [`bounded`]) and says so in [`ParsedPage::truncated`].
+//! Two readers, chosen by `[parse] engine`: [`stream`] (the default)
+//! takes what the crawl needs from html5ever's tokens as they go by;
+//! the tree reader builds the DOM ([`bounded`]) and walks it once
+//! (`read`). Both run on the ParserPool's threads (scraper's `Html` is not
+//! `Send`) and return plain data. Malformed HTML never fails: html5ever
+//! recovers the way browsers do, and a link that does not resolve is
+//! skipped. A page whose parse would cost too much is read only up to a
+//! bound and says so in [`ParsedPage::truncated`].
 
 mod attributes;
 pub mod bounded;
 pub mod charset;
 mod read;
+pub mod stream;
 
 use std::sync::OnceLock;
 
 use scraper::Html;
 use url::Url;
 
-pub use bounded::{CutReason, ParseClock, ParseCut, ParseLimits, Stopwatch};
+pub use bounded::{CutReason, ParseClock, ParseCut, ParseEngine, ParseLimits, Stopwatch};
 
 /// What the crawl needs from a page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,8 +109,8 @@ pub fn x_robots_tag<'a>(values: impl IntoIterator<Item = &'a str>, token: &str) 
 /// for the page (parsed within the default limits), or `None` if it has no
 /// words.
 pub fn page_simhash(html: &str) -> Option<u64> {
-    let (doc, _) = bounded::parse_document(html, default_limits(), &Stopwatch::start());
-    crate::dedup::simhash(&visible_text(&doc))
+    let page_url = Url::parse("http://page.invalid/").expect("a valid URL");
+    parse_html(html, &page_url, default_limits()).simhash
 }
 
 /// The limits of the embedded default configuration.
@@ -142,7 +146,8 @@ pub fn visible_text(doc: &Html) -> String {
     read::walk(doc).text
 }
 
-/// Parses `html` fetched from `page_url` within `limits`.
+/// Parses `html` fetched from `page_url` within `limits`, with the reader
+/// `limits.engine` names.
 pub fn parse_html(html: &str, page_url: &Url, limits: &ParseLimits) -> ParsedPage {
     parse_html_timed(html, page_url, limits, &Stopwatch::start())
 }
@@ -154,17 +159,27 @@ pub fn parse_html_timed(
     limits: &ParseLimits,
     clock: &dyn ParseClock,
 ) -> ParsedPage {
-    let (doc, cut) = bounded::parse_document(html, limits, clock);
-    ParsedPage {
-        truncated: cut,
-        ..read_page(&doc, page_url, limits.max_links)
+    match limits.engine {
+        ParseEngine::Stream => stream::parse(html, page_url, limits, clock),
+        ParseEngine::Tree => {
+            let (doc, cut) = bounded::parse_document(html, limits, clock);
+            ParsedPage {
+                truncated: cut,
+                ..read_page(&doc, page_url, limits.max_links)
+            }
+        }
     }
 }
 
 /// What the crawl needs from the DOM of a page fetched from `page_url`,
 /// keeping at most `max_links` links (one walk of the tree: [`read`]).
 pub fn read_page(doc: &Html, page_url: &Url, max_links: usize) -> ParsedPage {
-    let found = read::walk(doc);
+    resolve(read::walk(doc), page_url, max_links)
+}
+
+/// What either reader found, resolved against the page's base (its first
+/// `<base href>`, else `page_url`), keeping at most `max_links` links.
+fn resolve(found: read::Found<'_>, page_url: &Url, max_links: usize) -> ParsedPage {
     let base = found
         .base
         .and_then(|href| page_url.join(href.trim()).ok())

@@ -103,7 +103,7 @@ impl<'a> Found<'a> {
 }
 
 /// Whether the whitespace-separated `tokens` include `token`.
-fn has_token(tokens: Option<&str>, token: &str, ignore_case: bool) -> bool {
+pub(super) fn has_token(tokens: Option<&str>, token: &str, ignore_case: bool) -> bool {
     tokens.is_some_and(|t| {
         t.split_ascii_whitespace().any(|t| {
             if ignore_case {

@@ -18,9 +18,9 @@
 //!   UTF-8), `/bad-utf8`, `/malformed`: each still links to an `/after-…`
 //!   page;
 //! - `/deep-nesting` (100,000 nested `<div>`s) and `/many-attributes` (one
-//!   tag with 100,000 attributes): markup that would take html5ever
-//!   seconds to minutes; each links to an `/after-…` page before it and a
-//!   `/never-past-…` page after it;
+//!   tag with 100,000 attributes): markup that would take html5ever's tree
+//!   builder seconds to minutes; each links to an `/after-…` page before
+//!   it and a `/past-…` page after it;
 //! - `/data.bin`: not HTML (though it holds a link, never followed).
 
 use std::net::SocketAddr;
@@ -168,11 +168,11 @@ pub fn respond(path: &str, targets: Targets) -> HttpResponse {
             .body(&b"<html><body>\xff\xfe\xc3\x28 <a href=\"/after-bad-utf8\">x</a>\xed\xa0\x80</body></html>"[..]),
         "/malformed" => html("<table><tr><td><a href=/after-malformed>x<div><p></a></table></td><b><i></b></i><a href='/after-malformed-2".into()),
         "/deep-nesting" => html(format!(
-            "<a href=\"/after-deep-nesting\">x</a>{}<a href=\"/never-past-nesting\">y</a>",
+            "<a href=\"/after-deep-nesting\">x</a>{}<a href=\"/past-deep-nesting\">y</a>",
             "<div>".repeat(DEEP_NESTING)
         )),
         "/many-attributes" => html(format!(
-            "<a href=\"/after-many-attributes\">x</a><div{}><a href=\"/never-past-attributes\">y</a></div>",
+            "<a href=\"/after-many-attributes\">x</a><div{}><a href=\"/past-many-attributes\">y</a></div>",
             (0..MANY_ATTRIBUTES).map(|i| format!(" a{i}")).collect::<String>()
         )),
         "/data.bin" => HttpResponse::Ok()
