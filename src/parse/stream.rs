@@ -118,7 +118,8 @@ struct Found {
     canonical: Option<String>,
     robots_meta: Option<Option<String>>,
     title: Option<String>,
-    /// The visible text, a space after each run of text.
+    /// The visible text, its runs separated by a space (as the tree
+    /// reader's text nodes are; [`Found::as_read`] adds the last one).
     text: String,
     /// A tag or comment came after the last text: the next text starts a
     /// new run.
@@ -262,8 +263,11 @@ impl Found {
 
     fn end_tag(&mut self, name: &LocalName) {
         // In raw text, the only end tag the tokenizer emits is the one
-        // that closes it.
-        self.text_to = TextTo::Page;
+        // that closes it; an SVG title (not raw text) holds other
+        // elements, and ends at its own end tag.
+        if self.text_to != TextTo::Title || *name == local_name!("title") {
+            self.text_to = TextTo::Page;
+        }
         match *name {
             local_name!("template") => self.templates = self.templates.saturating_sub(1),
             local_name!("svg") | local_name!("math") => {
@@ -426,6 +430,9 @@ mod tests {
         let links: Vec<&str> = p.links.iter().map(|l| l.path()).collect();
         assert_eq!(links, ["/svg-style", "/ok"]);
         assert_eq!(p.title.as_deref(), Some("A & B"));
+        let svg_title = "<svg><title>an <tspan>icon</tspan> title</title></svg><p>body words";
+        assert_eq!(read(svg_title).title.as_deref(), Some("an icon title"));
+        assert_eq!(read(svg_title).title, reference(svg_title).title);
         // The textarea's text is shown (its markup as words), SVG's CDATA
         // is text, a character reference is part of its word.
         let page = read(
