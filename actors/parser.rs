@@ -1,9 +1,10 @@
 //! ParserPool: CPU-bound HTML and sitemap parsing on a SyncArbiter.
 //!
-//! Parsing is the largest CPU cost per page, so it runs on its own threads
-//! (one per core by default), never on the async executor. scraper's DOM is
-//! not `Send`: it is built and dropped inside the thread and only plain
-//! [`ParsedPage`] data leaves. The payload digest (SHA-256) of a page is
+//! Parsing is a large CPU cost per page, so it runs on its own threads
+//! (one per core by default), never on the async executor. Only plain
+//! [`ParsedPage`] data leaves a thread: the default reader keeps no tree,
+//! and the tree reader's DOM (scraper's, not `Send`) is built and dropped
+//! inside the thread. The payload digest (SHA-256) of a page is
 //! computed here too, for the same reason. Each page's parse is bounded
 //! ([`ParseLimits`]): a page cut short still yields what was read before the
 //! cut, and the cut is counted by reason.
