@@ -62,7 +62,7 @@ use scraper::{Html, HtmlTreeSink};
 
 use super::attributes::first_tag_over;
 use super::prefix_at_char_boundary;
-pub use crate::config::ParseEngine;
+use crate::config::ParseEngine;
 
 /// Markup fed to html5ever between two checks of the bounds. Small enough
 /// that one chunk past a bound costs little (~200 more nested `<div>`s:

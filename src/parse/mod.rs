@@ -21,7 +21,8 @@ use std::sync::OnceLock;
 use scraper::Html;
 use url::Url;
 
-pub use bounded::{CutReason, ParseClock, ParseCut, ParseEngine, ParseLimits, Stopwatch};
+pub use crate::config::ParseEngine;
+pub use bounded::{CutReason, ParseClock, ParseCut, ParseLimits, Stopwatch};
 
 /// What the crawl needs from a page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

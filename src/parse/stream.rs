@@ -208,8 +208,9 @@ impl Found {
             local_name!("script") => (TextTo::Nowhere, RawKind::ScriptData),
             local_name!("title") => (self.title_text(), RawKind::Rcdata),
             local_name!("textarea") => (TextTo::Page, RawKind::Rcdata),
-            local_name!("style") | local_name!("noscript") => (TextTo::Nowhere, RawKind::Rawtext),
-            local_name!("xmp")
+            local_name!("style")
+            | local_name!("noscript")
+            | local_name!("xmp")
             | local_name!("iframe")
             | local_name!("noembed")
             | local_name!("noframes") => (TextTo::Nowhere, RawKind::Rawtext),
