@@ -19,6 +19,7 @@ use super::messages::{
     Admission, AdmitBatch, Candidate, Discover, Discovered, Failure, Reroute, UrlOutcome,
 };
 use crate::config::Config;
+use crate::dedup::shortcut::SeenShortcut;
 use crate::metrics::Metrics;
 use crate::store::{AdmitEntry, OutboxBatch};
 use crate::url::{self as urls, Excluded, Fingerprint, Scope, UrlRules};
@@ -51,6 +52,9 @@ pub struct SeenSet {
     pending: Vec<Pending>,
     /// A flush timer is armed.
     flush_armed: bool,
+    /// URLs the partitions admitted: a site's links to them are settled
+    /// here (`dedup/shortcut.rs`).
+    shortcut: SeenShortcut,
     metrics: Arc<Metrics>,
     /// `trawl_urls_total` by outcome, looked up once (a label lookup
     /// hashes the label on every call).
@@ -63,6 +67,8 @@ struct Outcomes {
     filtered: prometheus::IntCounter,
     admitted: prometheus::IntCounter,
     seen: prometheus::IntCounter,
+    /// `trawl_seen_filter_total{result="shortcut"}`.
+    shortcut: prometheus::IntCounter,
 }
 
 impl SeenSet {
@@ -82,10 +88,12 @@ impl SeenSet {
             scope,
             pending,
             flush_armed: false,
+            shortcut: SeenShortcut::new(config.seen.cache_urls),
             counted: Outcomes {
                 filtered: metrics.urls.with_label_values(&["filtered"]),
                 admitted: metrics.urls.with_label_values(&["admitted"]),
                 seen: metrics.urls.with_label_values(&["seen"]),
+                shortcut: metrics.seen_filter.with_label_values(&["shortcut"]),
             },
             metrics,
         }
@@ -120,7 +128,7 @@ impl SeenSet {
         })
     }
 
-    fn flush(&mut self, partition: usize) {
+    fn flush(&mut self, partition: usize, ctx: &mut Context<Self>) {
         let batch = std::mem::take(&mut self.pending[partition]);
         if batch.entries.is_empty() {
             return;
@@ -136,18 +144,24 @@ impl SeenSet {
         let send = to.send(AdmitBatch {
             entries: batch.entries,
         });
-        actix::spawn(async move {
-            let result = send.await.map_err(Failure::from).and_then(|r| r);
+        // Back in the actor: what was admitted is known to the shortcut
+        // before any sender hears of it.
+        let answered = fut::wrap_future::<_, Self>(send).map(move |sent, act, _| {
+            let result = sent.map_err(Failure::from).and_then(|r| r);
+            if let Ok(admitted) = &result {
+                act.shortcut.admitted(admitted);
+            }
             for waiter in batch.waiters {
                 let _ = waiter.send(result.clone());
             }
         });
+        ctx.spawn(answered);
     }
 
-    fn flush_all(&mut self) {
+    fn flush_all(&mut self, ctx: &mut Context<Self>) {
         self.flush_armed = false;
         for p in 0..self.pending.len() {
-            self.flush(p);
+            self.flush(p, ctx);
         }
     }
 }
@@ -183,8 +197,16 @@ impl Handler<Discover> for SeenSet {
         // With `detail`: each candidate's outcome, the admitted ones' to be
         // told apart (admitted or seen) by fingerprint once admitted.
         let mut outcomes: Vec<(UrlOutcome, Option<Fingerprint>)> = Vec::new();
+        let mut settled = 0;
         for candidate in msg.candidates {
             let outcome = self.entry(candidate);
+            if outcome.as_ref().is_ok_and(|e| self.shortcut.settles(e)) {
+                settled += 1;
+                if msg.detail {
+                    outcomes.push((UrlOutcome::Seen, None));
+                }
+                continue;
+            }
             if msg.detail {
                 outcomes.push(match &outcome {
                     Err(reason) => (UrlOutcome::Filtered(reason), None),
@@ -216,12 +238,13 @@ impl Handler<Discover> for SeenSet {
         }
         let forwarded: usize = remote.values().map(Vec::len).sum();
         let valid: usize = mine.iter().map(Vec::len).sum::<usize>() + forwarded;
-        let filtered = offered - valid;
+        let filtered = offered - valid - settled;
         let remote: Vec<OutboxBatch> = remote
             .into_iter()
             .map(|(partition, entries)| OutboxBatch { partition, entries })
             .collect();
         self.counted.filtered.inc_by(filtered as u64);
+        self.counted.shortcut.inc_by(settled as u64);
         let mut replies = Vec::new();
         for (p, fps) in mine.into_iter().enumerate() {
             if fps.is_empty() {
@@ -231,18 +254,19 @@ impl Handler<Discover> for SeenSet {
             self.pending[p].waiters.push(tx);
             replies.push((fps, rx));
             if self.pending[p].entries.len() >= FLUSH_AT {
-                self.flush(p);
+                self.flush(p, ctx);
             }
         }
         if !self.flush_armed && self.pending.iter().any(|p| !p.entries.is_empty()) {
             self.flush_armed = true;
-            ctx.run_later(FLUSH_AFTER, |act, _| act.flush_all());
+            ctx.run_later(FLUSH_AFTER, |act, ctx| act.flush_all(ctx));
         }
         let counted = self.counted.clone();
         Box::pin(async move {
             let mut admission = Admission {
                 filtered,
                 forwarded,
+                seen: settled,
                 ..Admission::default()
             };
             // Each URL's fate is kept only when the caller asked for it
@@ -295,8 +319,13 @@ mod tests {
     use super::*;
     use crate::frontier::{EntryKind, Priority};
 
-    /// A partition that admits everything it is offered.
-    struct Admits;
+    /// A partition that admits what it has not been offered before, and
+    /// counts the entries it is offered.
+    #[derive(Default)]
+    struct Admits {
+        known: std::collections::HashSet<Fingerprint>,
+        offered: Arc<std::sync::atomic::AtomicUsize>,
+    }
 
     impl Actor for Admits {
         type Context = Context<Self>;
@@ -306,10 +335,83 @@ mod tests {
         type Result = Result<Vec<Fingerprint>, Failure>;
 
         fn handle(&mut self, msg: AdmitBatch, _: &mut Self::Context) -> Self::Result {
-            let mut fps: Vec<_> = msg.entries.iter().map(|e| e.fp).collect();
+            use std::sync::atomic::Ordering;
+            self.offered.fetch_add(msg.entries.len(), Ordering::Relaxed);
+            let mut fps: Vec<_> = msg
+                .entries
+                .iter()
+                .map(|e| e.fp)
+                .filter(|fp| self.known.insert(*fp))
+                .collect();
             fps.sort();
             Ok(fps)
         }
+    }
+
+    fn linked(url: &str, referrer: &str) -> Candidate {
+        Candidate {
+            referrer: Some(referrer.into()),
+            ..candidate(url)
+        }
+    }
+
+    #[test]
+    fn a_sites_links_to_pages_it_admitted_are_settled_before_the_partition() {
+        use std::sync::atomic::Ordering;
+        let offered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let partition = Admits {
+            offered: offered.clone(),
+            ..Admits::default()
+        };
+        let metrics = Arc::new(Metrics::new());
+        let answers = actix_rt::System::new().block_on({
+            let metrics = metrics.clone();
+            async move {
+                let config = Config::defaults();
+                let scope = Scope::new(&config.scope, &config.traps, 2026).unwrap();
+                let seen = SeenSet::new(
+                    &config,
+                    scope,
+                    vec![Some(partition.start().recipient())],
+                    metrics,
+                )
+                .start();
+                let page = "http://a.test/page";
+                let mut answers = Vec::new();
+                for candidates in [
+                    vec![linked(page, "a.test")],
+                    // Seen: from its own site, then from another domain,
+                    // whose link still counts toward a.test's budget.
+                    vec![linked(page, "a.test"), linked(page, "b.test")],
+                    vec![Candidate {
+                        priority: Priority::SEED,
+                        ..linked(page, "a.test")
+                    }],
+                ] {
+                    let discovered = seen
+                        .send(Discover {
+                            candidates,
+                            detail: true,
+                        })
+                        .await
+                        .unwrap()
+                        .unwrap();
+                    answers.push((discovered.admission, discovered.outcomes));
+                }
+                answers
+            }
+        });
+        let (first, _) = &answers[0];
+        assert_eq!((first.admitted, first.seen), (1, 0), "{first:?}");
+        let (second, outcomes) = &answers[1];
+        assert_eq!((second.admitted, second.seen), (0, 2), "{second:?}");
+        assert_eq!(outcomes, &[UrlOutcome::Seen, UrlOutcome::Seen]);
+        let (third, _) = &answers[2];
+        assert_eq!(third.seen, 1, "a seed may bring a URL back: it is offered");
+        // The own-site link of the second Discover never reached it.
+        assert_eq!(offered.load(Ordering::Relaxed), 3);
+        let shortcut = metrics.seen_filter.with_label_values(&["shortcut"]).get();
+        assert_eq!(shortcut, 1);
     }
 
     fn candidate(url: &str) -> Candidate {
@@ -345,7 +447,7 @@ mod tests {
         let discovered = actix_rt::System::new().block_on(async move {
             let config = Config::defaults();
             let scope = Scope::new(&config.scope, &config.traps, 2026).unwrap();
-            let partition = Admits.start().recipient();
+            let partition = Admits::default().start().recipient();
             let seen = SeenSet::new(
                 &config,
                 scope,

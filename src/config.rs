@@ -250,7 +250,8 @@ pub enum SeenMode {
     Bloom,
 }
 
-/// The most `[seen] cache_urls` may ask for: 2^26 fingerprints, 1 GiB.
+/// The most `[seen] cache_urls` may ask for: 2^26 fingerprints, 1 GiB in
+/// each of the partitions' caches and the SeenSet's shortcut.
 pub const MAX_SEEN_CACHE_URLS: usize = 1 << 26;
 
 /// `[seen]`: the URL-seen set's Bloom filter (see `src/dedup/bloom.rs`).
@@ -264,7 +265,8 @@ pub struct SeenConfig {
     /// The filter's false-positive rate at that size.
     pub false_positive_rate: f64,
     /// Fingerprints confirmed seen kept in memory, over all partitions
-    /// (`src/dedup/seen_cache.rs`); 0: none.
+    /// (`src/dedup/seen_cache.rs`), and as many of the URLs this run
+    /// admitted (`src/dedup/shortcut.rs`); 0: none.
     pub cache_urls: usize,
 }
 
@@ -851,7 +853,7 @@ impl Config {
         }
         if self.seen.cache_urls > MAX_SEEN_CACHE_URLS {
             return Err(ConfigError::Invalid(format!(
-                "seen.cache_urls must be at most {MAX_SEEN_CACHE_URLS} (16 bytes each)"
+                "seen.cache_urls must be at most {MAX_SEEN_CACHE_URLS} (32 bytes each)"
             )));
         }
         let rate = self.seen.false_positive_rate;

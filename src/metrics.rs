@@ -342,7 +342,7 @@ impl Metrics {
             ),
             seen_filter: counter_vec(
                 "trawl_seen_filter_total",
-                "Answers of the URL-seen Bloom filter (cached: a maybe the seen cache confirmed without a read); false_positive / (false_positive + absent) is its observed false-positive rate.",
+                "Answers of the URL-seen Bloom filter (cached: a maybe the seen cache confirmed without a read; shortcut: a site's link to a URL it admitted, settled before its partition, the filter not asked); false_positive / (false_positive + absent) is its observed false-positive rate.",
                 "result",
             ),
             robots_decisions: counter_vec(

@@ -1,5 +1,6 @@
 //! Dedup: the URL-seen set's Bloom pre-filter ([`bloom`]) and cache of
-//! popular URLs ([`seen_cache`]), each payload
+//! popular URLs ([`seen_cache`]) and the SeenSet's shortcut for a site's
+//! links to itself ([`shortcut`]), each payload
 //! stored once, near-duplicates flagged.
 //!
 //! - Exact ([`exact`]): the SHA-256 of every archived payload is looked up
@@ -29,6 +30,7 @@
 pub mod bloom;
 pub mod exact;
 pub mod seen_cache;
+pub mod shortcut;
 pub mod simhash;
 
 use std::path::{Path, PathBuf};

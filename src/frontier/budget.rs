@@ -29,7 +29,7 @@
 //! with the admissions they allow, and keeps a bounded two-generation cache
 //! of them in memory (`store/budgets.rs`).
 
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -105,8 +105,9 @@ impl OverBudget {
 pub struct DomainBudget {
     /// URLs admitted.
     pub pages: u64,
-    /// Distinct other domains seen linking in.
-    pub linkers: BTreeSet<String>,
+    /// Distinct other domains seen linking in (hashed: every link from
+    /// another domain is looked up here).
+    pub linkers: HashSet<String>,
 }
 
 impl DomainBudget {

@@ -103,14 +103,21 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// A page found as a link on `from`.
-    pub fn link(url: Url, depth: u32, from: &Url) -> Self {
+    /// The registrable domain a link on `page` is counted from: worked out
+    /// once for all of a page's links.
+    pub fn referrer_of(page: &Url) -> String {
+        crate::url::registrable_domain(crate::url::host_key(page)).to_owned()
+    }
+
+    /// A page found as a link on a page of `referrer` (see
+    /// [`Candidate::referrer_of`]).
+    pub fn linked_from(url: Url, depth: u32, referrer: String) -> Self {
         Candidate {
             url,
             depth,
             priority: Priority::NORMAL,
             kind: EntryKind::Page,
-            referrer: Some(crate::url::registrable_domain(crate::url::host_key(from)).to_owned()),
+            referrer: Some(referrer),
             lastmod_ms: None,
         }
     }

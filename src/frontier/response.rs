@@ -212,10 +212,11 @@ pub fn page_findings(
     let found = if crate::parse::forbids_following(robots_meta.as_deref()) {
         Vec::new()
     } else {
+        let referrer = Candidate::referrer_of(url);
         parsed
             .links
             .into_iter()
-            .map(|u| Candidate::link(u, depth + 1, url))
+            .map(|u| Candidate::linked_from(u, depth + 1, referrer.clone()))
             .collect()
     };
     PageFindings {

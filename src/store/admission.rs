@@ -15,7 +15,7 @@ use super::{PartitionStore, SeenCache, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
 use crate::frontier::lifecycle::{self, Offer};
 use crate::frontier::{EntryKind, Priority};
-use crate::url::Fingerprint;
+use crate::url::{registrable_domain, Fingerprint};
 
 /// A URL offered for admission to a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +56,20 @@ impl AdmitEntry {
     /// sitemap entries with a `lastmod` are worth a read.
     fn may_bring_back(&self) -> bool {
         self.queue && (self.priority == Priority::SEED || self.lastmod_ms.is_some())
+    }
+
+    /// Whether admitting the entry, were its URL seen, would change
+    /// nothing in the store: a queued entry that cannot bring its URL back
+    /// and whose link no budget counts (from its own registrable domain,
+    /// or from no page; see `budgets.rs`). Such an entry's seen URL can be
+    /// answered without its partition (`dedup/shortcut.rs`).
+    pub fn settled_if_seen(&self) -> bool {
+        self.queue
+            && !self.may_bring_back()
+            && self
+                .referrer
+                .as_deref()
+                .is_none_or(|linker| linker == registrable_domain(&self.host))
     }
 }
 
@@ -176,6 +190,7 @@ impl PartitionStore {
         let mut fresh = Vec::new();
         let mut refreshed = Vec::new();
         let mut due = DueChanges::default();
+        let mut charged = budgets::Charged::default();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
             let key = entry.fp.to_bytes();
             let (seen, stored) = match maybe {
@@ -214,7 +229,7 @@ impl PartitionStore {
             }
             // Pages are budgeted; sitemaps (a few per host) are not.
             if budgets && entry.queue && entry.kind.is_page() {
-                if let Err(over) = self.charge(book, &entry, &mut batch)? {
+                if let Err(over) = self.charge(book, &entry, &mut charged)? {
                     over_budget.push(over);
                     continue;
                 }
@@ -241,6 +256,7 @@ impl PartitionStore {
             seq += 1;
             admitted.push(entry);
         }
+        self.stage_charges(book, &charged, &mut batch)?;
         if batch.is_empty() {
             return Ok(Admitted {
                 entries: admitted,
@@ -348,6 +364,7 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::frontier::budget::BudgetSettings;
+    use crate::store::schema::CF_BUDGETS;
     use crate::store::test_support::{entry, open, open_with, pages};
     use crate::store::{SeenSettings, StoreEnv};
 
@@ -470,6 +487,34 @@ mod tests {
         // One outside domain links in: two more pages.
         let outcome = store.admit(farm(8..12, Some("other.test"))).unwrap();
         assert_eq!(outcome.entries.len(), 2);
+    }
+
+    #[test]
+    fn a_batch_stores_its_final_host_count_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = BudgetSettings {
+            max_urls_per_host: 5,
+            ..BudgetSettings::from(&Config::defaults().budget)
+        };
+        let open = || {
+            let env = StoreEnv::new(&Config::defaults().storage).with_budgets(budget);
+            PartitionStore::open(&env, dir.path(), 0).unwrap()
+        };
+        {
+            let store = open();
+            assert_eq!(store.admit(pages(0..3)).unwrap().entries.len(), 3);
+            // One put for the three pages' count: the last value, not the
+            // first, is what a reopen reads.
+            assert_eq!(
+                store.memtable_entries(CF_BUDGETS),
+                2,
+                "one count of the domain, one of the host"
+            );
+        }
+        let store = open();
+        let outcome = store.admit(pages(3..10)).unwrap();
+        assert_eq!(outcome.entries.len(), 2, "3 stored + 2 = the cap of 5");
+        assert_eq!(outcome.over_budget, [OverBudget::Host; 5]);
     }
 
     #[test]

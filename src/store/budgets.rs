@@ -7,7 +7,7 @@
 //! - `l ‖ 0 ‖ domain ‖ 0 ‖ linker` → empty, one per linking domain;
 //! - `h ‖ 0 ‖ host` → URLs admitted (u64 BE).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 
@@ -43,16 +43,14 @@ impl<V> Default for Generations<V> {
 
 impl<V> Generations<V> {
     /// The entry for `key`, moved to the hot generation if it was cold;
-    /// `moved` tells the caller to count its weight again.
+    /// `moved` tells the caller to count its weight again. A hot entry
+    /// (nearly every lookup) costs one probe.
     fn get_mut(&mut self, key: &str) -> Option<(&mut V, bool)> {
-        let moved = match self.cold.remove(key) {
-            Some(v) => {
-                self.hot.insert(key.to_owned(), v);
-                true
-            }
-            None => false,
-        };
-        self.hot.get_mut(key).map(|v| (v, moved))
+        if !self.hot.contains_key(key) {
+            let v = self.cold.remove(key)?;
+            return Some((self.hot.entry(key.to_owned()).or_insert(v), true));
+        }
+        self.hot.get_mut(key).map(|v| (v, false))
     }
 
     fn insert(&mut self, key: &str, value: V) -> &mut V {
@@ -103,6 +101,26 @@ fn domain_weight(d: &DomainBudget) -> usize {
     1 + d.linkers.len()
 }
 
+/// The hosts and domains a batch charged, whose counts it must write.
+#[derive(Debug, Default)]
+pub(super) struct Charged {
+    hosts: HashSet<String>,
+    domains: HashSet<String>,
+}
+
+impl Charged {
+    /// Notes a page charged to `host` and `domain` (allocating only for
+    /// the first of each).
+    fn note(&mut self, host: &str, domain: &str) {
+        if !self.hosts.contains(host) {
+            self.hosts.insert(host.to_owned());
+        }
+        if !self.domains.contains(domain) {
+            self.domains.insert(domain.to_owned());
+        }
+    }
+}
+
 fn key(tag: u8, parts: &[&str]) -> Vec<u8> {
     let mut k = vec![tag];
     for p in parts {
@@ -134,12 +152,15 @@ impl PartitionStore {
         Ok(())
     }
 
-    /// Takes a page of the budgets of `entry`'s host and domain.
+    /// Takes a page of the budgets of `entry`'s host and domain. The new
+    /// counts stay in the book; the hosts and domains charged are noted
+    /// in `charged`, and [`PartitionStore::stage_charges`] puts each one's
+    /// final count once per batch.
     pub(super) fn charge(
         &self,
         book: &mut Book,
         entry: &AdmitEntry,
-        batch: &mut WriteBatch,
+        charged: &mut Charged,
     ) -> Result<Result<(), OverBudget>, StoreError> {
         let own = registrable_domain(&entry.host);
         let host_urls = self.host_count(book, &entry.host)?;
@@ -148,16 +169,38 @@ impl PartitionStore {
         if let Err(over) = domain.take(host_urls, &settings) {
             return Ok(Err(over));
         }
-        let pages = domain.pages;
-        let cf = self.cf(CF_BUDGETS);
-        batch.put_cf(cf, key(b'd', &[own]), pages.to_be_bytes());
         let host = match book.hosts.get_mut(&entry.host) {
             Some((n, _)) => n,
             None => book.hosts.insert(&entry.host, 0),
         };
         *host += 1;
-        batch.put_cf(cf, key(b'h', &[&entry.host]), host.to_be_bytes());
+        charged.note(&entry.host, own);
         Ok(Ok(()))
+    }
+
+    /// Puts the counts of the hosts and domains `charged` in the batch
+    /// into `batch`: one put per key, however many of the batch's pages it
+    /// took. Every put of a key in one batch is a memtable entry of its
+    /// own, and a page's links mostly admit pages of one host: with a put
+    /// per page, the budget counts were two of the ~13 memtable entries a
+    /// page cost. The book holds the batch's final counts (it is trimmed
+    /// only between batches).
+    pub(super) fn stage_charges(
+        &self,
+        book: &mut Book,
+        charged: &Charged,
+        batch: &mut WriteBatch,
+    ) -> Result<(), StoreError> {
+        let cf = self.cf(CF_BUDGETS);
+        for domain in &charged.domains {
+            let pages = self.domain(book, domain)?.pages;
+            batch.put_cf(cf, key(b'd', &[domain]), pages.to_be_bytes());
+        }
+        for host in &charged.hosts {
+            let urls = self.host_count(book, host)?;
+            batch.put_cf(cf, key(b'h', &[host]), urls.to_be_bytes());
+        }
+        Ok(())
     }
 
     fn host_count(&self, book: &mut Book, host: &str) -> Result<u64, StoreError> {
@@ -177,12 +220,14 @@ impl PartitionStore {
         book: &'b mut Book,
         domain: &str,
     ) -> Result<&'b mut DomainBudget, StoreError> {
-        if let Some((_, moved)) = book.domains.get_mut(domain) {
-            if moved {
-                let d = book.domains.get_mut(domain).expect("just found").0;
-                book.weight += domain_weight(d);
-            }
-            return Ok(book.domains.get_mut(domain).expect("just found").0);
+        // A hot entry is looked up twice (to know, then to return): the
+        // borrow checker does not end a returned borrow on the miss path.
+        if book.domains.hot.contains_key(domain) {
+            return Ok(book.domains.hot.get_mut(domain).expect("just found"));
+        }
+        if let Some(cold) = book.domains.cold.remove(domain) {
+            book.weight += domain_weight(&cold);
+            return Ok(book.domains.insert(domain, cold));
         }
         let mut loaded = DomainBudget {
             pages: self.read_u64(&key(b'd', &[domain]))?,

@@ -188,6 +188,16 @@ impl PartitionStore {
         }
     }
 
+    /// Entries in `cf`'s active memtable: every put, merge and delete
+    /// since the last flush, each key as often as it was written.
+    #[cfg(test)]
+    fn memtable_entries(&self, cf: &str) -> u64 {
+        self.db
+            .property_int_value_cf(self.cf(cf), "rocksdb.num-entries-active-mem-table")
+            .unwrap()
+            .unwrap()
+    }
+
     fn corrupt(&self, what: &'static str) -> StoreError {
         StoreError::Corrupt {
             path: self.path.clone(),
