@@ -44,7 +44,7 @@ impl<V> Default for Generations<V> {
 impl<V> Generations<V> {
     /// The entry for `key`, moved to the hot generation if it was cold;
     /// `moved` tells the caller to count its weight again. A hot entry
-    /// (nearly every lookup) costs one probe.
+    /// (nearly every lookup) is not looked for in the cold generation.
     fn get_mut(&mut self, key: &str) -> Option<(&mut V, bool)> {
         if !self.hot.contains_key(key) {
             let v = self.cold.remove(key)?;
