@@ -60,19 +60,13 @@ impl SeenShortcut {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontier::{EntryKind, Priority};
+    use crate::frontier::Priority;
+    use crate::store::test_support::entry;
 
     fn link(url: &str, host: &str, referrer: Option<&str>) -> AdmitEntry {
         AdmitEntry {
-            fp: Fingerprint::of(url),
-            url: url.into(),
-            host: host.into(),
-            depth: 1,
-            priority: Priority::NORMAL,
-            kind: EntryKind::Page,
-            queue: true,
             referrer: referrer.map(str::to_owned),
-            lastmod_ms: None,
+            ..entry(url, host)
         }
     }
 

@@ -58,18 +58,22 @@ impl AdmitEntry {
         self.queue && (self.priority == Priority::SEED || self.lastmod_ms.is_some())
     }
 
+    /// The domain linking to the entry and the entry's own, when the link
+    /// comes from another registrable domain: the links a budget counts
+    /// (`budgets.rs`). A link from the site itself, or from no page, is
+    /// `None`.
+    pub(super) fn foreign_linker(&self) -> Option<(&str, &str)> {
+        let linker = self.referrer.as_deref()?;
+        let own = registrable_domain(&self.host);
+        (linker != own).then_some((linker, own))
+    }
+
     /// Whether admitting the entry, were its URL seen, would change
     /// nothing in the store: a queued entry that cannot bring its URL back
-    /// and whose link no budget counts (from its own registrable domain,
-    /// or from no page; see `budgets.rs`). Such an entry's seen URL can be
+    /// and whose link no budget counts. Such an entry's seen URL can be
     /// answered without its partition (`dedup/shortcut.rs`).
     pub fn settled_if_seen(&self) -> bool {
-        self.queue
-            && !self.may_bring_back()
-            && self
-                .referrer
-                .as_deref()
-                .is_none_or(|linker| linker == registrable_domain(&self.host))
+        self.queue && !self.may_bring_back() && self.foreign_linker().is_none()
     }
 }
 

@@ -138,13 +138,9 @@ impl PartitionStore {
         entry: &AdmitEntry,
         batch: &mut WriteBatch,
     ) -> Result<(), StoreError> {
-        let Some(linker) = entry.referrer.as_deref() else {
+        let Some((linker, own)) = entry.foreign_linker() else {
             return Ok(());
         };
-        let own = registrable_domain(&entry.host);
-        if linker == own {
-            return Ok(());
-        }
         if self.domain(book, own)?.note_linker(own, linker) {
             book.weight += 1;
             batch.put_cf(self.cf(CF_BUDGETS), key(b'l', &[own, linker]), []);

@@ -206,9 +206,10 @@ impl PartitionStore {
     }
 }
 
-/// Helpers shared by the store's unit tests.
+/// Helpers shared by the store's unit tests (and `entry` by other
+/// modules' tests that build admission entries).
 #[cfg(test)]
-mod test_support {
+pub(crate) mod test_support {
     use std::path::Path;
 
     use super::*;
@@ -217,7 +218,7 @@ mod test_support {
     use crate::store::codec::QueueValue;
     use crate::url::Fingerprint;
 
-    pub(super) fn entry(url: &str, host: &str) -> AdmitEntry {
+    pub(crate) fn entry(url: &str, host: &str) -> AdmitEntry {
         AdmitEntry {
             fp: Fingerprint::of(url),
             url: url.into(),
