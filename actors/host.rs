@@ -277,8 +277,8 @@ impl Runner {
         self.complete_with(completion, Vec::new(), durable).await
     }
 
-    /// Writes a `removed` event and, with `sync_writes`, waits until it
-    /// is durable: the removal is completed only then.
+    /// Writes a `removed` event and waits until it is in the OS (with
+    /// `sync_writes`, durable): the removal is completed only then.
     async fn removed(&self, removed: Removed) -> Result<Option<Ticket>, Failure> {
         let msg = ArchiveRemoval(removed);
         let ticket = self.links.pipeline.removed.send(msg).await??;
@@ -502,9 +502,10 @@ impl Runner {
             value: job.entry.value.clone(),
             record: settled.record,
         };
-        // With `sync_writes`, completed only once its records are durable
-        // (the wait overlapped the admission of its links). If they cannot
-        // be made durable, the page is archived again on the task's rerun.
+        // Completed only once its records are in the OS (with
+        // `sync_writes`, durable; the wait overlapped the admission of its
+        // links). If they cannot be, the page is archived again on the
+        // task's rerun.
         if let Some(ticket) = job.archived.as_ref().and_then(|a| a.durable.clone()) {
             if let Err(err) = ticket.durable().await {
                 job.archived = None;

@@ -226,9 +226,8 @@ pub struct Complete {
     /// Links the page found for partitions other nodes own: written to
     /// the outbox in the completion's batch.
     pub outbox: Vec<crate::store::OutboxBatch>,
-    /// With `sync_writes`: the tickets of what the page's archiving wrote,
-    /// settled before this was sent; the partition audits them when it
-    /// writes the batch ([`crate::metrics::Metrics::completions_ahead_of_sync`]).
+    /// The tickets of what the page's archiving wrote, settled before
+    /// this was sent; the partition audits them when it writes the batch ([`crate::metrics::Metrics::completions_ahead_of_sync`]).
     pub durable: Vec<crate::durable::Ticket>,
 }
 
@@ -497,11 +496,19 @@ impl Message for crate::archive::ArchiveRequest {
     type Result = Result<crate::archive::Archived, Failure>;
 }
 
-/// Writes the `removed` event of a URL that left the crawl; with
-/// `sync_writes`, answers the ticket that settles once it is durable.
+/// Writes the `removed` event of a URL that left the crawl; answers the
+/// ticket that settles once it is in the OS (with `sync_writes`, durable).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<Option<crate::durable::Ticket>, Failure>")]
 pub struct ArchiveRemoval(pub crate::frontier::host::Removed);
+
+/// The archive's note to itself, queued behind the pages in its mailbox
+/// when it writes the first page since its last handover: hand what is
+/// buffered to the OS (settling those pages' tickets) once the pages
+/// queued ahead are written too.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct HandOver;
 
 /// Flushes and closes the current WARC file and syncs the events file.
 #[derive(Debug, Clone, Copy, Message)]

@@ -157,7 +157,7 @@ struct PendingCompletions {
     /// New entries of the partition's digest index.
     digests: Vec<DigestEntry>,
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
-    /// `sync_writes`: the archive tickets the completions vouch for.
+    /// The archive tickets the completions vouch for.
     tickets: Vec<crate::durable::Ticket>,
     armed: bool,
 }
@@ -580,14 +580,15 @@ impl PartitionActor {
         if pending.completions.is_empty() && pending.digests.is_empty() {
             return;
         }
-        // The hosts wait for their records to be durable before they
-        // complete; a ticket still open here would be a broken promise.
+        // The hosts wait for their records to be handed to the OS (with
+        // `sync_writes`, synced) before they complete; a ticket still open
+        // here would be a broken promise.
         let early = pending.tickets.iter().filter(|t| !t.is_durable()).count();
         if early > 0 {
             tracing::error!(
                 partition = self.id,
                 early,
-                "completions written before their records were synced"
+                "completions written before their records were safe"
             );
             self.metrics.completions_ahead_of_sync.inc_by(early as u64);
         }

@@ -8,12 +8,14 @@
 //!    [`crate::dedup::exact`]) becomes a WARC `revisit` record pointing at
 //!    the first copy, a near-duplicate page is flagged (or, with
 //!    `skip-archive`, neither archived nor given an event);
-//! 2. the records (response plus request) and their bytes flushed to the
-//!    OS, then the event that points at them, flushed too, so an
-//!    acknowledged response survives a crash of the process; with
-//!    `[storage] sync_writes`, the reply carries a [`Ticket`] that settles
-//!    once a group fsync ([`crate::durable`]) made both durable, and the
-//!    page is completed only then, so it survives a power loss too;
+//! 2. the records (response plus request), then the event that points at
+//!    them, written to buffers; the reply carries a [`Ticket`] that
+//!    settles once both are handed to the OS ([`Archiver::hand_over`], when
+//!    no page waits in the actor's mailbox ahead of the flush it queued),
+//!    so a completed page's records survive a crash of the process; with
+//!    `[storage] sync_writes`, once a group fsync ([`crate::durable`]) made
+//!    them durable, so they survive a power loss too. The page is
+//!    completed only then;
 //! 3. only then the index update: a stored original's simhash becomes
 //!    what later similar pages are compared with (a near-duplicate's never
 //!    does, so similarity does not drift), and the reply names it as a
@@ -35,7 +37,7 @@ use url::Url;
 
 use crate::config::DedupConfig;
 use crate::dedup::{DedupIndex, NearAction, Verdict};
-use crate::durable::{GroupCommit, SyncHandle, Ticket};
+use crate::durable::{GroupCommit, SyncHandle, Ticket, Tickets};
 use crate::error::Failure;
 use crate::events::{Event, EventKind, EventWriter};
 use crate::fetch::FetchResponse;
@@ -92,9 +94,10 @@ pub struct Archived {
     /// Set when this response was stored in full as the first copy of its
     /// payload: the copy to register at the digest's partition.
     pub original: Option<StoredCopy>,
-    /// With `sync_writes`: settles once its records and event are
-    /// durable. Nothing that vouches for them (the page's completion, the
-    /// registration of its copy) is written before.
+    /// Settles once its records and event are in the OS (with
+    /// `sync_writes`: on disk). Nothing that vouches for them (the page's
+    /// completion, the registration of its copy) is written before.
+    /// `None` when nothing was written.
     pub durable: Option<Ticket>,
 }
 
@@ -169,9 +172,11 @@ pub struct Archiver {
     /// pages are compared with (see [`Archiver::write`]).
     index_simhash: bool,
     metrics: Arc<Metrics>,
-    /// With `sync_writes`: the group commit that makes what is written
-    /// durable, and the events file's handle for it.
-    commit: Option<(GroupCommit, SyncHandle)>,
+    /// The tickets of what was written: settled at handover, or (with
+    /// `sync_writes`) by the group commit.
+    tickets: Tickets,
+    /// With `sync_writes`: the events file's handle for the group commit.
+    events_handle: Option<SyncHandle>,
 }
 
 impl Archiver {
@@ -192,7 +197,8 @@ impl Archiver {
             change_distance,
             index_simhash: false,
             metrics,
-            commit: None,
+            tickets: Tickets::handover(),
+            events_handle: None,
         }
     }
 
@@ -205,30 +211,47 @@ impl Archiver {
             crate::durable::sync_dir(dir)?;
         }
         self.warc.sync_directory(true);
-        self.commit = Some((commit, events));
+        self.tickets = Tickets::synced(commit);
+        self.events_handle = Some(events);
         Ok(self)
     }
 
-    /// A ticket for everything flushed so far (`None` without
-    /// `sync_writes`).
-    fn ticket(&mut self) -> Result<Option<Ticket>, Failure> {
-        let Some((commit, events)) = &self.commit else {
-            return Ok(None);
+    /// Hands what the writers buffered to the OS and settles the tickets
+    /// waiting for it (with `sync_writes`, submits them to the group
+    /// commit). The actor calls it once the pages queued ahead of its
+    /// flush are written: one write(2) per file for all of them.
+    pub fn hand_over(&mut self) -> Result<(), Failure> {
+        if !self.tickets.waiting() {
+            return Ok(());
+        }
+        let written = self.flush_writers();
+        let files: Vec<SyncHandle> = match (&written, &self.events_handle) {
+            (Ok(warc), Some(events)) => warc.iter().chain([events]).cloned().collect(),
+            _ => Vec::new(),
         };
-        let warc = self
-            .warc
-            .sync_handle()
-            .map_err(|e| Failure::Archive(e.to_string()))?
-            .map(|f| f as SyncHandle);
-        let files: Vec<&SyncHandle> = warc.iter().chain([events]).collect();
-        Ok(Some(commit.issue(&files)))
+        let files: Vec<&SyncHandle> = files.iter().collect();
+        let outcome = written.as_ref().map(|_| ()).map_err(Clone::clone);
+        self.tickets.handed_over(&files, outcome);
+        written.map(|_| ()).map_err(Failure::Archive)
     }
 
-    /// After a failed fsync the current WARC file's state on disk is
-    /// unknown: later records go to a new file (the pages whose tickets
-    /// failed are archived again).
+    /// Flushes the WARC and events buffers; with `sync_writes`, the WARC
+    /// file's handle for the group commit.
+    fn flush_writers(&mut self) -> Result<Option<SyncHandle>, String> {
+        self.warc.flush().map_err(|e| e.to_string())?;
+        self.events.flush().map_err(|e| e.to_string())?;
+        if self.events_handle.is_none() {
+            return Ok(None);
+        }
+        let warc = self.warc.sync_handle().map_err(|e| e.to_string())?;
+        Ok(warc.map(|f| f as SyncHandle))
+    }
+
+    /// After a failed write or fsync the current WARC file's state on
+    /// disk is unknown: later records go to a new file (the pages whose
+    /// tickets failed are archived again).
     fn leave_failed_file(&mut self) {
-        if !self.commit.as_ref().is_some_and(|(c, _)| c.take_failure()) {
+        if !self.tickets.take_failure() {
             return;
         }
         if let Err(err) = self.warc.close() {
@@ -472,18 +495,19 @@ impl Archiver {
         }
     }
 
-    /// Appends an event after the WARC bytes it points at reached the OS;
-    /// with `sync_writes`, the ticket that settles once both are durable.
+    /// Appends an event (after the WARC records it points at: they reach
+    /// the OS first, see [`EventWriter::append_after`]); the ticket that
+    /// settles once both are in the OS (with `sync_writes`, durable).
     fn append(&mut self, event: Event) -> Result<Option<Ticket>, Failure> {
-        let fail = |e: &dyn std::fmt::Display| Failure::Archive(e.to_string());
-        self.warc.flush().map_err(|e| fail(&e))?;
-        self.events.append(&event).map_err(|e| fail(&e))?;
-        self.events.flush().map_err(|e| fail(&e))?;
-        self.ticket()
+        let warc = &mut self.warc;
+        self.events
+            .append_after(&event, || warc.flush().map_err(std::io::Error::other))
+            .map_err(|e| Failure::Archive(e.to_string()))?;
+        Ok(Some(self.tickets.issue()))
     }
 
-    /// Writes the `removed` event of a URL that left the crawl; with
-    /// `sync_writes`, the ticket that settles once it is durable.
+    /// Writes the `removed` event of a URL that left the crawl; the ticket
+    /// that settles once it is in the OS (with `sync_writes`, durable).
     pub fn removed(&mut self, removed: &Removed) -> Result<Option<Ticket>, Failure> {
         self.leave_failed_file();
         let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(removed.at_ms);
@@ -510,11 +534,7 @@ impl Archiver {
             .removed
             .with_label_values(&[removed.reason.as_str()])
             .inc();
-        self.events
-            .append(&event)
-            .and_then(|()| self.events.flush())
-            .map_err(|e| Failure::Archive(e.to_string()))?;
-        self.ticket()
+        self.append(event)
     }
 
     /// Writes (and syncs) the `uploaded` event of a WARC file now in
@@ -538,6 +558,9 @@ impl Archiver {
             reason: None,
             file: Some(upload.file.clone()),
         };
+        // The sync pushes the events buffer out: the records its lines
+        // point at go first.
+        self.hand_over()?;
         self.events
             .append(&event)
             .and_then(|()| self.events.sync())
@@ -549,13 +572,15 @@ impl Archiver {
         self.warc.closed_files()
     }
 
-    /// Closes the WARC file, syncs the events file and closes the index;
-    /// the group commit's last round settles the tickets still waiting.
+    /// Hands what is buffered over, closes the WARC file, syncs the events
+    /// file and closes the index; the group commit's last round settles
+    /// the tickets still waiting.
     ///
     /// The three wait on the disk (the near-dup index, which has no WAL,
     /// writes its memtable out as it closes), so they run at once: the
     /// events' sync and the near-dup index's close on threads of their own.
     pub fn close(&mut self) -> Result<ArchiveCounts, Failure> {
+        let handed = self.hand_over();
         let dedup = self.dedup.take();
         let (warc, events) = (&mut self.warc, &mut self.events);
         let (closed, synced) = std::thread::scope(|scope| {
@@ -567,21 +592,16 @@ impl Archiver {
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             (closed, synced)
         });
+        self.tickets.close();
+        handed?;
         closed.map_err(|e| Failure::Archive(e.to_string()))?;
         synced.map_err(|e| Failure::Archive(e.to_string()))?;
-        if let Some((commit, _)) = &mut self.commit {
-            commit.close();
-        }
         Ok(self.counts())
     }
 
     /// What was written this run.
     pub fn counts(&self) -> ArchiveCounts {
-        let stats = self
-            .commit
-            .as_ref()
-            .map(|(c, _)| c.stats())
-            .unwrap_or_default();
+        let stats = self.tickets.stats();
         ArchiveCounts {
             records: self.warc.records(),
             bytes: self.warc.bytes(),
@@ -590,5 +610,91 @@ impl Archiver {
             syncs: stats.rounds,
             synced: stats.durable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::path::Path;
+
+    use super::*;
+    use crate::config::WarcCompression;
+    use crate::warc::WarcSettings;
+
+    fn archiver(dir: &Path) -> Archiver {
+        let warc = WarcWriter::new(WarcSettings {
+            dir: dir.join("warc"),
+            prefix: "test".into(),
+            max_file_bytes: 1 << 30,
+            compression: WarcCompression::Gzip,
+            compression_level: 1,
+            info: Vec::new(),
+        })
+        .unwrap();
+        let events = EventWriter::open(&dir.join("events.jsonl")).unwrap();
+        let dedup = DedupIndex::open(&dir.join("dedup")).unwrap();
+        let settings = DedupConfig {
+            exact: true,
+            near_duplicates: NearAction::Flag,
+            near_distance: 3,
+            dir: "dedup".into(),
+        };
+        Archiver::new(warc, events, dedup, settings, 3, Arc::new(Metrics::new()))
+    }
+
+    fn page(n: usize) -> ArchiveRequest {
+        let body = format!("<p>page {n}</p>");
+        let response = FetchResponse::synthetic(200, &[("content-type", "text/html")], &body);
+        let url = Url::parse(&format!("http://127.0.0.1/{n}")).unwrap();
+        ArchiveRequest::side(url, Arc::new(response), EventKind::Page)
+    }
+
+    /// The response records in the WARC files under `dir`, as on disk.
+    fn responses_on_disk(dir: &Path) -> usize {
+        let mut text = String::new();
+        for entry in std::fs::read_dir(dir.join("warc")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let bytes = std::fs::read(&path).unwrap();
+            if !(name.ends_with(".warc.gz") || name.ends_with(".warc.gz.open")) || bytes.is_empty()
+            {
+                continue;
+            }
+            flate2::read::MultiGzDecoder::new(&bytes[..])
+                .read_to_string(&mut text)
+                .unwrap();
+        }
+        text.matches("WARC-Type: response").count()
+    }
+
+    fn events_on_disk(dir: &Path) -> usize {
+        std::fs::read_to_string(dir.join("events.jsonl"))
+            .unwrap()
+            .lines()
+            .count()
+    }
+
+    #[test]
+    fn pages_are_vouched_for_only_once_handed_to_the_os_all_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = archiver(dir.path());
+        let tickets: Vec<Ticket> = (0..3)
+            .map(|n| a.store(page(n)).unwrap().durable.expect("a ticket"))
+            .collect();
+        // Buffered: nothing vouches for them, and nothing is in the files.
+        assert!(tickets.iter().all(|t| t.outcome().is_none()));
+        assert_eq!(events_on_disk(dir.path()), 0);
+        assert_eq!(responses_on_disk(dir.path()), 0);
+        a.hand_over().unwrap();
+        assert!(tickets.iter().all(Ticket::is_durable));
+        assert_eq!(events_on_disk(dir.path()), 3);
+        assert_eq!(responses_on_disk(dir.path()), 3);
+        // A page after the handover waits for the next one.
+        let later = a.store(page(3)).unwrap().durable.unwrap();
+        assert_eq!(later.outcome(), None);
+        a.close().unwrap();
+        assert!(later.is_durable(), "closing hands over what is left");
+        assert_eq!(events_on_disk(dir.path()), 4);
     }
 }

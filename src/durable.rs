@@ -1,36 +1,41 @@
-//! Group commit of the archive's files, for `[storage] sync_writes`, and
-//! their writeback as they grow ([`Writeback`]).
+//! When the archive's bytes may be vouched for: tickets that settle once
+//! a page's records and event reached the OS ([`Tickets`]), or, for
+//! `[storage] sync_writes`, the disk ([`GroupCommit`]); and the files'
+//! writeback as they grow ([`Writeback`]).
 //!
-//! With `sync_writes` on, RocksDB fsyncs its write-ahead log on every
-//! batch, so a page marked complete survives a power loss. That promise is
-//! only true if the WARC records and the event line the completion vouches
-//! for are on disk first: otherwise a power loss can leave a page
-//! "completed" (never fetched again) whose record is gone.
+//! The page's completion (its URL leaves the queue) vouches for its
+//! records: it must not be written before they are safe. Without
+//! `sync_writes`, safe means in the OS (a kill -9 loses nothing); with it,
+//! on disk (RocksDB fsyncs its write-ahead log on every batch, so a
+//! completion survives a power loss, and so must what it vouches for).
 //!
-//! One fsync per page would cap the crawl at the disk's fsync rate. So the
-//! archive thread, after pushing a page's bytes to the OS, takes a
-//! [`Ticket`] (a sequence number) from [`GroupCommit::issue`], naming the
-//! files it wrote to, and goes on with the next page; a sync thread runs
-//! `File::sync_data` on every file written since its last round and then
-//! settles every ticket issued before that round began, all at once. A
-//! round starts once the oldest unsynced ticket has waited
+//! Both cost a system call, and one per page was a measurable share of a
+//! crawl (write(2), and the kernel zeroing page-cache folios a small append
+//! only partly covers: ~8% of the side-by-side bench's CPU). So the archive
+//! thread buffers what it writes, takes a [`Ticket`] (a sequence number)
+//! for each page from [`Tickets::issue`], and goes on with the next page;
+//! it hands the buffers to the OS when its mailbox has no more pages ahead
+//! of a flush it queued ([`Tickets::handed_over`]). That settles every
+//! ticket issued before; with `sync_writes`, a sync thread then runs
+//! `File::sync_data` on every file written since its last round and
+//! settles every ticket handed over before that round began, all at once.
+//! A round starts once the oldest unsynced ticket has waited
 //! [`GroupSettings::window`] or [`GroupSettings::max_group`] tickets wait,
 //! and while one round runs the next group gathers: the fsync count
 //! follows the disk's speed, not the page rate.
 //!
 //! Whoever completes the page (the host actor) awaits
 //! [`Ticket::durable`] before sending the completion: its wait overlaps
-//! the admission of the page's links, so it rarely waits at all. Waiting
+//! the admission of the page's links, so it rarely waits long. Waiting
 //! there, rather than in the partition's completion batch, keeps the
 //! partition's batching as it is (one write per batch, never held back by
-//! another host's page) and costs nothing when `sync_writes` is off: no
-//! ticket is issued at all.
+//! another host's page).
 //!
-//! A failed fsync fails every ticket of its round with
+//! A failed write or fsync fails every ticket of its group with
 //! [`SyncError::Failed`] (the kernel may have dropped the dirty pages, so a
 //! later successful fsync does not vouch for them): their pages are not
 //! completed and are archived again. The archive starts a new WARC file
-//! after such a failure ([`GroupCommit::take_failure`]).
+//! after such a failure ([`Tickets::take_failure`]).
 
 use std::fs::File;
 use std::path::Path;
@@ -61,8 +66,8 @@ pub type SyncHandle = Arc<dyn SyncData>;
 /// Why a ticket's bytes are not known to be durable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
-    /// The fsync of the ticket's round failed.
-    #[error("fsync of the archive's files failed: {0}")]
+    /// Writing the ticket's bytes, or the fsync of its round, failed.
+    #[error("writing or syncing the archive's files failed: {0}")]
     Failed(String),
     /// The sync thread stopped before the ticket's round.
     #[error("the archive's sync thread stopped")]
@@ -199,6 +204,9 @@ struct Pending {
     files: Vec<SyncHandle>,
     /// When the oldest ticket not yet taken was issued.
     oldest: Option<Instant>,
+    /// Tickets whose bytes never reached the OS (a failed write): their
+    /// round fails them whatever its fsync does.
+    doomed: Vec<(u64, u64, String)>,
     /// A round failed since the writer last asked.
     failed: bool,
     stop: bool,
@@ -260,34 +268,32 @@ impl GroupCommit {
         })
     }
 
-    /// A ticket for bytes just pushed to the OS in `files`: settled by the
-    /// first round that starts after this call.
-    pub fn issue(&self, files: &[&SyncHandle]) -> Ticket {
+    /// Tickets up to `upto` are handed to the OS, in `files` (or, with
+    /// `doomed`, failed to be): the first round that starts after this
+    /// call settles them.
+    fn submit(&self, upto: u64, files: &[&SyncHandle], doomed: Option<(u64, String)>) {
         let mut pending = self.shared.lock();
-        pending.issued += 1;
+        pending.issued = upto;
         for file in files {
             if !pending.files.iter().any(|f| Arc::ptr_eq(f, file)) {
                 pending.files.push(Arc::clone(file));
             }
         }
+        if let Some((from, why)) = doomed {
+            pending.doomed.push((from, upto, why));
+        }
         pending.oldest.get_or_insert_with(Instant::now);
-        let seq = pending.issued;
         drop(pending);
         self.shared.wake.notify_one();
-        Ticket {
-            seq,
-            progress: self.shared.progress.subscribe(),
-        }
     }
 
-    /// Whether a round failed since the last call: the writer then starts
-    /// new files rather than append to one whose state is unknown.
-    pub fn take_failure(&self) -> bool {
+    /// Whether a round failed since the last call.
+    fn take_failure(&self) -> bool {
         std::mem::take(&mut self.shared.lock().failed)
     }
 
     /// What the sync thread did so far.
-    pub fn stats(&self) -> SyncStats {
+    fn stats(&self) -> SyncStats {
         SyncStats {
             rounds: self.shared.rounds.load(Ordering::Relaxed),
             durable: self.shared.durable.load(Ordering::Relaxed),
@@ -296,7 +302,7 @@ impl GroupCommit {
     }
 
     /// Runs a last round for what is pending and stops the sync thread.
-    pub fn close(&mut self) {
+    fn close(&mut self) {
         self.shared.lock().stop = true;
         self.shared.wake.notify_one();
         if let Some(thread) = self.thread.take() {
@@ -317,15 +323,25 @@ impl Drop for GroupCommit {
 /// The sync thread: takes a round, syncs its files, settles its tickets;
 /// until stopped with nothing pending.
 fn sync_loop(shared: &Shared) {
-    while let Some((from, to, files)) = next_round(shared) {
-        let result = files.iter().try_for_each(|f| f.sync_data());
-        settle(shared, from, to, result);
+    while let Some(round) = next_round(shared) {
+        let result = round.files.iter().try_for_each(|f| f.sync_data());
+        settle(shared, round, result);
     }
 }
 
-/// Waits for the next round and takes it: the tickets it settles
-/// (`from..=to`) and the files to sync. `None` once stopped and drained.
-fn next_round(shared: &Shared) -> Option<(u64, u64, Vec<SyncHandle>)> {
+/// What one round syncs and settles.
+struct Round {
+    /// Its tickets: `from..=to`.
+    from: u64,
+    to: u64,
+    files: Vec<SyncHandle>,
+    /// Those of its tickets whose write failed.
+    doomed: Vec<(u64, u64, String)>,
+}
+
+/// Waits for the next round and takes it. `None` once stopped and
+/// drained.
+fn next_round(shared: &Shared) -> Option<Round> {
     let settings = shared.settings;
     let mut pending = shared.lock();
     loop {
@@ -351,35 +367,168 @@ fn next_round(shared: &Shared) -> Option<(u64, u64, Vec<SyncHandle>)> {
     let from = pending.taken + 1;
     pending.taken = pending.issued;
     pending.oldest = None;
-    Some((from, pending.taken, std::mem::take(&mut pending.files)))
+    Some(Round {
+        from,
+        to: pending.taken,
+        files: std::mem::take(&mut pending.files),
+        doomed: std::mem::take(&mut pending.doomed),
+    })
 }
 
 /// Publishes a round's outcome to its tickets' waiters.
-fn settle(shared: &Shared, from: u64, to: u64, result: std::io::Result<()>) {
+fn settle(shared: &Shared, round: Round, result: std::io::Result<()>) {
+    let Round {
+        from, to, doomed, ..
+    } = round;
     let group = to - from + 1;
     shared.rounds.fetch_add(1, Ordering::Relaxed);
     shared.metrics.archive_syncs.inc();
     shared.metrics.archive_sync_group.observe(group as f64);
-    let failure = result.err().map(|e| e.to_string());
-    match &failure {
-        None => {
-            shared.durable.fetch_add(group, Ordering::Relaxed);
-        }
-        Some(why) => {
+    let failures = match result {
+        Ok(()) => doomed,
+        Err(e) => {
+            let why = e.to_string();
             tracing::error!(error = %why, tickets = group, "fsync of the archive's files failed; their pages will be archived again");
-            shared.failed.fetch_add(group, Ordering::Relaxed);
             shared.metrics.archive_sync_failures.inc();
             shared.lock().failed = true;
+            vec![(from, to, why)]
         }
-    }
-    shared.progress.send_modify(|p| {
-        if let Some(why) = failure {
+    };
+    let failed: u64 = failures.iter().map(|(lo, hi, _)| hi - lo + 1).sum();
+    shared.failed.fetch_add(failed, Ordering::Relaxed);
+    shared.durable.fetch_add(group - failed, Ordering::Relaxed);
+    publish(&shared.progress, to, failures);
+}
+
+/// Settles every ticket up to `to`, failing those in `failures`.
+fn publish(progress: &watch::Sender<Progress>, to: u64, failures: Vec<(u64, u64, String)>) {
+    progress.send_modify(|p| {
+        if !failures.is_empty() {
             let mut failed = (*p.failed).clone();
-            failed.push((from, to, why));
+            failed.extend(failures);
             p.failed = Arc::new(failed);
         }
         p.settled = to;
     });
+}
+
+/// The tickets one writer (the archive) issues, in order, and how they
+/// settle: at handover to the OS, or through a [`GroupCommit`].
+pub struct Tickets {
+    /// The last ticket issued.
+    issued: u64,
+    /// The last ticket whose bytes were handed over (or failed to be).
+    handed: u64,
+    settle: Settle,
+}
+
+/// Where tickets settle.
+enum Settle {
+    /// At handover: the bytes are in the OS (kill -9 safe). `failed`: a
+    /// write failed since the writer last asked.
+    Handover {
+        progress: watch::Sender<Progress>,
+        failed: bool,
+    },
+    /// When the group commit's fsync made them durable.
+    Synced(GroupCommit),
+}
+
+impl Tickets {
+    /// Tickets that settle once their bytes are in the OS.
+    pub fn handover() -> Self {
+        Tickets {
+            issued: 0,
+            handed: 0,
+            settle: Settle::Handover {
+                progress: watch::channel(Progress::default()).0,
+                failed: false,
+            },
+        }
+    }
+
+    /// Tickets that settle once `commit` made their bytes durable.
+    pub fn synced(commit: GroupCommit) -> Self {
+        Tickets {
+            issued: 0,
+            handed: 0,
+            settle: Settle::Synced(commit),
+        }
+    }
+
+    /// A ticket for bytes just written to a buffer: it settles once the
+    /// next handover (and, synced, the round after it) is done.
+    pub fn issue(&mut self) -> Ticket {
+        self.issued += 1;
+        let progress = match &self.settle {
+            Settle::Handover { progress, .. } => progress.subscribe(),
+            Settle::Synced(commit) => commit.shared.progress.subscribe(),
+        };
+        Ticket {
+            seq: self.issued,
+            progress,
+        }
+    }
+
+    /// Whether tickets wait for a handover.
+    pub fn waiting(&self) -> bool {
+        self.issued > self.handed
+    }
+
+    /// Every ticket issued so far has its bytes in the OS, in `files`
+    /// (`Err`: writing them failed, and they fail).
+    pub fn handed_over(&mut self, files: &[&SyncHandle], written: Result<(), String>) {
+        if !self.waiting() {
+            return;
+        }
+        let (from, to) = (self.handed + 1, self.issued);
+        self.handed = to;
+        match (&mut self.settle, written) {
+            (Settle::Handover { progress, .. }, Ok(())) => publish(progress, to, Vec::new()),
+            (Settle::Handover { progress, failed }, Err(why)) => {
+                *failed = true;
+                publish(progress, to, vec![(from, to, why)]);
+            }
+            (Settle::Synced(commit), written) => {
+                if written.is_err() {
+                    commit.shared.lock().failed = true;
+                }
+                commit.submit(to, files, written.err().map(|why| (from, why)));
+            }
+        }
+    }
+
+    /// Whether a write or a round failed since the last call: the writer
+    /// then starts new files rather than append to one whose state is
+    /// unknown.
+    pub fn take_failure(&mut self) -> bool {
+        match &mut self.settle {
+            Settle::Handover { failed, .. } => std::mem::take(failed),
+            Settle::Synced(commit) => commit.take_failure(),
+        }
+    }
+
+    /// Whether tickets wait for an fsync (`[storage] sync_writes`).
+    pub fn synced_to_disk(&self) -> bool {
+        matches!(self.settle, Settle::Synced(_))
+    }
+
+    /// What the sync thread did so far (nothing without one).
+    pub fn stats(&self) -> SyncStats {
+        match &self.settle {
+            Settle::Handover { .. } => SyncStats::default(),
+            Settle::Synced(commit) => commit.stats(),
+        }
+    }
+
+    /// Settles what is handed over and stops: synced, the last round
+    /// runs first; tickets never handed over fail as stopped.
+    pub fn close(&mut self) {
+        match &mut self.settle {
+            Settle::Handover { progress, .. } => progress.send_modify(|p| p.stopped = true),
+            Settle::Synced(commit) => commit.close(),
+        }
+    }
 }
 
 /// Makes a directory's entries (a file created or renamed in it) durable.
@@ -499,7 +648,7 @@ mod tests {
     }
 
     struct Rig {
-        commit: GroupCommit,
+        tickets: Tickets,
         file: SyncHandle,
         gated: Arc<Gated>,
         entered: mpsc::Receiver<()>,
@@ -517,12 +666,26 @@ mod tests {
         });
         let metrics = Arc::new(Metrics::new());
         Rig {
-            commit: GroupCommit::start(settings, metrics.clone()).unwrap(),
+            tickets: Tickets::synced(GroupCommit::start(settings, metrics.clone()).unwrap()),
             file: gated.clone(),
             gated,
             entered,
             verdict,
             metrics,
+        }
+    }
+
+    impl Rig {
+        /// A ticket for bytes written to `files` and handed over at once.
+        fn issue(&mut self, files: &[&SyncHandle]) -> Ticket {
+            let ticket = self.tickets.issue();
+            self.tickets.handed_over(files, Ok(()));
+            ticket
+        }
+
+        fn issue_one(&mut self) -> Ticket {
+            let file = self.file.clone();
+            self.issue(&[&file])
         }
     }
 
@@ -543,12 +706,12 @@ mod tests {
 
     #[test]
     fn one_round_settles_every_ticket_issued_before_it() {
-        let r = rig(eager());
-        let first = r.commit.issue(&[&r.file]);
+        let mut r = rig(eager());
+        let first = r.issue_one();
         r.entered.recv().unwrap();
         // Issued while the first round syncs: all of them wait for the
         // next round, which settles them together.
-        let later: Vec<Ticket> = (0..20).map(|_| r.commit.issue(&[&r.file])).collect();
+        let later: Vec<Ticket> = (0..20).map(|_| r.issue_one()).collect();
         assert_eq!(first.outcome(), None);
         r.verdict.send(Ok(())).unwrap();
         assert_eq!(block_on(first.durable()), Ok(()));
@@ -560,7 +723,7 @@ mod tests {
         }
         assert_eq!(r.gated.syncs.load(Ordering::SeqCst), 2);
         assert_eq!(
-            r.commit.stats(),
+            r.tickets.stats(),
             SyncStats {
                 rounds: 2,
                 durable: 21,
@@ -573,11 +736,11 @@ mod tests {
 
     #[test]
     fn a_full_group_starts_a_round_without_waiting_for_the_window() {
-        let r = rig(GroupSettings {
+        let mut r = rig(GroupSettings {
             window: Duration::from_secs(3600),
             max_group: 10,
         });
-        let tickets: Vec<Ticket> = (0..10).map(|_| r.commit.issue(&[&r.file])).collect();
+        let tickets: Vec<Ticket> = (0..10).map(|_| r.issue_one()).collect();
         r.entered.recv().unwrap();
         r.verdict.send(Ok(())).unwrap();
         for t in &tickets {
@@ -586,10 +749,10 @@ mod tests {
         assert_eq!(r.gated.syncs.load(Ordering::SeqCst), 1);
         // One ticket alone waits for the window (an hour here): closing
         // runs its round at once.
-        let lone = r.commit.issue(&[&r.file]);
+        let lone = r.issue_one();
         assert_eq!(lone.outcome(), None);
-        let (mut commit, verdict) = (r.commit, r.verdict);
-        let closer = std::thread::spawn(move || commit.close());
+        let (mut tickets, verdict) = (r.tickets, r.verdict);
+        let closer = std::thread::spawn(move || tickets.close());
         r.entered.recv().unwrap();
         verdict.send(Ok(())).unwrap();
         closer.join().unwrap();
@@ -598,31 +761,32 @@ mod tests {
 
     #[test]
     fn a_failed_fsync_fails_its_round_only() {
-        let r = rig(eager());
-        let doomed = r.commit.issue(&[&r.file]);
+        let mut r = rig(eager());
+        let doomed = r.issue_one();
         r.entered.recv().unwrap();
-        let next = r.commit.issue(&[&r.file]);
+        let next = r.issue_one();
         r.verdict.send(Err("EIO".into())).unwrap();
         assert_eq!(
             block_on(doomed.durable()),
             Err(SyncError::Failed("EIO".into()))
         );
-        assert!(r.commit.take_failure());
-        assert!(!r.commit.take_failure(), "reported once");
+        assert!(r.tickets.take_failure());
+        assert!(!r.tickets.take_failure(), "reported once");
         // A later successful round does not vouch for the failed one.
         r.entered.recv().unwrap();
         r.verdict.send(Ok(())).unwrap();
         assert_eq!(block_on(next.durable()), Ok(()));
         assert!(!doomed.is_durable());
         assert_eq!(doomed.outcome(), Some(Err(SyncError::Failed("EIO".into()))));
-        assert_eq!(r.commit.stats().failed, 1);
+        assert_eq!(r.tickets.stats().failed, 1);
         assert_eq!(r.metrics.archive_sync_failures.get(), 1);
     }
 
     #[test]
     fn each_file_touched_since_the_last_round_is_synced_once() {
-        let (a, b) = (rig(eager()), rig(eager()));
-        let ticket = a.commit.issue(&[&a.file, &b.file, &a.file]);
+        let (mut a, b) = (rig(eager()), rig(eager()));
+        let (fa, fb) = (a.file.clone(), b.file.clone());
+        let ticket = a.issue(&[&fa, &fb, &fa]);
         a.entered.recv().unwrap();
         a.verdict.send(Ok(())).unwrap();
         b.entered.recv().unwrap();
@@ -630,6 +794,66 @@ mod tests {
         assert_eq!(block_on(ticket.durable()), Ok(()));
         assert_eq!(a.gated.syncs.load(Ordering::SeqCst), 1);
         assert_eq!(b.gated.syncs.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn handover_tickets_settle_when_their_bytes_reach_the_os() {
+        let mut tickets = Tickets::handover();
+        let (first, second) = (tickets.issue(), tickets.issue());
+        assert!(tickets.waiting());
+        assert_eq!(first.outcome(), None);
+        tickets.handed_over(&[], Ok(()));
+        assert!(!tickets.waiting());
+        assert_eq!(block_on(first.durable()), Ok(()));
+        assert_eq!(block_on(second.durable()), Ok(()));
+        assert!(!tickets.take_failure());
+        // A failed write fails its group only, and is reported once.
+        let doomed = tickets.issue();
+        tickets.handed_over(&[], Err("ENOSPC".into()));
+        assert_eq!(
+            block_on(doomed.durable()),
+            Err(SyncError::Failed("ENOSPC".into()))
+        );
+        assert!(first.is_durable());
+        assert!(tickets.take_failure());
+        assert!(!tickets.take_failure());
+        // Never handed over: closing fails it as stopped.
+        let lost = tickets.issue();
+        tickets.close();
+        assert_eq!(block_on(lost.durable()), Err(SyncError::Stopped));
+    }
+
+    #[test]
+    fn a_synced_ticket_waits_for_its_handover_before_any_round() {
+        let mut r = rig(eager());
+        let unwritten = r.tickets.issue();
+        // Were it submitted, closing would sync it: let such a sync pass.
+        r.verdict.send(Ok(())).unwrap();
+        let mut tickets = r.tickets;
+        tickets.close();
+        assert_eq!(block_on(unwritten.durable()), Err(SyncError::Stopped));
+        assert_eq!(r.gated.syncs.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_failed_write_fails_its_tickets_though_the_fsync_succeeds() {
+        let mut r = rig(eager());
+        let doomed = r.tickets.issue();
+        let file = r.file.clone();
+        r.tickets.handed_over(&[&file], Err("ENOSPC".into()));
+        r.entered.recv().unwrap();
+        r.verdict.send(Ok(())).unwrap();
+        assert_eq!(
+            block_on(doomed.durable()),
+            Err(SyncError::Failed("ENOSPC".into()))
+        );
+        assert!(r.tickets.take_failure());
+        assert_eq!(r.tickets.stats().failed, 1);
+        assert_eq!(r.tickets.stats().durable, 0);
+        let next = r.issue_one();
+        r.entered.recv().unwrap();
+        r.verdict.send(Ok(())).unwrap();
+        assert_eq!(block_on(next.durable()), Ok(()));
     }
 
     #[test]

@@ -127,9 +127,24 @@ impl EventWriter {
 
     /// Appends one event.
     pub fn append(&mut self, event: &Event) -> std::io::Result<()> {
+        self.append_after(event, || Ok(()))
+    }
+
+    /// Appends one event, calling `before` first if the line is about to
+    /// reach the OS (it does not fit the buffer): the archive flushes the
+    /// WARC records the line points at there, so that no line is in the
+    /// file before its records are.
+    pub fn append_after(
+        &mut self,
+        event: &Event,
+        before: impl FnOnce() -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         self.line.clear();
         serde_json::to_writer(&mut self.line, event)?;
         self.line.push(b'\n');
+        if self.out.buffer().len() + self.line.len() > self.out.capacity() {
+            before()?;
+        }
         self.out.write_all(&self.line)?;
         self.len += self.line.len() as u64;
         self.written += 1;
@@ -232,6 +247,31 @@ mod tests {
             reason: None,
             file: None,
         }
+    }
+
+    #[test]
+    fn the_hook_runs_just_before_a_line_would_reach_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut w = EventWriter::open(&path).unwrap();
+        let mut hooks = 0;
+        let mut lines = 0;
+        while hooks == 0 {
+            let on_disk = std::fs::metadata(&path).unwrap().len();
+            w.append_after(&event("http://127.0.0.1/a-fairly-long-path/"), || {
+                // Before the buffer goes out: the file is still empty.
+                assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+                hooks += 1;
+                Ok(())
+            })
+            .unwrap();
+            lines += 1;
+            if hooks == 0 {
+                assert_eq!(on_disk, 0, "a line reached the file without the hook");
+            }
+        }
+        assert!(lines > 10, "the buffer holds many lines");
+        assert!(std::fs::metadata(&path).unwrap().len() > 0);
     }
 
     #[test]

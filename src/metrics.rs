@@ -318,7 +318,7 @@ impl Metrics {
             ),
             completions_ahead_of_sync: counter(
                 "trawl_completions_ahead_of_sync_total",
-                "Completions written before the fsync of their records (always 0 unless durability is broken).",
+                "Completions written before their records reached the OS (with sync_writes: before their fsync); always 0 unless durability is broken.",
             ),
             urls: counter_vec(
                 "trawl_urls_total",
