@@ -4,6 +4,7 @@
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
 #          [--only trawl|spider-rs] [--trawl-settings FILE] [--profile dist]
+#          [--trawl-bin PATH]
 #
 # --profile is the cargo profile both crawlers are built in: `dist` (the
 # default: release with fat LTO and one codegen unit, the build to deploy;
@@ -12,7 +13,9 @@
 #
 # --only runs one of the two (no ratio is printed); --trawl-settings
 # layers a TOML file over trawl's bench settings (to compare a setting:
-# `[storage] partitions = 16`, say).
+# `[storage] partitions = 16`, say); --trawl-bin runs that trawl binary
+# instead of building one (to compare two builds against the same
+# spider-rs runs: copy each build's binary aside, run once per binary).
 #
 # The web: HOSTS IP-literal hosts 127.0.1.1, 127.0.1.2, ... (loopback only)
 # of PAGES pages of about SIZE bytes each, robots.txt allow-all on every
@@ -39,7 +42,7 @@
 # each run's time -v output, stdout and stderr.
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist
+hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist trawl_bin=""
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
   --runs) runs=$2; shift 2 ;;
   --only) only=$2; shift 2 ;;
   --profile) profile=$2; shift 2 ;;
+  --trawl-bin) trawl_bin=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
   --trawl-settings) settings=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
   -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
   *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
@@ -70,10 +74,12 @@ out=$work/results-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 
 echo "== building trawl and spider-bench (profile $profile)" >&2
-cargo build --profile "$profile" --locked --bin trawl
+if [ -z "$trawl_bin" ]; then
+  cargo build --profile "$profile" --locked --bin trawl
+  trawl_bin=$target/$profile/trawl
+fi
 cargo build --profile "$profile" --locked --manifest-path "$here/spider-bench/Cargo.toml" \
   --target-dir "$target/spider-bench"
-trawl_bin=$target/$profile/trawl
 spider_bin=$target/spider-bench/$profile/spider-bench
 
 port=$(python3 "$here/bench.py" port)
