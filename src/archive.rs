@@ -231,7 +231,8 @@ impl Archiver {
         };
         let files: Vec<&SyncHandle> = files.iter().collect();
         let outcome = written.as_ref().map(|_| ()).map_err(Clone::clone);
-        self.tickets.handed_over(&files, outcome);
+        let group = self.tickets.handed_over(&files, outcome);
+        self.metrics.archive_handover_group.observe(group as f64);
         written.map(|_| ()).map_err(Failure::Archive)
     }
 
@@ -643,6 +644,11 @@ mod tests {
         Archiver::new(warc, events, dedup, settings, 3, Arc::new(Metrics::new()))
     }
 
+    fn handovers(a: &Archiver) -> (u64, f64) {
+        let h = &a.metrics.archive_handover_group;
+        (h.get_sample_count(), h.get_sample_sum())
+    }
+
     fn page(n: usize) -> ArchiveRequest {
         let body = format!("<p>page {n}</p>");
         let response = FetchResponse::synthetic(200, &[("content-type", "text/html")], &body);
@@ -687,6 +693,7 @@ mod tests {
         assert_eq!(events_on_disk(dir.path()), 0);
         assert_eq!(responses_on_disk(dir.path()), 0);
         a.hand_over().unwrap();
+        assert_eq!(handovers(&a), (1, 3.0), "one handover of three pages");
         assert!(tickets.iter().all(Ticket::is_durable));
         assert_eq!(events_on_disk(dir.path()), 3);
         assert_eq!(responses_on_disk(dir.path()), 3);
@@ -695,6 +702,7 @@ mod tests {
         assert_eq!(later.outcome(), None);
         a.close().unwrap();
         assert!(later.is_durable(), "closing hands over what is left");
+        assert_eq!(handovers(&a), (2, 4.0));
         assert_eq!(events_on_disk(dir.path()), 4);
     }
 }

@@ -476,10 +476,10 @@ impl Tickets {
     }
 
     /// Every ticket issued so far has its bytes in the OS, in `files`
-    /// (`Err`: writing them failed, and they fail).
-    pub fn handed_over(&mut self, files: &[&SyncHandle], written: Result<(), String>) {
+    /// (`Err`: writing them failed, and they fail); how many there were.
+    pub fn handed_over(&mut self, files: &[&SyncHandle], written: Result<(), String>) -> u64 {
         if !self.waiting() {
-            return;
+            return 0;
         }
         let (from, to) = (self.handed + 1, self.issued);
         self.handed = to;
@@ -496,6 +496,7 @@ impl Tickets {
                 commit.submit(to, files, written.err().map(|why| (from, why)));
             }
         }
+        to - from + 1
     }
 
     /// Whether a write or a round failed since the last call: the writer
@@ -679,7 +680,7 @@ mod tests {
         /// A ticket for bytes written to `files` and handed over at once.
         fn issue(&mut self, files: &[&SyncHandle]) -> Ticket {
             let ticket = self.tickets.issue();
-            self.tickets.handed_over(files, Ok(()));
+            assert_eq!(self.tickets.handed_over(files, Ok(())), 1);
             ticket
         }
 
@@ -802,7 +803,8 @@ mod tests {
         let (first, second) = (tickets.issue(), tickets.issue());
         assert!(tickets.waiting());
         assert_eq!(first.outcome(), None);
-        tickets.handed_over(&[], Ok(()));
+        assert_eq!(tickets.handed_over(&[], Ok(())), 2);
+        assert_eq!(tickets.handed_over(&[], Ok(())), 0, "none waits");
         assert!(!tickets.waiting());
         assert_eq!(block_on(first.durable()), Ok(()));
         assert_eq!(block_on(second.durable()), Ok(()));

@@ -78,10 +78,15 @@ pub struct Metrics {
     pub archive_syncs: IntCounter,
     /// Pages (and `removed` events) made durable per round of fsyncs.
     pub archive_sync_group: Histogram,
+    /// Tickets (archived pages, `removed` events) one handover of the
+    /// archive's buffers to the OS settled (with `sync_writes`, submitted
+    /// to the group commit): how well its writes batch.
+    pub archive_handover_group: Histogram,
     /// Rounds of fsyncs that failed: their pages are archived again.
     pub archive_sync_failures: IntCounter,
-    /// Completions written before the archive's fsync of their records
-    /// (`sync_writes`): always 0 unless durability is broken.
+    /// Completions written before their records reached the OS (with
+    /// `sync_writes`, before their fsync): always 0 unless durability is
+    /// broken.
     pub completions_ahead_of_sync: IntCounter,
     /// URLs by outcome: at admission (`admitted`, `seen`, `filtered`) and
     /// after fetching (`not_archived_type`: not HTML, not archived;
@@ -305,6 +310,20 @@ impl Metrics {
                         "Archived pages made durable by one round of fsyncs.",
                     )
                     .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+                )
+                .expect("valid metric");
+                registry
+                    .register(Box::new(m.clone()))
+                    .expect("unique metric");
+                m
+            },
+            archive_handover_group: {
+                let m = Histogram::with_opts(
+                    HistogramOpts::new(
+                        "trawl_archive_handover_group_size",
+                        "Archived pages (and removed events) one write of the archive's buffers to the OS handed over.",
+                    )
+                    .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
                 )
                 .expect("valid metric");
                 registry

@@ -61,6 +61,11 @@ fn with_sync_writes_no_page_completes_before_its_records_are_synced() {
         metrics.archive_sync_group.get_sample_sum() as u64,
         archive.synced
     );
+    // Each ticket was handed over to the OS once, before its round.
+    assert_eq!(
+        metrics.archive_handover_group.get_sample_sum() as u64,
+        archive.events
+    );
     let text = metrics.render();
     assert!(text.contains("trawl_archive_syncs_total "), "{text}");
     assert!(text.contains("trawl_archive_sync_group_size_bucket"));
