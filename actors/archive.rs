@@ -10,8 +10,10 @@
 //! in its mailbox: the first page written after a handover queues a
 //! [`HandOver`] behind the pages already waiting, and the pages' tickets
 //! settle when it is handled. Under load that is one write(2) per file for
-//! tens of pages; idle, the handover follows the page at once. It tells the uploader (if uploads are on) about
-//! each WARC file it closes, and writes the uploader's `uploaded` events.
+//! tens of pages; idle, the handover follows the page at once.
+//!
+//! It tells the uploader (if uploads are on) about each WARC file it
+//! closes, and writes the uploader's `uploaded` events.
 
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +27,6 @@ use crate::archive::{Archived, Archiver};
 use crate::config::Config;
 use crate::dedup::DedupIndex;
 use crate::durable::{GroupCommit, GroupSettings, Ticket};
-
 use crate::events::EventWriter;
 use crate::metrics::Metrics;
 use crate::warc::{WarcSettings, WarcWriter};
@@ -130,9 +131,10 @@ impl ArchiveActor {
         self.told = closed.len();
     }
 
-    /// Queues a [`HandOver`] behind the mail waiting, unless one is queued.
+    /// Queues a [`HandOver`] behind the mail waiting if written pages
+    /// wait for one and none is queued.
     fn queue_handover(&mut self, ctx: &mut SyncContext<Self>) {
-        if !self.handover_queued {
+        if !self.handover_queued && self.archiver.awaits_handover() {
             self.handover_queued = true;
             ctx.address().do_send(HandOver);
         }
@@ -153,9 +155,7 @@ impl Handler<Archive> for ArchiveActor {
             tracing::error!(url = %url, error = %err, "archiving failed");
         });
         self.tell_closed();
-        if matches!(&stored, Ok(a) if a.durable.is_some()) {
-            self.queue_handover(ctx);
-        }
+        self.queue_handover(ctx);
         stored
     }
 }
@@ -179,9 +179,7 @@ impl Handler<ArchiveRemoval> for ArchiveActor {
         let ticket = self.archiver.removed(&msg.0).inspect_err(|err| {
             tracing::error!(url = %msg.0.url, error = %err, "writing a removed event failed");
         });
-        if matches!(&ticket, Ok(Some(_))) {
-            self.queue_handover(ctx);
-        }
+        self.queue_handover(ctx);
         ticket
     }
 }

@@ -227,7 +227,8 @@ pub struct Complete {
     /// the outbox in the completion's batch.
     pub outbox: Vec<crate::store::OutboxBatch>,
     /// The tickets of what the page's archiving wrote, settled before
-    /// this was sent; the partition audits them when it writes the batch ([`crate::metrics::Metrics::completions_ahead_of_sync`]).
+    /// this was sent; the partition audits them when it writes the batch
+    /// ([`crate::metrics::Metrics::completions_ahead_of_sync`]).
     pub durable: Vec<crate::durable::Ticket>,
 }
 

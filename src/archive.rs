@@ -224,28 +224,34 @@ impl Archiver {
         if !self.tickets.waiting() {
             return Ok(());
         }
-        let written = self.flush_writers();
-        let files: Vec<SyncHandle> = match (&written, &self.events_handle) {
-            (Ok(warc), Some(events)) => warc.iter().chain([events]).cloned().collect(),
-            _ => Vec::new(),
+        let (files, written) = match self.flush_writers() {
+            Ok(files) => (files, Ok(())),
+            Err(why) => (Vec::new(), Err(why)),
         };
-        let files: Vec<&SyncHandle> = files.iter().collect();
-        let outcome = written.as_ref().map(|_| ()).map_err(Clone::clone);
-        let group = self.tickets.handed_over(&files, outcome);
+        let group = self.tickets.handed_over(&files, written.clone());
         self.metrics.archive_handover_group.observe(group as f64);
-        written.map(|_| ()).map_err(Failure::Archive)
+        written.map_err(Failure::Archive)
     }
 
-    /// Flushes the WARC and events buffers; with `sync_writes`, the WARC
-    /// file's handle for the group commit.
-    fn flush_writers(&mut self) -> Result<Option<SyncHandle>, String> {
+    /// Whether written pages wait for [`Archiver::hand_over`].
+    pub fn awaits_handover(&self) -> bool {
+        self.tickets.waiting()
+    }
+
+    /// Flushes the WARC and events buffers; the files the group commit
+    /// syncs for them (none without `sync_writes`).
+    fn flush_writers(&mut self) -> Result<Vec<SyncHandle>, String> {
         self.warc.flush().map_err(|e| e.to_string())?;
         self.events.flush().map_err(|e| e.to_string())?;
-        if self.events_handle.is_none() {
-            return Ok(None);
-        }
+        let Some(events) = self.events_handle.clone() else {
+            return Ok(Vec::new());
+        };
         let warc = self.warc.sync_handle().map_err(|e| e.to_string())?;
-        Ok(warc.map(|f| f as SyncHandle))
+        Ok(warc
+            .map(|f| f as SyncHandle)
+            .into_iter()
+            .chain([events])
+            .collect())
     }
 
     /// After a failed write or fsync the current WARC file's state on
