@@ -75,7 +75,7 @@ METRIC = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$")
 
 
 def scrape(url):
-    """The sums of the series the backlog report needs."""
+    """The sums of the series the backlog report needs, and the text read."""
     with OPEN(url, timeout=1.0) as r:
         text = r.read().decode()
     got = {"fetched": 0.0, "archived": 0.0, "backlog": 0.0, "frontier": 0.0,
@@ -97,16 +97,19 @@ def scrape(url):
             got["backlog_peak"] = value
         elif name == "trawl_pipeline_peak_pages":
             got["pipeline_peak"] = value
-    return got
+    return got, text
 
 
-def sample(url, pid, csv_path):
+def sample(url, pid, csv_path, metrics_path):
+    """Samples /metrics until `pid` exits; the last text read is kept in
+    `metrics_path` (the run's histograms: stage times, handover sizes)."""
     t0 = time.monotonic()
     rows, current, samples, peak, pipeline = [], None, 0, 0, 0
+    last = None
     while alive(pid):
         tick = time.monotonic()
         try:
-            got = scrape(url)
+            got, last = scrape(url)
         except OSError:
             got = None  # not listening yet, or shutting down
         elapsed = tick - t0
@@ -130,6 +133,9 @@ def sample(url, pid, csv_path):
         f.write("elapsed_s,pages_fetched,pages_archived,backlog_max,frontier\n")
         for r in rows:
             f.write("%d,%d,%d,%d,%d\n" % tuple(r))
+    if last is not None:
+        with open(metrics_path, "w") as f:
+            f.write(last)
     print(json.dumps({"backlog_max": peak, "pipeline_max": pipeline, "samples": samples}))
 
 
@@ -263,7 +269,7 @@ def main():
     elif cmd == "wait":
         wait(args[0])
     elif cmd == "sample":
-        sample(args[0], int(args[1]), args[2])
+        sample(args[0], int(args[1]), args[2], args[3])
     elif cmd == "stats":
         stats(*args)
     elif cmd == "table":

@@ -4,7 +4,7 @@
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
 #          [--only trawl|spider-rs] [--trawl-settings FILE] [--profile dist]
-#          [--trawl-bin PATH]
+#          [--trawl-bin PATH] [--trawl-wrap 'CMD ...']
 #
 # --profile is the cargo profile both crawlers are built in: `dist` (the
 # default: release with fat LTO and one codegen unit, the build to deploy;
@@ -16,6 +16,12 @@
 # `[storage] partitions = 16`, say); --trawl-bin runs that trawl binary
 # instead of building one (to compare two builds against the same
 # spider-rs runs: copy each build's binary aside, run once per binary).
+# --trawl-wrap puts a command in front of trawl, to profile the crawl
+# (word-split; `{out}` becomes the run's output directory):
+#   --trawl-wrap 'perf record -F 499 --call-graph dwarf,16384 -o {out}/perf.data --'
+#   --trawl-wrap 'perf stat -e task-clock,syscalls:sys_enter_write -o {out}/perf-stat.txt --'
+# time -v then measures the wrapper too: read the ratios of such runs as
+# a profile's context, not as figures.
 #
 # The web: HOSTS IP-literal hosts 127.0.1.1, 127.0.1.2, ... (loopback only)
 # of PAGES pages of about SIZE bytes each, robots.txt allow-all on every
@@ -39,10 +45,12 @@
 # $CARGO_TARGET_DIR/sidebyside/results-<time>/: results.jsonl (one line per
 # crawler and run), table.txt, backlog-run<N>.csv (one line per second:
 # elapsed, pages fetched, pages archived, backlog max, frontier size), and
-# each run's time -v output, stdout and stderr.
+# each run's time -v output, stdout and stderr, and for trawl the last
+# /metrics text read before it exited (metrics.txt: stage times, handover
+# sizes, the store's batches).
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist trawl_bin=""
+hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
@@ -51,6 +59,7 @@ while [ $# -gt 0 ]; do
   --runs) runs=$2; shift 2 ;;
   --only) only=$2; shift 2 ;;
   --profile) profile=$2; shift 2 ;;
+  --trawl-wrap) trawl_wrap=$2; shift 2 ;;
   --trawl-bin) trawl_bin=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
   --trawl-settings) settings=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
   -h|--help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -139,7 +148,7 @@ measure() { # LABEL RUN CMD...
   local sampled=""
   if [ "$label" = trawl ]; then
     python3 "$here/bench.py" sample "http://127.0.0.1:$admin_port/metrics" "$pid" \
-      "$out/backlog-run$run.csv" > "$dir/backlog.json" &
+      "$out/backlog-run$run.csv" "$dir/metrics.txt" > "$dir/backlog.json" &
     sampled=$!
   fi
   local status=0
@@ -174,7 +183,8 @@ for run in $(seq "$runs"); do
   if [ "$only" != spider-rs ]; then
     echo "== run $run/$runs: trawl" >&2
     rm -rf "$data"
-    measure trawl "$run" "$trawl_bin" run --config "$out/trawl.toml" --until-idle \
+    # shellcheck disable=SC2086 # the wrapper is word-split on purpose
+    measure trawl "$run" ${trawl_wrap//\{out\}/$out/trawl-run$run} "$trawl_bin" run --config "$out/trawl.toml" --until-idle \
       --seeds "$web/seeds.txt" --data "$data"
     rm -rf "$data"
   fi
