@@ -169,7 +169,7 @@ impl PartitionStore {
             // Every link counts toward its target's budget, before the
             // batch's duplicates (other referrers of one URL) are dropped.
             for entry in &entries {
-                self.note_link(book, entry, &mut batch)?;
+                self.note_link(book, entry)?;
             }
         }
         // Sorted keys let RocksDB's batched multi-get walk each SST once.

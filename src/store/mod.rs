@@ -153,8 +153,11 @@ pub struct PartitionStore {
 }
 
 impl PartitionStore {
-    /// Makes everything written so far survive a power loss.
+    /// Makes everything written so far survive a power loss, after
+    /// writing the linking domains the budgets hold back (see
+    /// `budgets.rs`).
     pub fn sync(&self) -> Result<(), StoreError> {
+        self.save_linkers()?;
         self.db.flush_wal(true).map_err(|e| self.rocks(e))
     }
 
