@@ -136,13 +136,7 @@ impl PartitionStore {
     /// [`PartitionStore::admit`] at `now_ms`: seen URLs an offer makes due
     /// ([`Admitted::refreshed`]) are due at that time.
     pub fn admit_at(&self, entries: Vec<AdmitEntry>, now_ms: u64) -> Result<Admitted, StoreError> {
-        // A poisoned lock only means a panic mid-batch: the cache may be
-        // ahead of the store, so it is dropped, like after any failure.
-        let mut book = self.book.lock().unwrap_or_else(|poisoned| {
-            let mut book = poisoned.into_inner();
-            book.clear();
-            book
-        });
+        let mut book = self.lock_book();
         book.trim();
         let mut cache = self
             .seen_cache

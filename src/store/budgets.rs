@@ -265,14 +265,21 @@ impl PartitionStore {
         Ok(())
     }
 
-    /// Writes the linking domains no admission has written yet (see the
-    /// module doc), in one batch.
-    pub(super) fn save_linkers(&self) -> Result<(), StoreError> {
-        let mut book = self.book.lock().unwrap_or_else(|poisoned| {
+    /// The budget book, locked. A poisoned lock only means a panic
+    /// mid-batch: the book may be ahead of the store, so it is dropped,
+    /// as after any failed write (its counts are reloaded from the store).
+    pub(super) fn lock_book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|poisoned| {
             let mut book = poisoned.into_inner();
             book.clear();
             book
-        });
+        })
+    }
+
+    /// Writes the linking domains no admission has written yet (see the
+    /// module doc), in one batch.
+    pub(super) fn save_linkers(&self) -> Result<(), StoreError> {
+        let mut book = self.lock_book();
         if book.unsaved_count == 0 {
             return Ok(());
         }
@@ -407,11 +414,16 @@ mod tests {
         }
     }
 
+    /// How many of `entries` the store admits as new.
+    fn admitted(store: &PartitionStore, entries: Vec<AdmitEntry>) -> usize {
+        store.admit(entries).unwrap().entries.len()
+    }
+
     /// How many new pages of `target.test` the store admits now, offered
     /// `tries` of them (each admitted one takes a page of the budget).
     fn room(store: &PartitionStore, tries: u32) -> usize {
         let offered = (1000..1000 + tries).map(|i| link(i, None)).collect();
-        store.admit(offered).unwrap().entries.len()
+        admitted(store, offered)
     }
 
     #[test]
@@ -420,29 +432,15 @@ mod tests {
         {
             let store = open(dir.path());
             // A new page linked from a.test: one record, one linking domain.
-            assert_eq!(
-                store
-                    .admit(vec![link(0, Some("a.test"))])
-                    .unwrap()
-                    .entries
-                    .len(),
-                1
-            );
+            assert_eq!(admitted(&store, vec![link(0, Some("a.test"))]), 1);
             let written = store.memtable_entries(CF_BUDGETS);
             // Links to a page already seen: counted, nothing written.
             let seen = vec![link(0, Some("b.test")), link(0, Some("c.test"))];
-            assert!(store.admit(seen).unwrap().entries.is_empty());
+            assert_eq!(admitted(&store, seen), 0);
             assert_eq!(store.memtable_entries(CF_BUDGETS), written);
             // An admission to the domain writes both with it, as one record
             // (and the domain's and host's counts).
-            assert_eq!(
-                store
-                    .admit(vec![link(1, Some("d.test"))])
-                    .unwrap()
-                    .entries
-                    .len(),
-                1
-            );
+            assert_eq!(admitted(&store, vec![link(1, Some("d.test"))]), 1);
             assert_eq!(store.memtable_entries(CF_BUDGETS), written + 3);
             // Dropped without a sync, as a crash would leave it.
         }
@@ -456,12 +454,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = open(dir.path());
-            assert_eq!(store.admit(vec![link(0, None)]).unwrap().entries.len(), 1);
-            assert!(store
-                .admit(vec![link(0, Some("a.test"))])
-                .unwrap()
-                .entries
-                .is_empty());
+            assert_eq!(admitted(&store, vec![link(0, None)]), 1);
+            assert_eq!(admitted(&store, vec![link(0, Some("a.test"))]), 0);
         }
         {
             // Not written: the crash forgot it (no admission relied on it).
@@ -472,7 +466,7 @@ mod tests {
                 "the one page of the base budget is taken"
             );
             let seen = vec![link(0, Some("a.test")), link(0, Some("b.test"))];
-            assert!(store.admit(seen).unwrap().entries.is_empty());
+            assert_eq!(admitted(&store, seen), 0);
             store.sync().unwrap();
         }
         let store = open(dir.path());
@@ -485,7 +479,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = open(dir.path());
-            assert_eq!(store.admit(vec![link(0, None)]).unwrap().entries.len(), 1);
+            assert_eq!(admitted(&store, vec![link(0, None)]), 1);
             let almost: Vec<_> = (1..UNSAVED_MAX)
                 .map(|i| link(0, Some(&format!("l{i}.test"))))
                 .collect();
@@ -512,12 +506,8 @@ mod tests {
     fn a_domain_dropped_from_the_cache_keeps_its_unwritten_linking_domains() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        assert_eq!(store.admit(vec![link(0, None)]).unwrap().entries.len(), 1);
-        assert!(store
-            .admit(vec![link(0, Some("a.test"))])
-            .unwrap()
-            .entries
-            .is_empty());
+        assert_eq!(admitted(&store, vec![link(0, None)]), 1);
+        assert_eq!(admitted(&store, vec![link(0, Some("a.test"))]), 0);
         {
             let mut book = store.book.lock().unwrap();
             book.domains.rotate();
@@ -527,7 +517,7 @@ mod tests {
         // Loaded again from the store, with a.test still unwritten: a.test
         // is known, b.test is new.
         let seen = vec![link(0, Some("a.test")), link(0, Some("b.test"))];
-        assert!(store.admit(seen).unwrap().entries.is_empty());
+        assert_eq!(admitted(&store, seen), 0);
         assert_eq!(store.book.lock().unwrap().unsaved_count, 2);
         assert_eq!(room(&store, 5), 2, "1 + 2 linking domains, 1 taken");
     }
