@@ -68,7 +68,9 @@ fn link_extraction(c: &mut Criterion) {
 
 /// Pages whose unbounded parse takes seconds to minutes (50,000 nested
 /// `<div>`s: 11 s; 200,000: minutes; one tag with 200,000 attributes:
-/// seconds), each with a link before the pathological part.
+/// seconds), each with a link before the pathological part, read by the
+/// tree reader: its depth bound is what these pages reach (the stream
+/// reader, the default, has no stack of elements to bound).
 fn pathological_pages(c: &mut Criterion) {
     let nested = |n: usize| {
         format!(
@@ -88,7 +90,10 @@ fn pathological_pages(c: &mut Criterion) {
         ),
     ];
     let base = url::Url::parse("http://site0001.test:8080/p/1.html").unwrap();
-    let limits = ParseLimits::from(&Config::defaults().parse);
+    let limits = ParseLimits {
+        engine: ParseEngine::Tree,
+        ..ParseLimits::from(&Config::defaults().parse)
+    };
     let mut group = c.benchmark_group("parse_bounded");
     for (name, html, reason) in &pages {
         let page = parse_html(html, &base, &limits);
@@ -245,6 +250,8 @@ fn simhash(c: &mut Criterion) {
     group.finish();
 }
 
+/// A page's request and response records written, and the SHA-256 of
+/// its payload alone (a response record takes two: payload and block).
 fn warc_write(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let mut writer = WarcWriter::new(WarcSettings {
@@ -272,6 +279,9 @@ fn warc_write(c: &mut Criterion) {
             };
             black_box(writer.write_exchange(&ex).unwrap())
         })
+    });
+    group.bench_function("payload_sha256", |b| {
+        b.iter(|| black_box(trawl::warc::payload_sha256(page.as_bytes())))
     });
     group.finish();
 }
