@@ -13,3 +13,8 @@ cargo fmt --all -- --check
 # (about 15 minutes on two cores), and tests, demo and benches share it.
 cargo clippy --release --locked --all-targets -- -D warnings
 cargo test --release --locked
+# The micro bench (the criterion one) once per benchmark, in test mode
+# (~20 s): its setup checks what it measures (a parse cut, a store's
+# answers), and a bench that cannot run is found here, not by the next
+# person who measures.
+cargo test --release --locked --bench micro
