@@ -45,9 +45,11 @@
 # $CARGO_TARGET_DIR/sidebyside/results-<time>/: results.jsonl (one line per
 # crawler and run), table.txt, backlog-run<N>.csv (one line per second:
 # elapsed, pages fetched, pages archived, backlog max, frontier size), and
-# each run's time -v output, stdout and stderr, and for trawl the last
-# /metrics text read before it exited (metrics.txt: stage times, handover
-# sizes, the store's batches).
+# each run's time -v output, stdout and stderr, nginx-cpu.txt (the CPU
+# seconds nginx's workers spent while that crawler ran, from their
+# /proc/<pid>/stat: the server's share of the shared cores), and for trawl
+# the last /metrics text read before it exited (metrics.txt: stage times,
+# handover sizes, the store's batches).
 set -euo pipefail
 
 hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
@@ -136,6 +138,18 @@ python3 "$here/bench.py" wait "$(head -1 "$web/seeds.txt")"
 access=$ngx/logs/access.log
 expected=$((hosts * pages))
 
+# CPU clock ticks (user + system) nginx's workers (the master's children)
+# have used so far, from /proc/<pid>/stat.
+nginx_ticks() {
+  local master total=0 stat fields
+  master=$(cat "$ngx/nginx.pid")
+  for stat in /proc/[0-9]*/stat; do
+    read -r -a fields < "$stat" 2>/dev/null || continue
+    [ "${fields[3]}" = "$master" ] && total=$((total + fields[13] + fields[14]))
+  done
+  echo "$total"
+}
+
 # One crawler's run under GNU time; its slice of the access log is the lines
 # added while it ran.
 measure() { # LABEL RUN CMD...
@@ -143,6 +157,7 @@ measure() { # LABEL RUN CMD...
   local dir=$out/$label-run$run
   mkdir -p "$dir"
   local before; before=$(wc -l < "$access")
+  local ticks_before; ticks_before=$(nginx_ticks)
   /usr/bin/time -v -o "$dir/time.txt" "$@" > "$dir/stdout" 2> "$dir/stderr" &
   local pid=$!
   local sampled=""
@@ -155,6 +170,8 @@ measure() { # LABEL RUN CMD...
   wait "$pid" || status=$?
   [ -n "$sampled" ] && wait "$sampled"
   tail -n +"$((before + 1))" "$access" > "$dir/access.log"
+  awk -v ticks="$(($(nginx_ticks) - ticks_before))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "%.2f\n", ticks / hz }' > "$dir/nginx-cpu.txt"
   [ "$status" = 0 ] || echo "$label run $run exited with status $status (see $dir/stderr)" >&2
   python3 "$here/bench.py" stats "$label" "$run" "$expected" "$dir/time.txt" "$dir/access.log" \
     ${sampled:+"$dir/backlog.json"} >> "$out/results.jsonl"
