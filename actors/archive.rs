@@ -63,9 +63,12 @@ pub enum ArchiveOpenError {
 
 impl ArchiveActor {
     /// Opens the writers (recovering files a crash left) and starts the
-    /// actor on its own thread; `uploads` hears of every file it closes.
+    /// actor on its own thread, archiving into `dedup` (opened by the
+    /// caller: see [`DedupIndex::open`]); `uploads` hears of every file it
+    /// closes.
     pub fn start(
         config: &Config,
+        dedup: DedupIndex,
         metrics: Arc<Metrics>,
         uploads: Option<Recipient<WarcClosed>>,
     ) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
@@ -75,6 +78,7 @@ impl ArchiveActor {
             max_file_bytes: config.warc.max_file_bytes,
             compression: config.warc.compression,
             compression_level: config.warc.compression_level,
+            store_below: config.warc.store_below,
             info: vec![
                 ("software".into(), format!("trawl/{}", env!("CARGO_PKG_VERSION"))),
                 ("format".into(), "WARC File Format 1.1".into()),
@@ -88,7 +92,6 @@ impl ArchiveActor {
             ],
         })?;
         let events = EventWriter::open(&config.events_file())?;
-        let dedup = DedupIndex::open(&config.dedup_dir())?;
         let mut archiver = Archiver::new(
             warc,
             events,

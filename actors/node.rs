@@ -45,6 +45,7 @@ use crate::cluster::wire::WireEntry;
 use crate::config::Config;
 use crate::control::{ControlError, Controls};
 use crate::dedup::exact::{digest_partition, DigestReply};
+use crate::dedup::DedupIndex;
 use crate::fetch::gate::FetchGate;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::HostSettings;
@@ -228,19 +229,32 @@ impl Node {
             .with_budgets((&config.budget).into());
         // A single node holds every partition; a cluster node those the
         // assignment gives it, once it has joined.
-        let stores: Vec<Option<Arc<PartitionStore>>> = match config.cluster.enabled {
-            false => {
-                let ids: Vec<u16> = (0..config.storage.partitions).collect();
-                PartitionStore::open_all(&env, &data_dir, &ids)?
-                    .into_iter()
-                    .map(|s| Some(Arc::new(s)))
-                    .collect()
-            }
-            true => (0..config.storage.partitions).map(|_| None).collect(),
-        };
+        //
+        // The archive's dedup index is a store of its own: it opens on a
+        // thread beside the partitions' (each open is mostly RocksDB
+        // writing, syncing and reading back its files; one after the
+        // other, the dedup index's came last on every start).
+        let (stores, dedup) = std::thread::scope(|scope| {
+            let dedup = scope.spawn(|| DedupIndex::open(&config.dedup_dir()));
+            let stores: Result<Vec<Option<Arc<PartitionStore>>>, StoreError> =
+                match config.cluster.enabled {
+                    false => {
+                        let ids: Vec<u16> = (0..config.storage.partitions).collect();
+                        PartitionStore::open_all(&env, &data_dir, &ids)
+                            .map(|stores| stores.into_iter().map(|s| Some(Arc::new(s))).collect())
+                    }
+                    true => Ok((0..config.storage.partitions).map(|_| None).collect()),
+                };
+            let dedup = dedup
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (stores, dedup)
+        });
+        let stores = stores?;
+        let dedup = dedup.map_err(ArchiveOpenError::from)?;
         let uploads = UploadActor::start(&config, metrics.clone())?;
         let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
-        let archive = ArchiveActor::start(&config, metrics.clone(), closed_to)?;
+        let archive = ArchiveActor::start(&config, dedup, metrics.clone(), closed_to)?;
         if let Some(u) = &uploads {
             u.addr.do_send(ArchiveOpened(archive.clone().recipient()));
         }

@@ -260,6 +260,7 @@ fn warc_write(c: &mut Criterion) {
         max_file_bytes: 1 << 30,
         compression: trawl::config::WarcCompression::Gzip,
         compression_level: 1,
+        store_below: 1024,
         info: vec![],
     })
     .unwrap();

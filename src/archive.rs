@@ -636,6 +636,7 @@ mod tests {
             max_file_bytes: 1 << 30,
             compression: WarcCompression::Gzip,
             compression_level: 1,
+            store_below: 1024,
             info: Vec::new(),
         })
         .unwrap();

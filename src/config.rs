@@ -543,6 +543,11 @@ pub struct WarcConfig {
     pub compression: WarcCompression,
     /// Level per record: gzip 0–9, zstd 1–19.
     pub compression_level: u32,
+    /// gzip only: records of fewer bytes than this are stored in their
+    /// member, not compressed (0: every record is compressed); at most
+    /// 65,535, what one stored deflate block holds. See
+    /// `crate::warc::compress` for why.
+    pub store_below: usize,
 }
 
 /// How pages are read (`[parse] engine`).
@@ -848,6 +853,9 @@ impl Config {
             }
             _ => {}
         }
+        if self.warc.store_below > crate::warc::STORE_BELOW_MAX {
+            return invalid("warc.store_below must be at most 65535 (one stored deflate block)");
+        }
         if self.crawl.user_agent.trim().is_empty() {
             return invalid("crawl.user_agent must not be empty");
         }
@@ -1039,6 +1047,18 @@ mod tests {
         assert!(err.to_string().contains("for zstd"), "{err}");
         let err = layer("[warc]\ncompression = \"xz\"\n").unwrap_err();
         assert!(err.to_string().contains("warc.compression"), "{err}");
+    }
+
+    #[test]
+    fn records_stored_whole_fit_one_stored_block() {
+        assert_eq!(Config::defaults().warc.store_below, 1024);
+        assert_eq!(
+            layer("[warc]\nstore_below = 0\n").unwrap().warc.store_below,
+            0
+        );
+        assert!(layer("[warc]\nstore_below = 65535\n").is_ok());
+        let err = layer("[warc]\nstore_below = 65536\n").unwrap_err();
+        assert!(err.to_string().contains("warc.store_below"), "{err}");
     }
 
     #[test]

@@ -31,7 +31,8 @@ use super::surt::surt;
 pub struct RecordView<'a> {
     /// WARC headers, in order.
     pub headers: Vec<(&'a str, &'a str)>,
-    /// The record block.
+    /// The record block; from a [`super::Record`], its first part (which
+    /// holds a response's HTTP head, all the index reads of a block).
     pub block: &'a [u8],
 }
 
@@ -45,8 +46,8 @@ impl<'a> RecordView<'a> {
     }
 }
 
-impl<'a> From<&'a super::Record> for RecordView<'a> {
-    fn from(record: &'a super::Record) -> Self {
+impl<'a> From<&'a super::Record<'_>> for RecordView<'a> {
+    fn from(record: &'a super::Record<'_>) -> Self {
         RecordView {
             headers: record
                 .headers

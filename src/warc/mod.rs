@@ -35,6 +35,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use compress::MemberCompressor;
+pub use compress::STORE_BELOW_MAX;
 pub use record::{payload_sha256, warc_date, Exchange, Record};
 pub use recover::{recover_open_files, RecoverError};
 
@@ -89,6 +90,8 @@ pub struct WarcSettings {
     pub compression: WarcCompression,
     /// gzip level 0–9, zstd level 1–19.
     pub compression_level: u32,
+    /// gzip records of fewer bytes are stored uncompressed (0: none).
+    pub store_below: usize,
     /// Lines of the warcinfo record (`software`, `http-header-user-agent`, ...).
     pub info: Vec<(String, String)>,
 }
@@ -141,7 +144,11 @@ impl WarcWriter {
         std::fs::create_dir_all(&settings.dir).map_err(io)?;
         recover_open_files(&settings.dir, &settings.prefix)?;
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-        let compressor = MemberCompressor::new(settings.compression, settings.compression_level);
+        let compressor = MemberCompressor::new(
+            settings.compression,
+            settings.compression_level,
+            settings.store_below,
+        );
         Ok(WarcWriter {
             settings,
             compressor,
@@ -253,8 +260,8 @@ impl WarcWriter {
     /// Writes a record and its request record to one file.
     fn write_pair(
         &mut self,
-        first: &Record,
-        request: &Record,
+        first: &Record<'_>,
+        request: &Record<'_>,
         payload_sha256: [u8; 32],
     ) -> Result<Stored, WarcError> {
         let record_id = first.header("WARC-Record-ID").unwrap_or("").to_owned();
@@ -272,20 +279,20 @@ impl WarcWriter {
     }
 
     /// Writes one record as its own gzip member (or zstd frame).
-    pub fn write_record(&mut self, record: &Record) -> Result<WarcRef, WarcError> {
+    pub fn write_record(&mut self, record: &Record<'_>) -> Result<WarcRef, WarcError> {
         let member = self.compress(record);
         self.file_for(member.len() as u64)?;
         self.write_member(&member, record)
     }
 
     /// `record` compressed as the settings say.
-    fn compress(&mut self, record: &Record) -> Vec<u8> {
+    fn compress(&mut self, record: &Record<'_>) -> Vec<u8> {
         self.compressor.member(record)
     }
 
     /// Appends `record`, compressed as `member`, to the current file
     /// (opened by `file_for`), and its line to the file's index.
-    fn write_member(&mut self, member: &[u8], record: &Record) -> Result<WarcRef, WarcError> {
+    fn write_member(&mut self, member: &[u8], record: &Record<'_>) -> Result<WarcRef, WarcError> {
         let file = self.current.as_mut().expect("file_for opened a file");
         let at = WarcRef {
             file: file.name.clone(),

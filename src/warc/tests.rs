@@ -9,6 +9,7 @@ fn settings(dir: &Path, max: u64) -> WarcSettings {
         max_file_bytes: max,
         compression: crate::config::WarcCompression::Gzip,
         compression_level: 1,
+        store_below: 1024,
         info: vec![("software".into(), "trawl-test".into())],
     }
 }
@@ -148,6 +149,7 @@ fn zstd_settings(dir: &Path, max: u64) -> WarcSettings {
     WarcSettings {
         compression: crate::config::WarcCompression::Zstd,
         compression_level: 3,
+        store_below: 1024,
         ..settings(dir, max)
     }
 }
