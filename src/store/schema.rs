@@ -231,9 +231,10 @@ impl StoreEnv {
 
     /// The options of a family, with a Bloom filter for `point_lookups`.
     fn cf_options(&self, point_lookups: bool) -> Options {
-        match point_lookups {
-            true => self.templates.lookups.clone(),
-            false => self.templates.scans.clone(),
+        if point_lookups {
+            self.templates.lookups.clone()
+        } else {
+            self.templates.scans.clone()
         }
     }
 }

@@ -70,7 +70,7 @@ impl MemberCompressor {
     fn gzip(&mut self, record: &Record<'_>) -> Vec<u8> {
         let head = record.head_bytes();
         let parts = record.parts(&head);
-        let size = head.len() + record.block_len() + 4;
+        let size: usize = parts.iter().map(|part| part.len()).sum();
         if size < self.store_below {
             return stored_member(&parts, size);
         }

@@ -77,6 +77,31 @@ fn records_are_addressable_members_with_digests() {
 }
 
 #[test]
+fn a_responses_block_is_its_head_then_its_payload_and_its_digest_covers_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
+    let payload = "<p>x</p>".repeat(500);
+    let ex = exchange("http://a.test/x", payload.as_bytes());
+    let at = w.write_exchange(&ex).unwrap().at;
+    w.close().unwrap();
+    let text = read_member(dir.path(), &at);
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap();
+    let block = [ex.response_head, ex.payload].concat();
+    assert_eq!(rest.as_bytes(), [&block[..], b"\r\n\r\n"].concat());
+    assert!(
+        head.ends_with(&format!("\r\nContent-Length: {}", block.len())),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!(
+            "WARC-Block-Digest: {}\r\n",
+            record::sha256_digest(&block)
+        )),
+        "{head}"
+    );
+}
+
+#[test]
 fn rotates_at_the_size_limit_and_renames_on_close() {
     let dir = tempfile::tempdir().unwrap();
     let mut w = WarcWriter::new(settings(dir.path(), 600)).unwrap();
