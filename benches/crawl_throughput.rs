@@ -61,7 +61,6 @@ fn cpu_seconds_and_max_rss_kb() -> (f64, i64) {
 const SAMPLE_EVERY: Duration = Duration::from_millis(20);
 
 /// One second of the crawl, as the backlog sampler saw it.
-#[derive(Clone, Copy)]
 struct Second {
     /// Seconds since seeding, counted from 1.
     second: u64,
