@@ -211,6 +211,25 @@ pub struct AdmitBatch {
     pub entries: Vec<AdmitEntry>,
 }
 
+/// [`AdmitBatch`] for a link batch another partition sent: replies with
+/// the write watermark of the admission, which a published checkpoint
+/// must cover before the sender may forget the batch.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<u64, Failure>")]
+pub struct AdmitMarked {
+    /// Entries, all of this partition.
+    pub entries: Vec<AdmitEntry>,
+}
+
+/// Makes a checkpoint of the partition's store in `dir` (which must not
+/// exist): its files, and the write watermark it covers.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(Vec<crate::store::CheckpointFile>, u64), Failure>")]
+pub struct TakeCheckpoint {
+    /// Where (on the store's filesystem: SSTs are hard-linked).
+    pub dir: std::path::PathBuf,
+}
+
 /// A queue entry is finished: record its outcome and dequeue it, with the
 /// host's politeness schedule in the same write (so a restart, even after a
 /// crash, does not burst).
@@ -687,6 +706,86 @@ pub struct Hold {
     pub assignment: std::sync::Arc<crate::cluster::assign::Assignment>,
     /// This node's id.
     pub node: String,
+}
+
+// --------------------------------------------------------------- Ownership
+//
+// With `[cluster] state_url`, the OwnershipActor runs each partition's
+// lease (`src/cluster/lease.rs`) over its checkpoint chain and tells the
+// node what to open, checkpoint, drain and stop; the node holds exactly
+// the partitions the chain says are its own.
+
+/// Gossip's advice to the OwnershipActor: the partitions this node should
+/// own (sent on every reconcile).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct Advice {
+    /// Partition ids, sorted.
+    pub wanted: Vec<u16>,
+}
+
+/// The partition is this node's: open its store (restored from the chain
+/// into its directory already, if the chain had a checkpoint) and start
+/// it, every host held until `hold_until_ms`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct TakePartition {
+    /// The partition.
+    pub id: u16,
+    /// No request to its hosts before this (Unix ms).
+    pub hold_until_ms: u64,
+    /// The write watermark its last checkpoint covers.
+    pub covers: u64,
+}
+
+/// Makes a checkpoint of a held partition in `dir`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<(Vec<crate::store::CheckpointFile>, u64), Failure>")]
+pub struct CheckpointPartition {
+    /// The partition.
+    pub id: u16,
+    /// Where.
+    pub dir: std::path::PathBuf,
+}
+
+/// Stops dispatching a held partition's hosts and waits for their requests
+/// in flight (a hand-back's first step). Replies whether all ended.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "bool")]
+pub struct DrainPartition {
+    /// The partition.
+    pub id: u16,
+}
+
+/// Stops a held partition now and closes its store: fenced, lapsed, or
+/// handed back (then its final checkpoint is published already).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct StopPartition {
+    /// The partition.
+    pub id: u16,
+    /// Why.
+    pub reason: crate::cluster::lease::StopReason,
+}
+
+/// A published checkpoint of partition `id` covers its writes up to
+/// `covers`: the link batches admitted up to there may be acknowledged.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct DurableUpTo {
+    /// The partition.
+    pub id: u16,
+    /// The write watermark.
+    pub covers: u64,
+}
+
+/// At shutdown: hand every held partition back (a final checkpoint each,
+/// published as released), within `timeout`. Replies how many were.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "usize")]
+pub struct ReleaseAll {
+    /// How long to try.
+    pub timeout: std::time::Duration,
 }
 
 /// How much work this node has, for the cluster's idle detection (the

@@ -12,6 +12,7 @@ pub mod fetcher;
 pub mod host;
 pub mod messages;
 pub mod node;
+pub mod ownership;
 pub mod parser;
 pub mod partition;
 pub mod seen;

@@ -35,12 +35,14 @@ use super::messages::{
     Hold, HostAnswer, HostPage, ListHosts, LocalWork, PartitionSnapshot, PipelineLinks,
     RemoteAdmit, RemoteDigest, Reroute, SendBatch, SendDigest, SetBlock, SetControls, UrlOutcome,
 };
+use super::ownership::{NodeOrders, OwnershipActor, OwnershipSettings};
 use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
 use super::upload::{UploadActor, UploadOpenError, Uploads};
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
+use crate::cluster::lease::{StopReason, Watermarks};
 use crate::cluster::wire::WireEntry;
 use crate::config::Config;
 use crate::control::{ControlError, Controls};
@@ -83,6 +85,9 @@ pub enum NodeError {
     /// The run marker could not be written.
     #[error("run marker in {0}: {1}")]
     Marker(std::path::PathBuf, std::io::Error),
+    /// `[cluster] state_url` does not open.
+    #[error(transparent)]
+    State(#[from] crate::upload::TargetError),
     /// The TLS trust store could not be built.
     #[error(transparent)]
     Tls(#[from] crate::fetch::tls::TlsSetupError),
@@ -150,6 +155,8 @@ pub struct Node {
     /// A near-idle poll is scheduled ([`NEAR_IDLE_POLL`]).
     near_idle_poll: bool,
     shutting_down: bool,
+    /// This actor's own address (futures it spawns send back to it).
+    self_addr: Addr<Node>,
     /// The operator's runtime controls, and where they are kept.
     controls: Controls,
     controls_path: std::path::PathBuf,
@@ -170,8 +177,21 @@ struct ClusterLinks {
     assigned_waiters: Vec<oneshot::Sender<()>>,
     /// Partitions being handed back (draining).
     releasing: std::collections::BTreeSet<u16>,
+    /// With `[cluster] state_url`: the partitions' leases.
+    ownership: Option<Ownership>,
     /// The controller's thread (gossip never waits behind the node's).
     _arbiter: Arbiter,
+}
+
+/// With `[cluster] state_url`, the checkpoint chains decide what this
+/// node holds ([`OwnershipActor`]); the node opens, drains and stops
+/// partitions as it says, and acknowledges link batches only once a
+/// published checkpoint covers their admission.
+struct Ownership {
+    addr: Addr<OwnershipActor>,
+    /// Per partition: the answers to link batches admitted and waiting
+    /// for a checkpoint to cover them.
+    acks: Vec<Watermarks<oneshot::Sender<()>>>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -302,6 +322,7 @@ impl Node {
             clock: clock.clone(),
             metrics: metrics.clone(),
             hold_until_ms: 0,
+            covers: 0,
         };
         let restart_setup = setup.clone();
         let partitions: Vec<Option<Held>> = stores
@@ -349,7 +370,9 @@ impl Node {
             )?),
             false => None,
         };
+        let self_addr = node_ctx.address();
         Ok(node_ctx.run(Node {
+            self_addr,
             data_dir,
             partitions,
             env: Arc::new(env),
@@ -415,12 +438,13 @@ impl Node {
                     .enabled
                     .then(|| config.admin.listen.parse().ok())
                     .flatten(),
-                clock,
+                clock: clock.clone(),
             },
             node.clone().recipient(),
-            node.recipient(),
+            node.clone().recipient(),
             bridge.clone().recipient(),
         );
+        let ownership = Self::own(config, node, clock)?;
         Ok(ClusterLinks {
             node_id: c.node_id.clone(),
             bridge,
@@ -429,8 +453,43 @@ impl Node {
             sending: Default::default(),
             assigned_waiters: Vec::new(),
             releasing: Default::default(),
+            ownership,
             _arbiter: arbiter,
         })
+    }
+
+    /// Starts the OwnershipActor, with `[cluster] state_url` set.
+    fn own(
+        config: &Config,
+        node: Addr<Node>,
+        clock: SharedClock,
+    ) -> Result<Option<Ownership>, NodeError> {
+        let c = &config.cluster;
+        if c.state_url.is_empty() {
+            return Ok(None);
+        }
+        let state = crate::cluster::chain::StateStore::open(&c.state_url, &c.state_options)?;
+        let settings = OwnershipSettings {
+            node: c.node_id.clone(),
+            partitions: config.storage.partitions,
+            lease: config.lease_settings(),
+            data_dir: config.storage.data_dir.clone(),
+            state: Arc::new(state),
+            clock,
+            owed: config.politeness.min_delay,
+        };
+        let orders = NodeOrders {
+            take: node.clone().recipient(),
+            checkpoint: node.clone().recipient(),
+            drain: node.clone().recipient(),
+            stop: node.clone().recipient(),
+            durable: node.recipient(),
+        };
+        let addr = OwnershipActor::new(settings, orders, incarnation(&c.node_id)).start();
+        let acks = (0..config.storage.partitions)
+            .map(|_| Watermarks::default())
+            .collect();
+        Ok(Some(Ownership { addr, acks }))
     }
 
     /// Restarts every partition whose actor is gone (it failed): over the
@@ -549,14 +608,28 @@ impl Node {
     /// may still be on the wire, so none of them is contacted before that
     /// request could have ended, and each owes its last delay again.
     fn open_partition(&mut self, id: u16, node: &str) -> Result<(), StoreError> {
+        self.open_held(id, node, 0, 0)
+    }
+
+    /// [`Node::open_partition`], its hosts held until `hold_until_ms` at
+    /// least, its writes counted from `covers`.
+    fn open_held(
+        &mut self,
+        id: u16,
+        node: &str,
+        hold_until_ms: u64,
+        covers: u64,
+    ) -> Result<(), StoreError> {
         let store = Arc::new(PartitionStore::open(&self.env, &self.data_dir, id)?);
         let crashed = store.begin_run(node)?;
         let mut setup = self.setup.clone();
+        setup.hold_until_ms = hold_until_ms;
+        setup.covers = covers;
         if crashed {
             let mut settings = (*setup.settings).clone();
             settings.crashed = true;
             let hold = settings.request_timeout.as_millis() as u64;
-            setup.hold_until_ms = self.clock.now().unix_ms() + hold;
+            setup.hold_until_ms = setup.hold_until_ms.max(self.clock.now().unix_ms() + hold);
             setup.settings = Arc::new(settings);
             tracing::warn!(
                 partition = id,
@@ -656,14 +729,10 @@ impl Node {
         let cluster = self.cluster.as_ref()?;
         let owner = cluster.assignment.owner(batch.partition)?;
         if owner == cluster.node_id {
-            let held = self
-                .partitions
+            self.partitions
                 .get(usize::from(batch.partition))?
                 .as_ref()?;
-            let admit = held.addr.send(super::messages::AdmitBatch {
-                entries: batch.entries,
-            });
-            return Some(Box::pin(async move { admit.await?.map(drop) }));
+            return Some(self.admit_durably(batch.partition, batch.entries));
         }
         let send = cluster.bridge.send(SendBatch {
             peer: owner.to_owned(),
@@ -680,6 +749,20 @@ impl Handler<Hold> for Node {
     fn handle(&mut self, msg: Hold, ctx: &mut Self::Context) -> Self::Result {
         if self.shutting_down {
             return MessageResult(self.held_ids());
+        }
+        if let Some(c) = &mut self.cluster {
+            if let Some(o) = &c.ownership {
+                // The chains decide; gossip only advises.
+                let wanted = msg.assignment.held_by(&msg.node);
+                o.addr.do_send(super::messages::Advice { wanted });
+                c.assignment = msg.assignment;
+                if c.assignment.is_complete() {
+                    for waiter in c.assigned_waiters.drain(..) {
+                        let _ = waiter.send(());
+                    }
+                }
+                return MessageResult(self.held_ids());
+            }
         }
         let (take, release) = msg
             .assignment
@@ -824,15 +907,202 @@ impl Handler<RemoteAdmit> for Node {
     type Result = ResponseFuture<Result<(), Failure>>;
 
     fn handle(&mut self, msg: RemoteAdmit, _: &mut Self::Context) -> Self::Result {
-        let Some(Some(held)) = self.partitions.get(usize::from(msg.partition)) else {
-            let reason = format!("partition {} is not held here", msg.partition);
+        let entries: Vec<_> = msg.entries.into_iter().map(Into::into).collect();
+        self.admit_durably(msg.partition, entries)
+    }
+}
+
+impl Node {
+    /// Admits a link batch into held partition `id`; resolves once the
+    /// sender may forget it: at once without a checkpoint chain, else once
+    /// a published checkpoint covers the admission (an owner lost before
+    /// that loses nothing the sender does not still have).
+    fn admit_durably(
+        &self,
+        id: u16,
+        entries: Vec<crate::store::AdmitEntry>,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), Failure>> {
+        let Some(Some(held)) = self.partitions.get(usize::from(id)) else {
+            let reason = format!("partition {id} is not held here");
             return Box::pin(async move { Err(Failure::Peer(reason)) });
         };
-        let admit = held.addr.send(super::messages::AdmitBatch {
-            entries: msg.entries.into_iter().map(Into::into).collect(),
-        });
-        Box::pin(async move { admit.await?.map(drop) })
+        if self.ownership().is_none() {
+            let admit = held.addr.send(AdmitBatch { entries });
+            return Box::pin(async move { admit.await?.map(drop) });
+        }
+        let admit = held.addr.send(super::messages::AdmitMarked { entries });
+        let node = self.self_addr.clone();
+        Box::pin(async move {
+            let seq = admit.await??;
+            let durable = node
+                .send(AwaitDurable { id, seq })
+                .await?
+                .ok_or_else(|| Failure::Peer(format!("partition {id} was stopped here")))?;
+            durable
+                .await
+                .map_err(|_| Failure::Peer(format!("partition {id} was stopped here")))
+        })
     }
+
+    fn ownership(&self) -> Option<&Ownership> {
+        self.cluster.as_ref()?.ownership.as_ref()
+    }
+
+    fn ownership_mut(&mut self) -> Option<&mut Ownership> {
+        self.cluster.as_mut()?.ownership.as_mut()
+    }
+}
+
+/// Registers for the durability of write `seq` of partition `id`: a
+/// receiver that resolves when a published checkpoint covers it (`None` if
+/// the partition is not held here).
+#[derive(Message)]
+#[rtype(result = "Option<oneshot::Receiver<()>>")]
+struct AwaitDurable {
+    id: u16,
+    seq: u64,
+}
+
+impl Handler<AwaitDurable> for Node {
+    type Result = Option<oneshot::Receiver<()>>;
+
+    fn handle(&mut self, msg: AwaitDurable, _: &mut Self::Context) -> Self::Result {
+        if self.partitions.get(usize::from(msg.id))?.is_none() {
+            return None;
+        }
+        let acks = self.ownership_mut()?.acks.get_mut(usize::from(msg.id))?;
+        let (tx, rx) = oneshot::channel();
+        if let Some(tx) = acks.admitted(msg.seq, tx) {
+            let _ = tx.send(());
+        }
+        Some(rx)
+    }
+}
+
+impl Handler<super::messages::DurableUpTo> for Node {
+    type Result = ();
+
+    fn handle(&mut self, msg: super::messages::DurableUpTo, _: &mut Self::Context) {
+        let Some(o) = self.ownership_mut() else {
+            return;
+        };
+        if let Some(acks) = o.acks.get_mut(usize::from(msg.id)) {
+            for tx in acks.durable(msg.covers) {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
+impl Handler<super::messages::TakePartition> for Node {
+    type Result = Result<(), Failure>;
+
+    fn handle(
+        &mut self,
+        msg: super::messages::TakePartition,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        if self.shutting_down {
+            return Err(Failure::Mailbox("shutting down".into()));
+        }
+        if self.partitions[usize::from(msg.id)].is_some() {
+            return Ok(());
+        }
+        if let Some(o) = self.ownership_mut() {
+            // A new owner's watermarks count on from its checkpoint.
+            o.acks[usize::from(msg.id)] = Watermarks::default();
+            o.acks[usize::from(msg.id)].durable(msg.covers);
+        }
+        let node = self
+            .cluster
+            .as_ref()
+            .map(|c| c.node_id.clone())
+            .unwrap_or_default();
+        self.open_held(msg.id, &node, msg.hold_until_ms, msg.covers)
+            .map_err(|e| Failure::Store(e.to_string()))?;
+        tracing::info!(partition = msg.id, "partition taken");
+        Ok(())
+    }
+}
+
+impl Handler<super::messages::CheckpointPartition> for Node {
+    type Result = ResponseFuture<Result<(Vec<crate::store::CheckpointFile>, u64), Failure>>;
+
+    fn handle(
+        &mut self,
+        msg: super::messages::CheckpointPartition,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        let Some(Some(held)) = self.partitions.get(usize::from(msg.id)) else {
+            let reason = format!("partition {} is not open here", msg.id);
+            return Box::pin(async move { Err(Failure::Peer(reason)) });
+        };
+        let take = held
+            .addr
+            .send(super::messages::TakeCheckpoint { dir: msg.dir });
+        Box::pin(async move { take.await? })
+    }
+}
+
+impl Handler<super::messages::DrainPartition> for Node {
+    type Result = ResponseFuture<bool>;
+
+    /// No new links reach the partition (they wait in outboxes for its
+    /// next owner); its hosts stop and finish what is in flight.
+    fn handle(
+        &mut self,
+        msg: super::messages::DrainPartition,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        let Some(Some(held)) = self.partitions.get(usize::from(msg.id)) else {
+            return Box::pin(async { true });
+        };
+        let drain = held.addr.send(Drain {
+            timeout: self.shutdown_timeout,
+        });
+        self.reroute(msg.id, None);
+        Box::pin(async move { drain.await.unwrap_or(false) })
+    }
+}
+
+impl Handler<super::messages::StopPartition> for Node {
+    type Result = ();
+
+    /// Closes the partition: after a hand-back, its store marked as ended
+    /// cleanly; fenced or lapsed, at once (its hosts die with its actor;
+    /// requests in flight end on their own, and the next owner's hold
+    /// covers them). Link batches waiting on its durability are refused,
+    /// so their senders send them again, to its next owner.
+    fn handle(&mut self, msg: super::messages::StopPartition, ctx: &mut Self::Context) {
+        if let Some(o) = self.ownership_mut() {
+            if let Some(acks) = o.acks.get_mut(usize::from(msg.id)) {
+                acks.forget();
+            }
+        }
+        let Some(held) = self.partitions[usize::from(msg.id)].take() else {
+            return;
+        };
+        self.reroute(msg.id, None);
+        let clean = msg.reason == StopReason::Released;
+        let id = msg.id;
+        let stopped = async move {
+            if clean {
+                sync_stores(vec![held.store.clone()], true).await;
+            }
+            held.addr.do_send(super::messages::Retire);
+            tracing::info!(partition = id, reason = ?msg.reason, "partition closed");
+        };
+        ctx.spawn(stopped.into_actor(self));
+    }
+}
+
+/// A random id of this node's process: a restarted node is a new owner.
+fn incarnation(node: &str) -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{node}/{}/{nanos}", std::process::id());
+    xxhash_rust::xxh3::xxh3_64(seed.as_bytes())
 }
 
 impl Node {
@@ -1190,6 +1460,11 @@ impl Handler<Shutdown> for Node {
         let drains: Vec<_> = self.held().map(|h| h.addr.send(drain)).collect();
         let stores: Vec<Arc<PartitionStore>> = self.held().map(|h| h.store.clone()).collect();
         let leave = self.cluster.as_ref().map(|c| c.controller.send(Leave));
+        let release = self.ownership().map(|o| {
+            o.addr.send(super::messages::ReleaseAll {
+                timeout: self.shutdown_timeout,
+            })
+        });
         let archive = self.archive.clone();
         let fetcher = self.fetcher.clone();
         let uploads = self.uploads.as_ref().map(|u| u.addr.clone());
@@ -1201,6 +1476,16 @@ impl Handler<Shutdown> for Node {
             }
             let drained = futures_util::future::join_all(drains).await;
             let complete = drained.into_iter().all(|d| d.unwrap_or(false));
+            if let Some(release) = release {
+                // Each partition's final checkpoint, published as a clean
+                // hand-back: its next owner restores it and holds only
+                // what its hosts still owe.
+                let released = release.await.unwrap_or(0);
+                tracing::info!(
+                    partitions = released,
+                    "partitions handed back to the state store"
+                );
+            }
             // Nothing is fetched, archived or completed from here on. The
             // stores' syncs and the archive's close wait on the disk, the
             // connections' teardown is this thread's work: at once, a stop

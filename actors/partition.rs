@@ -26,9 +26,9 @@ mod operator;
 
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost, Failure,
+    AdmitBatch, AdmitMarked, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost, Failure,
     GetPartitionSnapshot, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks, SaveHostState,
-    Wake,
+    TakeCheckpoint, Wake,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
@@ -37,7 +37,9 @@ use crate::frontier::due::{ActiveSlots, DueIndex};
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::{Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy};
+use crate::store::{
+    CheckpointFile, Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy,
+};
 use crate::url::Fingerprint;
 
 /// A dormant host is activated this long before it comes due, so its
@@ -76,8 +78,12 @@ pub struct PartitionSetup {
     pub metrics: Arc<Metrics>,
     /// No host of the partition is activated before this (Unix ms): set
     /// when a partition is restarted after a failure, since requests of its
-    /// former hosts may still be on the wire.
+    /// former hosts may still be on the wire; and when a cluster node
+    /// takes a partition from another owner (`src/cluster/lease.rs`).
     pub hold_until_ms: u64,
+    /// The write watermark to count on from: the one the partition's last
+    /// published checkpoint covers (0 without a checkpoint chain).
+    pub covers: u64,
 }
 
 /// One partition.
@@ -104,6 +110,11 @@ pub struct PartitionActor {
     generations: u64,
     /// See [`PartitionSetup::hold_until_ms`].
     hold_until_ms: u64,
+    /// Writes of admissions and completions so far, counted on from
+    /// [`PartitionSetup::covers`]: a checkpoint covers every write counted
+    /// before it was made ([`TakeCheckpoint`]), so a link batch admitted
+    /// at write `n` is durable once a published checkpoint covers `n`.
+    writes: u64,
     /// Hosts whose actor died, to be started owing their last delay.
     restarted: std::collections::HashSet<String>,
     /// Queued, not completed (mirrors the store's queue size).
@@ -177,6 +188,7 @@ impl PartitionActor {
             clock,
             metrics,
             hold_until_ms,
+            covers,
         } = setup;
         PartitionActor {
             id,
@@ -192,6 +204,7 @@ impl PartitionActor {
             host_restarts: 0,
             generations: 0,
             hold_until_ms,
+            writes: covers,
             restarted: Default::default(),
             queued: 0,
             completed: 0,
@@ -520,7 +533,51 @@ impl PartitionActor {
 impl Handler<AdmitBatch> for PartitionActor {
     type Result = Result<Vec<Fingerprint>, Failure>;
 
-    fn handle(&mut self, mut msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
+        self.admit(msg, ctx)
+    }
+}
+
+impl Handler<AdmitMarked> for PartitionActor {
+    type Result = Result<u64, Failure>;
+
+    fn handle(&mut self, msg: AdmitMarked, ctx: &mut Self::Context) -> Self::Result {
+        self.admit(
+            AdmitBatch {
+                entries: msg.entries,
+            },
+            ctx,
+        )?;
+        Ok(self.writes)
+    }
+}
+
+impl Handler<TakeCheckpoint> for PartitionActor {
+    type Result = Result<(Vec<CheckpointFile>, u64), Failure>;
+
+    /// Runs on the partition's thread, between two of its writes: the
+    /// checkpoint covers exactly the writes counted so far. RocksDB
+    /// flushes the memtables and hard-links the files (milliseconds for a
+    /// small partition; the flush is the cost of a large one).
+    fn handle(&mut self, msg: TakeCheckpoint, _: &mut Self::Context) -> Self::Result {
+        self.flush_completions();
+        let covers = self.writes;
+        let files = self
+            .store
+            .checkpoint(&msg.dir)
+            .map_err(|err| Failure::Store(err.to_string()))?;
+        Ok((files, covers))
+    }
+}
+
+impl PartitionActor {
+    /// The seen check and durable enqueue of a batch; wakes the hosts
+    /// with new work.
+    fn admit(
+        &mut self,
+        mut msg: AdmitBatch,
+        ctx: &mut Context<Self>,
+    ) -> Result<Vec<Fingerprint>, Failure> {
         let now_ms = self.clock.now().unix_ms();
         let offered = msg.entries.len();
         msg.entries.retain(|e| !self.blocks.blocks(&e.host));
@@ -535,6 +592,7 @@ impl Handler<AdmitBatch> for PartitionActor {
             self.store_errors += 1;
             Failure::Store(err.to_string())
         })?;
+        self.writes += 1;
         for over in &outcome.over_budget {
             self.metrics
                 .urls_dropped
@@ -618,6 +676,7 @@ impl PartitionActor {
             self.store_errors += 1;
         }
         if result.is_ok() {
+            self.writes += 1;
             let n = PartitionStore::new_urls_done(&pending.completions);
             self.queued = self.queued.saturating_sub(n);
             self.metrics.frontier_size.sub(n as i64);

@@ -172,6 +172,22 @@ pub struct ClusterConfig {
     /// considered dead.
     #[serde(with = "humantime_serde")]
     pub gossip_interval: Duration,
+    /// Where partitions keep their durable copy: a chain of checkpoints
+    /// per partition (`s3://`, `gs://`, `az://` or `file:///dir`). Empty:
+    /// no durable copy; a partition lives on the disk of the node that
+    /// holds it, and the cluster is restart-in-place.
+    pub state_url: String,
+    /// Options of the state store, as `[upload] options` (its environment
+    /// variables are read too).
+    pub state_options: BTreeMap<String, String>,
+    /// How long an owner may fetch after its last checkpoint or renewal
+    /// the store accepted; a new owner holds every host of a partition it
+    /// takes for `lease + fetch.timeout`.
+    #[serde(with = "humantime_serde")]
+    pub lease: Duration,
+    /// How often an owner publishes a checkpoint (at most half the lease).
+    #[serde(with = "humantime_serde")]
+    pub checkpoint_interval: Duration,
 }
 
 /// `[recrawl]`: when fetched URLs are fetched again (the scheduler is
@@ -925,7 +941,19 @@ impl Config {
                 return invalid(format!("cluster.peers: {peer:?} is not host:port"));
             }
         }
-        Ok(())
+        self.lease_settings()
+            .validate()
+            .map_err(|m| ConfigError::Invalid(format!("cluster.lease: {m}")))
+    }
+
+    /// The ownership protocol's timing (`src/cluster/lease.rs`).
+    pub fn lease_settings(&self) -> crate::cluster::lease::LeaseSettings {
+        crate::cluster::lease::LeaseSettings {
+            lease: self.cluster.lease,
+            checkpoint_every: self.cluster.checkpoint_interval,
+            request_timeout: self.fetch.timeout,
+            retry: (self.cluster.checkpoint_interval / 4).max(Duration::from_millis(100)),
+        }
     }
 }
 

@@ -27,7 +27,22 @@ pub fn domain(config: &Config) -> Result<(), ConfigError> {
     }
     Scope::new(&config.scope, &config.traps, ANY_YEAR)
         .map_err(|e| ConfigError::Invalid(e.to_string()))?;
-    check_upload(config)
+    check_upload(config)?;
+    check_state(config)
+}
+
+/// `[cluster] state_url` and `state_options` build a store (no request).
+fn check_state(config: &Config) -> Result<(), ConfigError> {
+    let c = &config.cluster;
+    if !c.enabled || c.state_url.is_empty() {
+        return Ok(());
+    }
+    crate::cluster::chain::StateStore::open(&c.state_url, &c.state_options)
+        .map(drop)
+        .map_err(|err| ConfigError::Key {
+            key: err.key(),
+            message: err.to_string(),
+        })
 }
 
 /// `[upload] url` and `options` build a store (no request is made).

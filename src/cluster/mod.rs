@@ -14,7 +14,10 @@
 //! once, whatever gossip says.
 
 pub mod assign;
+pub mod chain;
 pub mod idle;
+pub mod lease;
+pub mod manifest;
 pub mod membership;
 pub mod wire;
 

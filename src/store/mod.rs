@@ -24,6 +24,7 @@
 mod admission;
 mod blocks;
 mod budgets;
+mod checkpoint;
 pub mod codec;
 mod digests;
 mod due;
@@ -46,6 +47,7 @@ pub use crate::dedup::bloom::{SeenFilter, SeenMode, SeenSettings};
 use crate::dedup::seen_cache::SeenCache;
 pub use admission::{AdmitEntry, Admitted, FilterCounts};
 pub use blocks::DroppedUrl;
+pub use checkpoint::{CheckpointError, CheckpointFile};
 pub use codec::{CodecError, QueueValue};
 pub use digests::DigestEntry;
 pub use files::{Manifest, RunMarker};

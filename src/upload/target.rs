@@ -34,12 +34,19 @@ pub enum TargetError {
         message: String,
     },
     /// An option is not one of the store's keys, or is set for a local
-    /// directory (which takes none).
-    #[error("upload.options.{key}: {message}")]
-    Option { key: String, message: String },
+    /// directory (which takes none); `options` is the options' config key.
+    #[error("{options}.{key}: {message}")]
+    Option {
+        options: &'static str,
+        key: String,
+        message: String,
+    },
     /// The store refused its configuration.
-    #[error("upload.url: {0}")]
-    Build(#[from] object_store::Error),
+    #[error("{key}: {source}")]
+    Build {
+        key: &'static str,
+        source: object_store::Error,
+    },
 }
 
 impl TargetError {
@@ -47,8 +54,8 @@ impl TargetError {
     pub fn key(&self) -> String {
         match self {
             TargetError::Url { key, .. } => (*key).to_owned(),
-            TargetError::Option { key, .. } => format!("upload.options.{key}"),
-            TargetError::Build(_) => "upload.url".to_owned(),
+            TargetError::Option { options, key, .. } => format!("{options}.{key}"),
+            TargetError::Build { key, .. } => (*key).to_owned(),
         }
     }
 }
@@ -72,12 +79,28 @@ impl Target {
         options: &BTreeMap<String, String>,
         retries: usize,
     ) -> Result<Self, TargetError> {
+        Self::open_keyed(url, options, retries, ("upload.url", "upload.options"))
+    }
+
+    /// [`Target::open`] for a store configured under other keys (`keys`:
+    /// the URL's and the options' config keys, which errors name).
+    pub fn open_keyed(
+        url: &str,
+        options: &BTreeMap<String, String>,
+        retries: usize,
+        keys: (&'static str, &'static str),
+    ) -> Result<Self, TargetError> {
         // reqwest is built without a crypto provider: use the fetcher's.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let (url_key, options_key) = keys;
         let bad_url = |message: String| TargetError::Url {
-            key: "upload.url",
+            key: url_key,
             url: url.to_owned(),
             message,
+        };
+        let build = |source| TargetError::Build {
+            key: url_key,
+            source,
         };
         let parsed = url::Url::parse(url).map_err(|e| bad_url(e.to_string()))?;
         let (scheme, prefix) =
@@ -93,10 +116,11 @@ impl Target {
                 let b = configure(
                     b,
                     options,
+                    options_key,
                     |b, k, v| b.with_config(k, v),
                     AmazonS3ConfigKey::from_str,
                 )?;
-                Arc::new(b.build()?)
+                Arc::new(b.build().map_err(build)?)
             }
             ObjectStoreScheme::GoogleCloudStorage => {
                 let b = GoogleCloudStorageBuilder::from_env()
@@ -105,10 +129,11 @@ impl Target {
                 let b = configure(
                     b,
                     options,
+                    options_key,
                     |b, k, v| b.with_config(k, v),
                     GoogleConfigKey::from_str,
                 )?;
-                Arc::new(b.build()?)
+                Arc::new(b.build().map_err(build)?)
             }
             ObjectStoreScheme::MicrosoftAzure => {
                 let b = MicrosoftAzureBuilder::from_env()
@@ -117,14 +142,16 @@ impl Target {
                 let b = configure(
                     b,
                     options,
+                    options_key,
                     |b, k, v| b.with_config(k, v),
                     AzureConfigKey::from_str,
                 )?;
-                Arc::new(b.build()?)
+                Arc::new(b.build().map_err(build)?)
             }
             ObjectStoreScheme::Local => {
                 if let Some(key) = options.keys().next() {
                     return Err(TargetError::Option {
+                        options: options_key,
                         key: key.clone(),
                         message: "a file:// url takes no options".into(),
                     });
@@ -156,6 +183,11 @@ impl Target {
         &self.store
     }
 
+    /// The prefix every key is under.
+    pub fn prefix(&self) -> &Path {
+        &self.prefix
+    }
+
     /// The key of `file`'s object.
     pub fn key(&self, file: &str) -> Path {
         self.prefix.clone().join(file)
@@ -176,11 +208,13 @@ impl Target {
 fn configure<B, K>(
     builder: B,
     options: &BTreeMap<String, String>,
+    options_key: &'static str,
     with: impl Fn(B, K, String) -> B,
     parse: impl Fn(&str) -> Result<K, object_store::Error>,
 ) -> Result<B, TargetError> {
     options.iter().try_fold(builder, |b, (key, value)| {
         let k = parse(&key.to_ascii_lowercase()).map_err(|_| TargetError::Option {
+            options: options_key,
             key: key.clone(),
             message: "not an option of this store".into(),
         })?;

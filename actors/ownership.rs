@@ -1,0 +1,469 @@
+//! OwnershipActor: carries out the partitions' leases over their
+//! checkpoint chains (`[cluster] state_url`).
+//!
+//! One [`PartitionLease`] per partition (`src/cluster/lease.rs`) decides;
+//! this actor only does what it asks: reads a chain's head, creates a
+//! manifest, has the node make a checkpoint and uploads it, restores a
+//! partition it takes, and tells the node to open, drain or stop one. It
+//! reads the injected clock for every event it feeds a machine, and
+//! drives the machines' timers every [`TICK`].
+//!
+//! Its files, under the data directory: `partitions/NNN` (the hot copy,
+//! restored from the chain when a partition is taken), `checkpoints/NNN/`
+//! (the checkpoint being uploaded, hard links into the hot copy), and
+//! `state-cache/` (immutable files downloaded before, reused by name when
+//! a partition comes back).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use super::messages::{
+    Advice, CheckpointPartition, DrainPartition, DurableUpTo, ReleaseAll, StopPartition,
+    TakePartition,
+};
+use crate::clock::SharedClock;
+use crate::cluster::chain::{ChainError, StateStore};
+use crate::cluster::lease::{
+    Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, StopReason,
+};
+use crate::cluster::manifest::{FileRef, Manifest, MANIFEST_VERSION};
+use crate::store::PartitionStore;
+
+/// How often the leases' timers are looked at.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What the actor needs.
+pub struct OwnershipSettings {
+    /// This node's id.
+    pub node: String,
+    /// Partitions of the crawl.
+    pub partitions: u16,
+    /// The protocol's timing.
+    pub lease: LeaseSettings,
+    /// The node's data directory.
+    pub data_dir: PathBuf,
+    /// The chains.
+    pub state: Arc<StateStore>,
+    /// The node's injected clock.
+    pub clock: SharedClock,
+    /// The least delay a drained host still owes (`politeness.min_delay`).
+    pub owed: Duration,
+}
+
+/// Where the node takes the actor's orders.
+pub struct NodeOrders {
+    /// Open a partition.
+    pub take: Recipient<TakePartition>,
+    /// Make a checkpoint.
+    pub checkpoint: Recipient<CheckpointPartition>,
+    /// Drain one.
+    pub drain: Recipient<DrainPartition>,
+    /// Stop one.
+    pub stop: Recipient<StopPartition>,
+    /// Acknowledge what is durable.
+    pub durable: Recipient<DurableUpTo>,
+}
+
+/// One partition's side of the actor.
+struct Chain {
+    lease: PartitionLease,
+    /// The last manifest read or published: the files a claim or a renewal
+    /// names again, and what an upload descends from.
+    head: Option<Manifest>,
+    /// The files of the checkpoint uploaded for manifest `.0`.
+    uploaded: Option<(u64, Vec<FileRef>)>,
+}
+
+/// The actor.
+pub struct OwnershipActor {
+    settings: OwnershipSettings,
+    orders: NodeOrders,
+    chains: Vec<Chain>,
+    /// A shutdown asked for every partition back: advice is ignored.
+    releasing_all: bool,
+    /// Its answer: when to give up, and how many were held.
+    release_waiter: Option<(tokio::sync::oneshot::Sender<usize>, Instant, usize)>,
+}
+
+impl OwnershipActor {
+    /// An actor for a node's process (`incarnation`: random, new at every
+    /// start).
+    pub fn new(settings: OwnershipSettings, orders: NodeOrders, incarnation: u64) -> Self {
+        let chains = (0..settings.partitions)
+            .map(|_| Chain {
+                lease: PartitionLease::new(&settings.node, incarnation, settings.lease),
+                head: None,
+                uploaded: None,
+            })
+            .collect();
+        OwnershipActor {
+            settings,
+            orders,
+            chains,
+            releasing_all: false,
+            release_waiter: None,
+        }
+    }
+
+    fn now(&self) -> Instant {
+        self.settings.clock.now().at
+    }
+
+    /// Runs the timers of every lease and carries out what they ask.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let now = self.now();
+        for p in 0..self.chains.len() {
+            let chain = &mut self.chains[p];
+            if chain.lease.poll_timeout().is_some_and(|t| t <= now) {
+                chain.lease.handle_timeout(now);
+            }
+            self.effects(p as u16, ctx);
+        }
+        self.answer_release(now);
+    }
+
+    /// Carries out what partition `p`'s lease asks.
+    fn effects(&mut self, p: u16, ctx: &mut Context<Self>) {
+        while let Some(effect) = self.chains[usize::from(p)].lease.poll() {
+            match effect {
+                Effect::ReadHead => self.read_head(p, ctx),
+                Effect::Publish(draft) => self.publish(p, draft, ctx),
+                Effect::Take {
+                    owner,
+                    from,
+                    hold_until,
+                } => {
+                    tracing::info!(
+                        partition = p,
+                        epoch = owner.epoch,
+                        from = from.as_ref().map(|h| h.number),
+                        "partition claimed"
+                    );
+                    self.take(p, from, hold_until, ctx)
+                }
+                Effect::Checkpoint { number } => self.checkpoint(p, number, ctx),
+                Effect::Durable { covers } => {
+                    self.orders.durable.do_send(DurableUpTo { id: p, covers });
+                }
+                Effect::Drain => self.drain(p, ctx),
+                Effect::Stop { reason } => {
+                    match reason {
+                        StopReason::Released => {
+                            tracing::info!(partition = p, "partition handed back")
+                        }
+                        StopReason::Fenced => tracing::warn!(
+                            partition = p,
+                            "another node took the partition (its next manifest was created by another owner): stopped"
+                        ),
+                        StopReason::Lapsed => tracing::warn!(
+                            partition = p,
+                            "no checkpoint accepted by the state store for a lease: stopped fetching the partition"
+                        ),
+                    }
+                    self.orders.stop.do_send(StopPartition { id: p, reason });
+                }
+            }
+        }
+    }
+
+    fn read_head(&mut self, p: u16, ctx: &mut Context<Self>) {
+        let state = self.settings.state.clone();
+        let after = self.chains[usize::from(p)].head.as_ref().map(|m| m.number);
+        let read = async move { state.head(p, after).await };
+        ctx.spawn(read.into_actor(self).map(move |head, act, ctx| {
+            let now = act.now();
+            let chain = &mut act.chains[usize::from(p)];
+            match head {
+                Ok(head) => {
+                    let view = head.as_ref().map(HeadView::from);
+                    if head.is_some() {
+                        chain.head = head;
+                    }
+                    chain.lease.on_head(now, Ok(view));
+                }
+                Err(err) => {
+                    tracing::warn!(partition = p, error = %err, "cannot read the partition's chain");
+                    chain.lease.on_head(now, Err(()));
+                }
+            }
+            act.effects(p, ctx);
+        }));
+    }
+
+    /// The manifest a draft becomes: the new checkpoint's files, or the
+    /// last manifest's (a claim's head, or this owner's last).
+    fn manifest(&self, p: u16, draft: &Draft) -> Option<Manifest> {
+        let chain = &self.chains[usize::from(p)];
+        let files = if draft.new_checkpoint {
+            match &chain.uploaded {
+                Some((number, files)) if *number == draft.number => files.clone(),
+                _ => return None,
+            }
+        } else {
+            chain
+                .head
+                .as_ref()
+                .map(|m| m.files.clone())
+                .unwrap_or_default()
+        };
+        Some(Manifest {
+            version: MANIFEST_VERSION,
+            partition: p,
+            number: draft.number,
+            owner: draft.owner.clone(),
+            released: draft.released,
+            hold_ms: draft.hold_ms,
+            covers: draft.covers,
+            files,
+        })
+    }
+
+    fn publish(&mut self, p: u16, draft: Draft, ctx: &mut Context<Self>) {
+        let number = draft.number;
+        let Some(manifest) = self.manifest(p, &draft) else {
+            tracing::error!(partition = p, number, "a checkpoint to publish is missing");
+            let now = self.now();
+            self.chains[usize::from(p)]
+                .lease
+                .on_published(now, number, Published::Failed);
+            return self.effects(p, ctx);
+        };
+        let state = self.settings.state.clone();
+        let create = async move {
+            let outcome = match state.create(&manifest).await {
+                Ok(()) => Published::Created,
+                Err(ChainError::Taken { .. }) => Published::Taken {
+                    by: state.get(p, number).await.ok().map(|m| m.owner),
+                },
+                Err(err) => {
+                    tracing::warn!(partition = p, number, error = %err, "cannot create a manifest");
+                    Published::Failed
+                }
+            };
+            (outcome, manifest)
+        };
+        ctx.spawn(
+            create
+                .into_actor(self)
+                .map(move |(outcome, manifest), act, ctx| {
+                    let now = act.now();
+                    let chain = &mut act.chains[usize::from(p)];
+                    if outcome == Published::Created {
+                        chain.head = Some(manifest);
+                    }
+                    chain.lease.on_published(now, number, outcome);
+                    act.effects(p, ctx);
+                }),
+        );
+    }
+
+    /// Restores the partition from `from` into its directory and has the
+    /// node open it.
+    fn take(
+        &mut self,
+        p: u16,
+        from: Option<HeadView>,
+        hold_until: Instant,
+        ctx: &mut Context<Self>,
+    ) {
+        let now = self.settings.clock.now();
+        let hold_until_ms = now.ms_at(hold_until);
+        let covers = from.as_ref().map_or(0, |h| h.covers);
+        let manifest = self.chains[usize::from(p)]
+            .head
+            .clone()
+            .filter(|m| from.as_ref().is_some_and(|h| h.number == m.number));
+        let state = self.settings.state.clone();
+        let dir = PartitionStore::dir(&self.settings.data_dir, p);
+        let cache = self.settings.data_dir.join("state-cache");
+        let take = self.orders.take.clone();
+        let restore = async move {
+            match (&from, manifest) {
+                // A chain never written to: a store on disk (a crawl that
+                // ran without state_url) is adopted as the first state.
+                (None, _) => {}
+                (Some(_), Some(m)) if m.files.is_empty() => remove_dir(&dir)?,
+                (Some(_), Some(m)) => {
+                    remove_dir(&dir)?;
+                    let stats = state
+                        .restore(&m, &dir, &cache)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    tracing::info!(
+                        partition = p,
+                        number = m.number,
+                        downloaded = stats.downloaded,
+                        reused = stats.reused,
+                        "partition restored from its chain"
+                    );
+                }
+                (Some(h), None) => {
+                    return Err(format!("manifest {} was not read", h.number));
+                }
+            }
+            take.send(TakePartition {
+                id: p,
+                hold_until_ms,
+                covers,
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+        };
+        ctx.spawn(restore.into_actor(self).map(move |taken, _, _| {
+            if let Err(err) = taken {
+                tracing::error!(partition = p, error = %err, "cannot open a claimed partition; it waits unfetched until its lease passes on");
+            }
+        }));
+    }
+
+    fn checkpoint(&mut self, p: u16, number: u64, ctx: &mut Context<Self>) {
+        let base = self
+            .settings
+            .data_dir
+            .join("checkpoints")
+            .join(format!("{p:03}"));
+        let dir = base.join(format!("{number:020}"));
+        let epoch = self.chains[usize::from(p)]
+            .lease
+            .snapshot()
+            .epoch
+            .unwrap_or(0);
+        let previous = self.chains[usize::from(p)].head.clone();
+        let state = self.settings.state.clone();
+        let make = self.orders.checkpoint.clone();
+        let work = async move {
+            // Earlier checkpoints are uploaded (or abandoned) by now.
+            let _ = std::fs::remove_dir_all(&base);
+            std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
+            let (files, covers) = make
+                .send(CheckpointPartition {
+                    id: p,
+                    dir: dir.clone(),
+                })
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let (refs, bytes) = state
+                .upload_checkpoint(p, epoch, number, &dir, &files, previous.as_ref())
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::debug!(partition = p, number, bytes, "checkpoint uploaded");
+            Ok::<_, String>((refs, covers))
+        };
+        ctx.spawn(work.into_actor(self).map(move |done, act, ctx| {
+            let now = act.now();
+            let chain = &mut act.chains[usize::from(p)];
+            match done {
+                Ok((refs, covers)) => {
+                    chain.uploaded = Some((number, refs));
+                    chain.lease.on_checkpoint(now, Some(covers));
+                }
+                Err(err) => {
+                    tracing::warn!(partition = p, number, error = %err, "cannot make a checkpoint; renewing the lease with the last one");
+                    chain.lease.on_checkpoint(now, None);
+                }
+            }
+            act.effects(p, ctx);
+        }));
+    }
+
+    fn drain(&mut self, p: u16, ctx: &mut Context<Self>) {
+        let drain = self.orders.drain.send(DrainPartition { id: p });
+        let owed = self.settings.owed;
+        ctx.spawn(drain.into_actor(self).map(move |_, act, ctx| {
+            let now = act.now();
+            act.chains[usize::from(p)].lease.on_drained(now, owed);
+            act.effects(p, ctx);
+        }));
+    }
+
+    /// Partitions still held (or being handed back).
+    fn holding(&self) -> usize {
+        self.chains
+            .iter()
+            .filter(|c| matches!(c.lease.snapshot().phase, "held" | "releasing" | "claiming"))
+            .count()
+    }
+}
+
+impl Actor for OwnershipActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.run_interval(TICK, |act, ctx| act.tick(ctx));
+    }
+}
+
+impl Handler<Advice> for OwnershipActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Advice, ctx: &mut Self::Context) {
+        if self.releasing_all {
+            return;
+        }
+        let wanted: BTreeSet<u16> = msg.wanted.into_iter().collect();
+        let now = self.now();
+        for p in 0..self.chains.len() as u16 {
+            self.chains[usize::from(p)]
+                .lease
+                .want(now, wanted.contains(&p));
+            self.effects(p, ctx);
+        }
+    }
+}
+
+impl Handler<ReleaseAll> for OwnershipActor {
+    type Result = ResponseFuture<usize>;
+
+    /// Hands every partition back, each through its final checkpoint;
+    /// answers once none is held, or `timeout` passed, with the number
+    /// handed back.
+    fn handle(&mut self, msg: ReleaseAll, ctx: &mut Self::Context) -> Self::Result {
+        self.releasing_all = true;
+        let now = self.now();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.release_waiter = Some((tx, now + msg.timeout, self.holding()));
+        for p in 0..self.chains.len() as u16 {
+            self.chains[usize::from(p)].lease.want(now, false);
+            self.effects(p, ctx);
+        }
+        self.answer_release(now);
+        Box::pin(async move { rx.await.unwrap_or(0) })
+    }
+}
+
+impl OwnershipActor {
+    /// Answers a [`ReleaseAll`] once it is done or out of time.
+    fn answer_release(&mut self, now: Instant) {
+        let holding = self.holding();
+        let due = self
+            .release_waiter
+            .as_ref()
+            .is_some_and(|(_, deadline, _)| holding == 0 || now >= *deadline);
+        if due {
+            let (tx, _, held) = self.release_waiter.take().expect("checked");
+            if holding > 0 {
+                tracing::warn!(
+                    partitions = holding,
+                    "partitions not handed back at shutdown; their next owner waits out the lease"
+                );
+            }
+            let _ = tx.send(held.saturating_sub(holding));
+        }
+    }
+}
+
+/// Removes a partition's directory, if there is one.
+fn remove_dir(dir: &std::path::Path) -> Result<(), String> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("{}: {e}", dir.display()))
+        }
+        _ => Ok(()),
+    }
+}

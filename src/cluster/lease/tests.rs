@@ -1,0 +1,429 @@
+//! The lease machine, step by step on a fake clock.
+
+use super::*;
+
+const S: LeaseSettings = LeaseSettings {
+    lease: Duration::from_secs(10),
+    checkpoint_every: Duration::from_secs(3),
+    request_timeout: Duration::from_secs(5),
+    retry: Duration::from_secs(1),
+};
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn drain(m: &mut PartitionLease) -> Vec<Effect> {
+    std::iter::from_fn(|| m.poll()).collect()
+}
+
+fn other(epoch: u64) -> Owner {
+    Owner {
+        node: "n2".into(),
+        incarnation: 77,
+        epoch,
+    }
+}
+
+fn head(number: u64, owner: Owner, released: bool, hold_ms: u64) -> HeadView {
+    HeadView {
+        number,
+        owner,
+        released,
+        hold_ms,
+        covers: 40,
+    }
+}
+
+/// The draft of the only `Publish` among `effects`.
+fn published(effects: &[Effect]) -> Draft {
+    let drafts: Vec<_> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Publish(d) => Some(d.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(drafts.len(), 1, "{effects:?}");
+    drafts[0].clone()
+}
+
+/// Runs an owner's timers up to `until`, every checkpoint and publish
+/// succeeding at once.
+fn renew_until(m: &mut PartitionLease, until: Instant) {
+    while let Some(at) = m.poll_timeout().filter(|&at| at <= until) {
+        m.handle_timeout(at);
+        while let Some(effect) = m.poll() {
+            match effect {
+                Effect::Checkpoint { .. } => m.on_checkpoint(at, Some(0)),
+                Effect::Publish(d) => m.on_published(at, d.number, Published::Created),
+                Effect::Durable { .. } => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+}
+
+/// A machine of node n1 holding a new partition (epoch 1) since `t0`.
+fn owner(t0: Instant) -> PartitionLease {
+    let mut m = PartitionLease::new("n1", 1, S);
+    m.want(t0, true);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    m.on_head(t0, Ok(None));
+    let claim = published(&drain(&mut m));
+    assert_eq!(
+        (claim.number, claim.kind, claim.owner.epoch),
+        (1, DraftKind::Claim, 1)
+    );
+    m.on_published(t0, 1, Published::Created);
+    let effects = drain(&mut m);
+    assert!(
+        matches!(&effects[..], [Effect::Take { from: None, hold_until, .. }] if *hold_until == t0),
+        "{effects:?}"
+    );
+    m
+}
+
+#[test]
+fn a_new_partition_is_claimed_at_once_and_fetches_at_once() {
+    let t0 = Instant::now();
+    let m = owner(t0);
+    assert!(m.may_fetch(t0));
+    assert_eq!(m.snapshot().phase, "held");
+    assert_eq!(m.snapshot().epoch, Some(1));
+}
+
+#[test]
+fn a_live_owners_head_is_claimed_only_after_a_whole_lease_unchanged_and_held_after() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 1, S);
+    m.want(t0, true);
+    drain(&mut m);
+    m.on_head(t0, Ok(Some(head(4, other(3), false, 0))));
+    assert!(drain(&mut m).is_empty(), "no claim over a fresh head");
+    // It reads again before the lease is out, sees the same head...
+    let wake = m.poll_timeout().unwrap();
+    assert!(wake <= t0 + S.lease);
+    m.handle_timeout(wake);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    m.on_head(wake, Ok(Some(head(4, other(3), false, 0))));
+    assert!(drain(&mut m).is_empty());
+    // ...then the owner renews: the watch starts over.
+    let t1 = t0 + secs(6);
+    m.handle_timeout(t1);
+    drain(&mut m);
+    m.on_head(t1, Ok(Some(head(5, other(3), false, 0))));
+    assert!(drain(&mut m).is_empty());
+    m.handle_timeout(t0 + secs(12));
+    drain(&mut m);
+    m.on_head(t0 + secs(12), Ok(Some(head(5, other(3), false, 0))));
+    assert!(
+        drain(&mut m).is_empty(),
+        "5 was seen at t1; t1 + lease is t0 + 16"
+    );
+    let t2 = t1 + S.lease;
+    m.handle_timeout(t2);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    m.on_head(t2, Ok(Some(head(5, other(3), false, 0))));
+    let claim = published(&drain(&mut m));
+    assert_eq!((claim.number, claim.owner.epoch, claim.covers), (6, 6, 40));
+    m.on_published(t2 + secs(1), 6, Published::Created);
+    let effects = drain(&mut m);
+    let hold = t1 + S.lease + S.request_timeout;
+    assert!(
+        matches!(&effects[..], [Effect::Take { hold_until, from: Some(h), .. }] if *hold_until == hold && h.number == 5),
+        "{effects:?}"
+    );
+    assert!(!m.may_fetch(hold - Duration::from_millis(1)));
+    assert!(m.may_fetch(hold));
+}
+
+#[test]
+fn a_released_head_is_claimed_at_once_and_its_hold_kept() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 1, S);
+    m.want(t0, true);
+    drain(&mut m);
+    m.on_head(t0, Ok(Some(head(9, other(7), true, 2_500))));
+    let claim = published(&drain(&mut m));
+    assert_eq!(claim.number, 10);
+    let ack = t0 + secs(1);
+    m.on_published(ack, 10, Published::Created);
+    drain(&mut m);
+    assert!(!m.may_fetch(ack + Duration::from_millis(2_499)));
+    assert!(m.may_fetch(ack + Duration::from_millis(2_500)));
+}
+
+#[test]
+fn a_restarted_node_claims_its_old_lifes_partition_at_once_but_holds_it() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 2, S);
+    m.want(t0, true);
+    drain(&mut m);
+    let old_life = Owner {
+        node: "n1".into(),
+        incarnation: 1,
+        epoch: 3,
+    };
+    m.on_head(t0, Ok(Some(head(8, old_life, false, 0))));
+    let claim = published(&drain(&mut m));
+    assert_eq!(claim.number, 9);
+    m.on_published(t0, 9, Published::Created);
+    drain(&mut m);
+    renew_until(&mut m, t0 + S.lease + S.request_timeout);
+    assert!(!m.may_fetch(t0 + S.lease));
+    assert!(m.may_fetch(t0 + S.lease + S.request_timeout));
+}
+
+#[test]
+fn an_owner_checkpoints_and_what_it_publishes_becomes_durable() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    assert_eq!(m.poll_timeout(), Some(t0 + S.checkpoint_every));
+    m.handle_timeout(t0 + S.checkpoint_every);
+    assert_eq!(drain(&mut m), [Effect::Checkpoint { number: 2 }]);
+    let t1 = t0 + secs(4);
+    m.on_checkpoint(t1, Some(17));
+    let draft = published(&drain(&mut m));
+    assert_eq!(
+        (draft.kind, draft.covers, draft.owner.epoch),
+        (DraftKind::Checkpoint, 17, 1)
+    );
+    m.on_published(t1 + secs(2), 2, Published::Created);
+    assert_eq!(drain(&mut m), [Effect::Durable { covers: 17 }]);
+    // The lease counts from the send, not the answer.
+    assert!(m.may_fetch(deadline(t1) - Duration::from_millis(1)));
+    assert!(!m.may_fetch(deadline(t1)));
+}
+
+#[test]
+fn a_failed_checkpoint_renews_the_lease_with_the_last_files() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    m.handle_timeout(t0 + S.checkpoint_every);
+    drain(&mut m);
+    m.on_checkpoint(t0 + S.checkpoint_every, None);
+    let draft = published(&drain(&mut m));
+    assert_eq!(
+        (draft.kind, draft.new_checkpoint, draft.covers),
+        (DraftKind::Renewal, false, 0)
+    );
+}
+
+/// The last instant an owner whose lease runs from `t` may start.
+fn deadline(t: Instant) -> Instant {
+    t + S.lease - S.margin()
+}
+
+#[test]
+fn an_owner_that_cannot_publish_for_a_lease_stops_by_itself() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    let t1 = t0 + S.checkpoint_every;
+    m.handle_timeout(t1);
+    drain(&mut m);
+    m.on_checkpoint(t1, Some(3));
+    drain(&mut m);
+    // Every attempt fails, until the lease (from t0) runs out.
+    let mut now = t1;
+    let stopped = loop {
+        m.on_published(now, 2, Published::Failed);
+        assert!(m.may_fetch(now));
+        now = m.poll_timeout().unwrap();
+        m.handle_timeout(now);
+        let effects = drain(&mut m);
+        if effects.iter().any(|e| matches!(e, Effect::Stop { .. })) {
+            break effects;
+        }
+    };
+    assert_eq!(now, deadline(t0));
+    assert_eq!(
+        stopped,
+        [
+            Effect::Stop {
+                reason: StopReason::Lapsed
+            },
+            Effect::ReadHead
+        ]
+    );
+    assert!(!m.may_fetch(now));
+    assert_eq!(m.snapshot().phase, "observing");
+    // Its last create lands after all: ignored (the head shows it; the
+    // node claims again over its own manifest, and holds).
+    m.on_published(now, 2, Published::Created);
+    assert!(drain(&mut m).is_empty());
+    let mine = HeadView {
+        number: 2,
+        owner: Owner {
+            node: "n1".into(),
+            incarnation: 1,
+            epoch: 1,
+        },
+        released: false,
+        hold_ms: 0,
+        covers: 3,
+    };
+    m.on_head(now, Ok(Some(mine)));
+    let claim = published(&drain(&mut m));
+    assert_eq!((claim.number, claim.owner.epoch), (3, 3));
+    m.on_published(now, 3, Published::Created);
+    drain(&mut m);
+    renew_until(&mut m, now + S.lease + S.request_timeout);
+    assert!(!m.may_fetch(now + S.lease));
+    assert!(m.may_fetch(now + S.lease + S.request_timeout));
+}
+
+#[test]
+fn the_lease_counts_from_the_first_attempts_send() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    let t1 = t0 + S.checkpoint_every;
+    m.handle_timeout(t1);
+    drain(&mut m);
+    m.on_checkpoint(t1, Some(3));
+    drain(&mut m);
+    m.on_published(t1, 2, Published::Failed);
+    let t2 = m.poll_timeout().unwrap();
+    m.handle_timeout(t2);
+    drain(&mut m);
+    m.on_published(t2, 2, Published::Created);
+    assert_eq!(drain(&mut m), [Effect::Durable { covers: 3 }]);
+    assert!(m.may_fetch(deadline(t1) - Duration::from_millis(1)));
+    assert!(!m.may_fetch(deadline(t1)));
+}
+
+#[test]
+fn an_owner_whose_number_is_taken_by_another_is_fenced_at_once() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    m.handle_timeout(t0 + S.checkpoint_every);
+    drain(&mut m);
+    m.on_checkpoint(t0 + S.checkpoint_every, Some(5));
+    drain(&mut m);
+    m.on_published(t0 + secs(4), 2, Published::Taken { by: Some(other(2)) });
+    assert_eq!(
+        drain(&mut m),
+        [
+            Effect::Stop {
+                reason: StopReason::Fenced
+            },
+            Effect::ReadHead
+        ]
+    );
+    assert!(!m.may_fetch(t0 + secs(4)));
+    assert_eq!(m.snapshot().phase, "observing");
+}
+
+#[test]
+fn a_create_that_landed_but_whose_answer_was_lost_counts_as_ours() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    m.handle_timeout(t0 + S.checkpoint_every);
+    drain(&mut m);
+    m.on_checkpoint(t0 + S.checkpoint_every, Some(5));
+    let draft = published(&drain(&mut m));
+    m.on_published(t0 + secs(4), 2, Published::Failed);
+    m.handle_timeout(t0 + secs(5));
+    assert_eq!(published(&drain(&mut m)), draft);
+    m.on_published(
+        t0 + secs(5),
+        2,
+        Published::Taken {
+            by: Some(draft.owner.clone()),
+        },
+    );
+    assert_eq!(drain(&mut m), [Effect::Durable { covers: 5 }]);
+    assert!(m.may_fetch(t0 + secs(5)));
+}
+
+#[test]
+fn a_claim_whose_answer_was_lost_is_adopted_from_the_head() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 1, S);
+    m.want(t0, true);
+    drain(&mut m);
+    m.on_head(t0, Ok(Some(head(4, other(1), true, 0))));
+    let claim = published(&drain(&mut m));
+    m.on_published(t0 + secs(1), 5, Published::Failed);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    let mine = HeadView {
+        number: 5,
+        owner: claim.owner.clone(),
+        released: false,
+        hold_ms: 0,
+        covers: 40,
+    };
+    m.on_head(t0 + secs(2), Ok(Some(mine)));
+    let effects = drain(&mut m);
+    assert!(
+        matches!(&effects[..], [Effect::Take { owner, .. }] if owner.epoch == 5),
+        "{effects:?}"
+    );
+    // The lease counts from the claim's send.
+    assert!(m.may_fetch(deadline(t0) - Duration::from_millis(1)));
+    assert!(!m.may_fetch(deadline(t0)));
+}
+
+#[test]
+fn a_clean_hand_back_drains_then_publishes_its_hold_and_stops() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 1, S);
+    m.want(t0, true);
+    drain(&mut m);
+    // Claimed over a dead owner: held until t0 + 15 s.
+    m.on_head(t0, Ok(Some(head(2, other(1), false, 0))));
+    m.on_head(t0, Ok(Some(head(2, other(1), false, 0))));
+    let t1 = t0 + S.lease;
+    m.handle_timeout(t1);
+    drain(&mut m);
+    m.on_head(t1, Ok(Some(head(2, other(1), false, 0))));
+    drain(&mut m);
+    m.on_published(t1, 3, Published::Created);
+    drain(&mut m);
+    // Gossip moves it away a second later, before any host started.
+    let t2 = t1 + secs(1);
+    m.want(t2, false);
+    assert_eq!(drain(&mut m), [Effect::Drain]);
+    assert!(!m.may_fetch(t0 + secs(20)));
+    m.on_drained(t2, Duration::from_millis(300));
+    assert_eq!(drain(&mut m), [Effect::Checkpoint { number: 4 }]);
+    m.on_checkpoint(t2, Some(50));
+    let draft = published(&drain(&mut m));
+    assert_eq!(draft.kind, DraftKind::Release);
+    assert!(draft.released);
+    // The hold it serves (to t0 + 15 s) is handed on: 4 s are left.
+    assert_eq!(draft.hold_ms, 4_000);
+    m.on_published(t2, 4, Published::Created);
+    assert_eq!(
+        drain(&mut m),
+        [
+            Effect::Durable { covers: 50 },
+            Effect::Stop {
+                reason: StopReason::Released
+            }
+        ]
+    );
+    assert_eq!(m.snapshot().phase, "idle");
+}
+
+#[test]
+fn settings_need_two_publishes_per_lease() {
+    assert!(S.validate().is_ok());
+    let bad = LeaseSettings {
+        checkpoint_every: secs(6),
+        ..S
+    };
+    assert!(bad.validate().unwrap_err().contains("half the lease"));
+}
+
+#[test]
+fn watermarks_acknowledge_only_what_a_publish_covers() {
+    let mut w = Watermarks::default();
+    assert_eq!(w.admitted(3, "a"), None);
+    assert_eq!(w.admitted(7, "b"), None);
+    assert_eq!(w.durable(5), ["a"]);
+    assert_eq!(w.admitted(4, "late"), Some("late"));
+    assert_eq!(w.waiting(), 1);
+    assert_eq!(w.forget(), 1);
+    assert!(w.durable(100).is_empty());
+}
