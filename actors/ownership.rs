@@ -143,7 +143,7 @@ impl OwnershipActor {
                         from = from.as_ref().map(|h| h.number),
                         "partition claimed"
                     );
-                    self.take(p, from, hold_until, ctx)
+                    self.take(p, owner.epoch, from, hold_until, ctx)
                 }
                 Effect::Checkpoint { number } => self.checkpoint(p, number, ctx),
                 Effect::Durable { covers } => {
@@ -266,6 +266,7 @@ impl OwnershipActor {
     fn take(
         &mut self,
         p: u16,
+        epoch: u64,
         from: Option<HeadView>,
         hold_until: Instant,
         ctx: &mut Context<Self>,
@@ -276,7 +277,10 @@ impl OwnershipActor {
         let manifest = self.chains[usize::from(p)]
             .head
             .clone()
-            .filter(|m| from.as_ref().is_some_and(|h| h.number == m.number));
+            // The claim (published by now, naming `from`'s files) or `from`.
+            .filter(|m| {
+                m.number == epoch || from.as_ref().is_some_and(|h| h.number == m.number)
+            });
         let state = self.settings.state.clone();
         let dir = PartitionStore::dir(&self.settings.data_dir, p);
         let cache = self.settings.data_dir.join("state-cache");

@@ -1,0 +1,201 @@
+//! Three `trawl run` processes, each with a data directory of its own (its
+//! "disk"), crawl the synthetic web as one cluster with `[cluster]
+//! state_url` on a `file://` store; then one node is lost with its disk:
+//! SIGKILL, and its data directory deleted.
+//!
+//! Checked from the server's log and the store, not from trawl's word:
+//! every page of the ground truth is fetched, no host ever sees requests
+//! closer than the politeness delay (across the takeover included), and
+//! the dead node's partitions were restored by the others from their
+//! chains. What the dead node did after its last checkpoint is fetched
+//! again, bounded by the checkpoint interval.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use common::{
+    assert_same_urls, audit_log_with_factor, gossip_addr, page_requests, wait_exit, ANY_BRIDGE,
+};
+use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
+
+const MIN_DELAY_MS: u64 = 60;
+/// The nodes' `[politeness] delay_factor`: the audit owes exactly this.
+const DELAY_FACTOR: f64 = 0.0;
+const NODES: usize = 3;
+
+/// Writes node `me`'s config (its own data dir under `dir`); its path.
+fn write_config(dir: &Path, state: &Path, gossip: &[SocketAddr], me: usize) -> PathBuf {
+    let peers: Vec<String> = gossip
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != me)
+        .map(|(_, g)| format!("\"{g}\""))
+        .collect();
+    let extra = format!(
+        "[cluster]\nenabled = true\ncluster_id = \"state\"\nnode_id = \"n{}\"\n\
+         gossip = \"{}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
+         state_url = \"file://{}\"\nlease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
+         [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
+         [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
+        me + 1,
+        gossip[me],
+        peers.join(", "),
+        state.display(),
+    );
+    let data = dir.join(format!("n{}", me + 1));
+    let path = dir.join(format!("n{}.toml", me + 1));
+    std::fs::write(
+        &path,
+        trawl::testweb::config_layer(&data, MIN_DELAY_MS, &extra),
+    )
+    .unwrap();
+    path
+}
+
+fn spawn(config: &Path, seeds: Option<&Path>, log: &Path) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    cmd.args(["run", "--until-idle", "--config"]).arg(config);
+    if let Some(seeds) = seeds {
+        cmd.arg("--seeds").arg(seeds);
+    }
+    let log = std::fs::File::create(log).unwrap();
+    cmd.env(
+        "RUST_LOG",
+        "warn,trawl::actors::node=info,trawl::actors::ownership=info",
+    )
+    .env("NO_COLOR", "1")
+    .stderr(log)
+    .spawn()
+    .expect("spawn trawl")
+}
+
+/// Manifests in the state store, per partition.
+fn manifests(state: &Path) -> Vec<usize> {
+    (0..8)
+        .map(|p| {
+            let dir = state.join(format!("partitions/{p:03}/manifests"));
+            std::fs::read_dir(dir).map_or(0, |d| d.count())
+        })
+        .collect()
+}
+
+/// Waits until a manifest of `node` names checkpoint files.
+fn wait_for_checkpoint_by(state: &Path, node: &str, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        let found = (0..8).any(|p| {
+            let dir = state.join(format!("partitions/{p:03}/manifests"));
+            std::fs::read_dir(dir).into_iter().flatten().any(|e| {
+                let bytes = std::fs::read(e.unwrap().path()).unwrap_or_default();
+                trawl::cluster::manifest::Manifest::decode(&bytes)
+                    .is_ok_and(|m| m.owner.node == node && !m.files.is_empty())
+            })
+        });
+        if found {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn a_node_lost_with_its_disk_loses_no_queued_url() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 24,
+        pages_per_host: 30,
+        seed: 41,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
+    let configs: Vec<PathBuf> = (0..NODES)
+        .map(|i| write_config(dir.path(), &state, &gossip, i))
+        .collect();
+    let logs: Vec<PathBuf> = (1..=NODES)
+        .map(|i| dir.path().join(format!("n{i}.log")))
+        .collect();
+    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
+    let mut n2 = spawn(&configs[1], None, &logs[1]);
+    let mut n3 = spawn(&configs[2], None, &logs[2]);
+
+    let truth = web.ground_truth(port);
+    assert!(
+        server
+            .log()
+            .wait_for(truth.len() / 3, Duration::from_secs(60)),
+        "the cluster did not get going"
+    );
+    // n2 has published a checkpoint with content: what it admitted and
+    // fetched is in object storage.
+    assert!(
+        wait_for_checkpoint_by(&state, "n2", Duration::from_secs(30)),
+        "n2 published no checkpoint"
+    );
+    // A reclaimed spot instance: the process and its disk are gone.
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    std::fs::remove_dir_all(dir.path().join("n2")).unwrap();
+    let killed_at = server.log().len();
+
+    assert!(
+        wait_exit(&mut n1, Duration::from_secs(120)).success(),
+        "n1 failed"
+    );
+    assert!(
+        wait_exit(&mut n3, Duration::from_secs(120)).success(),
+        "n3 failed"
+    );
+    let records = server.log().records();
+    server.stop();
+    assert!(killed_at < truth.len(), "killed mid-crawl");
+
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    // Redone: what n2 fetched after its partitions' last checkpoints
+    // (half a second apart) and what it had in flight; a small share.
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.len() * 5 < truth.len(),
+        "fetched twice: {} of {}",
+        twice.len(),
+        truth.len()
+    );
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // The survivors restored n2's partitions from their chains.
+    let survivors = [&logs[0], &logs[2]].map(|p| std::fs::read_to_string(p).unwrap());
+    assert!(
+        survivors
+            .iter()
+            .any(|log| log.contains("partition restored from its chain")),
+        "no partition restored: {survivors:?}"
+    );
+    // Every partition has a chain, and each ends in a clean hand-back.
+    for (p, n) in manifests(&state).into_iter().enumerate() {
+        assert!(n > 0, "partition {p} has no manifest");
+        let last = std::fs::read_dir(state.join(format!("partitions/{p:03}/manifests")))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .max()
+            .unwrap();
+        let m = trawl::cluster::manifest::Manifest::decode(&std::fs::read(&last).unwrap()).unwrap();
+        assert!(
+            m.released,
+            "partition {p}'s last manifest is not a hand-back: {m:?}"
+        );
+    }
+}
