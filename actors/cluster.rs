@@ -162,9 +162,18 @@ impl ClusterActor {
             .collect();
         self.bridge.do_send(SetPeers { peers });
         let assignment = Arc::new(Assignment::compute(self.settings.partitions, &live));
+        // Who holds what, as each live member last published it.
+        let holders = members
+            .as_slice()
+            .iter()
+            .filter(|m| m.live)
+            .filter_map(|m| Some((m.node_id.clone(), m.info.as_ref()?)))
+            .flat_map(|(node, info)| info.partitions.iter().map(move |&p| (p, node.clone())))
+            .collect();
         let hold = self.node.send(Hold {
             assignment,
             node: self.settings.membership.node_id.clone(),
+            holders,
         });
         self.reconciling = true;
         ctx.spawn(hold.into_actor(self).map(|held, act, _| {

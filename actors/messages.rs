@@ -706,6 +706,10 @@ pub struct Hold {
     pub assignment: std::sync::Arc<crate::cluster::assign::Assignment>,
     /// This node's id.
     pub node: String,
+    /// Partitions live members say they hold, and who (without `[cluster]
+    /// state_url`, a node does not create a store for a partition another
+    /// node held: its state is on that node's disk).
+    pub holders: std::collections::BTreeMap<u16, String>,
 }
 
 // --------------------------------------------------------------- Ownership

@@ -157,6 +157,11 @@ pub struct Node {
     shutting_down: bool,
     /// This actor's own address (futures it spawns send back to it).
     self_addr: Addr<Node>,
+    /// Without a checkpoint chain: who held each partition (see
+    /// `src/cluster/holders.rs`).
+    known_holders: crate::cluster::holders::KnownHolders,
+    /// Partitions assigned here that wait for their holder (logged once).
+    waiting_for: std::collections::BTreeSet<u16>,
     /// The operator's runtime controls, and where they are kept.
     controls: Controls,
     controls_path: std::path::PathBuf,
@@ -371,8 +376,11 @@ impl Node {
             false => None,
         };
         let self_addr = node_ctx.address();
+        let known_holders = crate::cluster::holders::KnownHolders::load(&data_dir);
         Ok(node_ctx.run(Node {
             self_addr,
+            known_holders,
+            waiting_for: Default::default(),
             data_dir,
             partitions,
             env: Arc::new(env),
@@ -756,18 +764,18 @@ impl Handler<Hold> for Node {
                 let wanted = msg.assignment.held_by(&msg.node);
                 o.addr.do_send(super::messages::Advice { wanted });
                 c.assignment = msg.assignment;
-                if c.assignment.is_complete() {
-                    for waiter in c.assigned_waiters.drain(..) {
-                        let _ = waiter.send(());
-                    }
-                }
+                self.wake_assigned_waiters();
                 return MessageResult(self.held_ids());
             }
         }
         let (take, release) = msg
             .assignment
             .changes_for(&msg.node, |p| self.partitions[usize::from(p)].is_some());
+        self.learn_holders(&msg.holders);
         for id in take {
+            if !self.may_open(id, &msg.node) {
+                continue;
+            }
             match self.open_partition(id, &msg.node) {
                 Ok(()) => tracing::info!(partition = id, "partition taken"),
                 // Its last owner still holds it: next reconcile.
@@ -794,6 +802,38 @@ impl Handler<Hold> for Node {
 }
 
 impl Node {
+    /// Remembers who gossip shows holding each partition (restart-in-place,
+    /// see `src/cluster/holders.rs`).
+    fn learn_holders(&mut self, holders: &std::collections::BTreeMap<u16, String>) {
+        if self.known_holders.learn(holders) {
+            if let Err(err) = self.known_holders.save(&self.data_dir) {
+                tracing::error!(error = %err, "cannot save the partitions' holders");
+            }
+        }
+    }
+
+    /// Whether partition `id` may be opened here: its store is on this
+    /// node's disk, or no other node is known to have held it. Says once
+    /// per partition which ones it wants and cannot take.
+    fn may_open(&mut self, id: u16, me: &str) -> bool {
+        if PartitionStore::dir(&self.data_dir, id).exists() {
+            return true;
+        }
+        match self.known_holders.may_create(id, me) {
+            Ok(()) => true,
+            Err(elsewhere) => {
+                if self.waiting_for.insert(id) {
+                    tracing::warn!(
+                        partition = id,
+                        holder = %elsewhere.holder,
+                        "partition assigned here, but its state is on its last holder's disk: it waits for that node (set [cluster] state_url for partitions that outlive their node)"
+                    );
+                }
+                false
+            }
+        }
+    }
+
     /// The partitions this node holds.
     fn held_ids(&self) -> Vec<u16> {
         (0..self.partitions.len() as u16)
@@ -882,9 +922,13 @@ impl Handler<WhenAssigned> for Node {
         let Some(c) = &mut self.cluster else {
             return Box::pin(async {});
         };
-        if c.assignment.is_complete() {
+        let ready = c.assignment.is_complete();
+        if ready && self.owns_its_assignment() {
             return Box::pin(async {});
         }
+        let Some(c) = &mut self.cluster else {
+            return Box::pin(async {});
+        };
         let (tx, rx) = oneshot::channel();
         c.assigned_waiters.push(tx);
         Box::pin(async move {
@@ -942,6 +986,35 @@ impl Node {
                 .await
                 .map_err(|_| Failure::Peer(format!("partition {id} was stopped here")))
         })
+    }
+
+    /// With a checkpoint chain, whether this node holds every partition
+    /// gossip assigns it (seeds are offered then: those of its own
+    /// partitions are admitted here, the others wait in their outboxes);
+    /// without one, always.
+    fn owns_its_assignment(&self) -> bool {
+        let Some(c) = &self.cluster else {
+            return true;
+        };
+        c.ownership.is_none()
+            || c.assignment
+                .held_by(&c.node_id)
+                .into_iter()
+                .all(|p| self.partitions[usize::from(p)].is_some())
+    }
+
+    /// Answers [`WhenAssigned`] once every partition has an owner (and,
+    /// with a checkpoint chain, this node holds its own).
+    fn wake_assigned_waiters(&mut self) {
+        let ready = self.owns_its_assignment();
+        let Some(c) = &mut self.cluster else {
+            return;
+        };
+        if ready && c.assignment.is_complete() {
+            for waiter in c.assigned_waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
     }
 
     fn ownership(&self) -> Option<&Ownership> {
@@ -1021,6 +1094,7 @@ impl Handler<super::messages::TakePartition> for Node {
         self.open_held(msg.id, &node, msg.hold_until_ms, msg.covers)
             .map_err(|e| Failure::Store(e.to_string()))?;
         tracing::info!(partition = msg.id, "partition taken");
+        self.wake_assigned_waiters();
         Ok(())
     }
 }

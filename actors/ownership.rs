@@ -278,9 +278,7 @@ impl OwnershipActor {
             .head
             .clone()
             // The claim (published by now, naming `from`'s files) or `from`.
-            .filter(|m| {
-                m.number == epoch || from.as_ref().is_some_and(|h| h.number == m.number)
-            });
+            .filter(|m| m.number == epoch || from.as_ref().is_some_and(|h| h.number == m.number));
         let state = self.settings.state.clone();
         let dir = PartitionStore::dir(&self.settings.data_dir, p);
         let cache = self.settings.data_dir.join("state-cache");

@@ -29,7 +29,7 @@ const DELAY_FACTOR: f64 = 0.0;
 const NODES: usize = 3;
 
 /// Writes node `me`'s config (its own data dir under `dir`); its path.
-fn write_config(dir: &Path, state: &Path, gossip: &[SocketAddr], me: usize) -> PathBuf {
+fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usize) -> PathBuf {
     let peers: Vec<String> = gossip
         .iter()
         .enumerate()
@@ -39,13 +39,16 @@ fn write_config(dir: &Path, state: &Path, gossip: &[SocketAddr], me: usize) -> P
     let extra = format!(
         "[cluster]\nenabled = true\ncluster_id = \"state\"\nnode_id = \"n{}\"\n\
          gossip = \"{}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
-         state_url = \"file://{}\"\nlease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
+         {}lease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
          [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
          [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
         me + 1,
         gossip[me],
         peers.join(", "),
-        state.display(),
+        state.map_or(String::new(), |s| format!(
+            "state_url = \"file://{}\"\n",
+            s.display()
+        )),
     );
     let data = dir.join(format!("n{}", me + 1));
     let path = dir.join(format!("n{}.toml", me + 1));
@@ -122,7 +125,7 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
     std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
     let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
     let configs: Vec<PathBuf> = (0..NODES)
-        .map(|i| write_config(dir.path(), &state, &gossip, i))
+        .map(|i| write_config(dir.path(), Some(&state), &gossip, i))
         .collect();
     let logs: Vec<PathBuf> = (1..=NODES)
         .map(|i| dir.path().join(format!("n{i}.log")))
@@ -196,6 +199,87 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
         assert!(
             m.released,
             "partition {p}'s last manifest is not a hand-back: {m:?}"
+        );
+    }
+}
+
+/// Without `state_url`, a cluster on separate disks is restart-in-place:
+/// while a node is down, no other node opens its partitions (their state
+/// is on its disk); it comes back, and the crawl completes with nothing
+/// fetched twice but what it had in flight.
+#[test]
+fn without_state_url_a_dead_nodes_partitions_wait_for_it() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 24,
+        pages_per_host: 30,
+        seed: 42,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
+    let configs: Vec<PathBuf> = (0..NODES)
+        .map(|i| write_config(dir.path(), None, &gossip, i))
+        .collect();
+    let logs: Vec<PathBuf> = (1..=NODES)
+        .map(|i| dir.path().join(format!("n{i}.log")))
+        .collect();
+    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
+    let mut n2 = spawn(&configs[1], None, &logs[1]);
+    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let truth = web.ground_truth(port);
+    assert!(
+        server
+            .log()
+            .wait_for(truth.len() / 3, Duration::from_secs(60)),
+        "the cluster did not get going"
+    );
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    // The others are assigned its partitions and refuse them.
+    let waiting = "its state is on its last holder's disk";
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while ![&logs[0], &logs[2]]
+        .iter()
+        .any(|p| std::fs::read_to_string(p).is_ok_and(|l| l.contains(waiting)))
+    {
+        assert!(std::time::Instant::now() < deadline, "nobody waits for n2");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut again = spawn(&configs[1], None, &dir.path().join("n2-again.log"));
+    for (name, child) in [("n1", &mut n1), ("n2", &mut again), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    // Fetched twice: only what n2 had in flight (one request per host).
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.len() <= 24, "fetched twice: {twice:?}");
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // No partition store was created beside n2's.
+    for n in ["n1", "n3"] {
+        let mine: BTreeSet<_> = std::fs::read_dir(dir.path().join(n).join("partitions"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let n2s: BTreeSet<_> = std::fs::read_dir(dir.path().join("n2").join("partitions"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            mine.is_disjoint(&n2s),
+            "{n} opened n2's partitions: {mine:?} / {n2s:?}"
         );
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod assign;
 pub mod chain;
+pub mod holders;
 pub mod idle;
 pub mod lease;
 pub mod manifest;
