@@ -198,6 +198,18 @@ impl Handler<CloseArchive> for ArchiveActor {
     }
 }
 
+impl Handler<super::messages::SealArchive> for ArchiveActor {
+    type Result = Result<bool, Failure>;
+
+    fn handle(&mut self, _: super::messages::SealArchive, _: &mut Self::Context) -> Self::Result {
+        let sealed = self.archiver.seal().inspect_err(|err| {
+            tracing::error!(error = %err, "sealing the archive failed");
+        })?;
+        self.tell_closed();
+        Ok(sealed)
+    }
+}
+
 impl Handler<ArchiveUploaded> for ArchiveActor {
     type Result = Result<(), Failure>;
 

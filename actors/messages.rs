@@ -571,6 +571,22 @@ pub struct ArchiveUploaded(pub crate::upload::UploadRecord);
 #[rtype(result = "()")]
 pub struct ArchiveOpened(pub Recipient<ArchiveUploaded>);
 
+/// Closes the archive's open WARC file if it holds records, and hands it
+/// to the uploader (a checkpoint's seal); whether it closed one.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Result<bool, Failure>")]
+pub struct SealArchive;
+
+/// Makes the records written so far safe in object storage: the archive
+/// sealed, and every closed file uploaded within `timeout`. Answers
+/// whether they are (`false` without `[upload]`: they stay on this disk).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "bool")]
+pub struct SealRecords {
+    /// How long to wait for the uploads.
+    pub timeout: std::time::Duration,
+}
+
 /// Waits up to `timeout` for every pending upload (at shutdown); answers
 /// whether none is left.
 #[derive(Debug, Clone, Copy, Message)]

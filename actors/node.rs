@@ -491,8 +491,12 @@ impl Node {
             checkpoint: node.clone().recipient(),
             drain: node.clone().recipient(),
             stop: node.clone().recipient(),
-            durable: node.recipient(),
+            durable: node.clone().recipient(),
+            seal: config.upload.enabled.then(|| node.recipient()),
         };
+        if !config.upload.enabled {
+            tracing::warn!("[cluster] state_url without [upload]: WARC records stay on this node's disk, and a lost disk loses them (the frontier it does not)");
+        }
         let addr = OwnershipActor::new(settings, orders, incarnation(&c.node_id)).start();
         let acks = (0..config.storage.partitions)
             .map(|_| Watermarks::default())
@@ -1115,6 +1119,31 @@ impl Handler<super::messages::CheckpointPartition> for Node {
             .addr
             .send(super::messages::TakeCheckpoint { dir: msg.dir });
         Box::pin(async move { take.await? })
+    }
+}
+
+impl Handler<super::messages::SealRecords> for Node {
+    type Result = ResponseFuture<bool>;
+
+    /// The records of every page completed so far reach object storage:
+    /// the WARC file closes and the uploader puts it (and any file still
+    /// pending) up. Without `[upload]` they stay on this node's disk.
+    fn handle(&mut self, msg: super::messages::SealRecords, _: &mut Self::Context) -> Self::Result {
+        let Some(uploads) = self.uploads.as_ref().map(|u| u.addr.clone()) else {
+            return Box::pin(async { false });
+        };
+        let seal = self.archive.send(super::messages::SealArchive);
+        Box::pin(async move {
+            if !matches!(seal.await, Ok(Ok(_))) {
+                return false;
+            }
+            uploads
+                .send(FinishUploads {
+                    timeout: msg.timeout,
+                })
+                .await
+                .unwrap_or(false)
+        })
     }
 }
 

@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::messages::{
-    Advice, CheckpointPartition, DrainPartition, DurableUpTo, ReleaseAll, StopPartition,
-    TakePartition,
+    Advice, CheckpointPartition, DrainPartition, DurableUpTo, ReleaseAll, SealRecords,
+    StopPartition, TakePartition,
 };
 use crate::clock::SharedClock;
 use crate::cluster::chain::{ChainError, StateStore};
@@ -66,6 +66,8 @@ pub struct NodeOrders {
     pub stop: Recipient<StopPartition>,
     /// Acknowledge what is durable.
     pub durable: Recipient<DurableUpTo>,
+    /// Put the archive's records in object storage (with `[upload]`).
+    pub seal: Option<Recipient<SealRecords>>,
 }
 
 /// One partition's side of the actor.
@@ -85,6 +87,10 @@ pub struct OwnershipActor {
     chains: Vec<Chain>,
     /// A shutdown asked for every partition back: advice is ignored.
     releasing_all: bool,
+    /// A seal of the archive is under way ([`OwnershipActor::sealed`]).
+    seal_running: bool,
+    /// Checkpoints waiting for the next seal.
+    seal_next: Vec<tokio::sync::oneshot::Sender<bool>>,
     /// Its answer: when to give up, and how many were held.
     release_waiter: Option<(tokio::sync::oneshot::Sender<usize>, Instant, usize)>,
 }
@@ -105,6 +111,8 @@ impl OwnershipActor {
             orders,
             chains,
             releasing_all: false,
+            seal_running: false,
+            seal_next: Vec::new(),
             release_waiter: None,
         }
     }
@@ -338,26 +346,38 @@ impl OwnershipActor {
         let previous = self.chains[usize::from(p)].head.clone();
         let state = self.settings.state.clone();
         let make = self.orders.checkpoint.clone();
-        let work = async move {
+        let made = async move {
             // Earlier checkpoints are uploaded (or abandoned) by now.
             let _ = std::fs::remove_dir_all(&base);
             std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
-            let (files, covers) = make
-                .send(CheckpointPartition {
-                    id: p,
-                    dir: dir.clone(),
-                })
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            let (refs, bytes) = state
-                .upload_checkpoint(p, epoch, number, &dir, &files, previous.as_ref())
-                .await
-                .map_err(|e| e.to_string())?;
-            tracing::debug!(partition = p, number, bytes, "checkpoint uploaded");
-            Ok::<_, String>((refs, covers))
+            make.send(CheckpointPartition {
+                id: p,
+                dir: dir.clone(),
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+            .map(|(files, covers)| (files, covers, dir))
         };
-        ctx.spawn(work.into_actor(self).map(move |done, act, ctx| {
+        // The checkpoint covers pages completed before it; their records
+        // go to object storage first, then the checkpoint's files.
+        let work = made.into_actor(self).then(move |made, act, ctx| {
+            let sealed = act.sealed(ctx);
+            async move {
+                let (files, covers, dir) = made?;
+                if !sealed.await {
+                    return Err("the archive's records could not be uploaded in time".to_owned());
+                }
+                let (refs, bytes) = state
+                    .upload_checkpoint(p, epoch, number, &dir, &files, previous.as_ref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::debug!(partition = p, number, bytes, "checkpoint uploaded");
+                Ok::<_, String>((refs, covers))
+            }
+            .into_actor(act)
+        });
+        ctx.spawn(work.map(move |done, act, ctx| {
             let now = act.now();
             let chain = &mut act.chains[usize::from(p)];
             match done {
@@ -371,6 +391,47 @@ impl OwnershipActor {
                 }
             }
             act.effects(p, ctx);
+        }));
+    }
+
+    /// Resolves once the archive's records written before this call are
+    /// in object storage (at once without `[upload]`: they stay on this
+    /// disk). Checkpoints of many partitions share one seal: a call waits
+    /// for the next seal that starts after it, and at most one runs.
+    fn sealed(
+        &mut self,
+        ctx: &mut Context<Self>,
+    ) -> futures_util::future::BoxFuture<'static, bool> {
+        if self.orders.seal.is_none() {
+            return Box::pin(async { true });
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.seal_next.push(tx);
+        if !self.seal_running {
+            self.start_seal(ctx);
+        }
+        Box::pin(async move { rx.await.unwrap_or(false) })
+    }
+
+    fn start_seal(&mut self, ctx: &mut Context<Self>) {
+        let Some(seal) = &self.orders.seal else {
+            return;
+        };
+        let waiters = std::mem::take(&mut self.seal_next);
+        if waiters.is_empty() {
+            return;
+        }
+        self.seal_running = true;
+        let sealing = seal.send(SealRecords {
+            timeout: self.settings.lease.checkpoint_every,
+        });
+        let done = async move { sealing.await.unwrap_or(false) };
+        ctx.spawn(done.into_actor(self).map(move |ok, act, ctx| {
+            for waiter in waiters {
+                let _ = waiter.send(ok);
+            }
+            act.seal_running = false;
+            act.start_seal(ctx);
         }));
     }
 

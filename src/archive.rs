@@ -574,6 +574,15 @@ impl Archiver {
             .map_err(|e| Failure::Archive(e.to_string()))
     }
 
+    /// Hands what is buffered over and closes the WARC file if it holds
+    /// records (see [`crate::warc::WarcWriter::seal`]); whether it did.
+    pub fn seal(&mut self) -> Result<bool, Failure> {
+        self.hand_over()?;
+        self.warc
+            .seal()
+            .map_err(|e| Failure::Archive(e.to_string()))
+    }
+
     /// Names of the WARC files closed so far this run, in order.
     pub fn closed_files(&self) -> &[String] {
         self.warc.closed_files()

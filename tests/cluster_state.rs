@@ -29,6 +29,15 @@ const DELAY_FACTOR: f64 = 0.0;
 const NODES: usize = 3;
 
 /// Writes node `me`'s config (its own data dir under `dir`); its path.
+/// The `[upload]` layer putting WARC files under `warcs`.
+fn upload_layer(warcs: &Path) -> String {
+    format!(
+        "[upload]\nenabled = true\nurl = \"file://{}\"\nverify = \"size\"\n\
+         retry_delay = \"100ms\"\n",
+        warcs.display()
+    )
+}
+
 fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usize) -> PathBuf {
     let peers: Vec<String> = gossip
         .iter()
@@ -50,6 +59,12 @@ fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usi
             s.display()
         )),
     );
+    // With a state store, records go to object storage too (before the
+    // checkpoints that cover their pages).
+    let extra = match state {
+        Some(state) => extra + &upload_layer(&state.with_file_name("warcs")),
+        None => extra,
+    };
     let data = dir.join(format!("n{}", me + 1));
     let path = dir.join(format!("n{}.toml", me + 1));
     std::fs::write(
@@ -85,6 +100,29 @@ fn manifests(state: &Path) -> Vec<usize> {
             std::fs::read_dir(dir).map_or(0, |d| d.count())
         })
         .collect()
+}
+
+/// The target URIs of the response and revisit records in the WARC files
+/// of `dir`.
+fn archived_uris(dir: &Path) -> BTreeSet<String> {
+    let mut uris = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".warc.gz") {
+            continue;
+        }
+        let reader = warc::WarcReader::from_path_gzip(&path).unwrap();
+        for record in reader.iter_records() {
+            let record = record.unwrap();
+            let kind = record.warc_type().to_string();
+            if kind == "response" || kind == "revisit" {
+                if let Some(uri) = record.header(warc::WarcHeader::TargetURI) {
+                    uris.insert(uri.into_owned());
+                }
+            }
+        }
+    }
+    uris
 }
 
 /// Waits until a manifest of `node` names checkpoint files.
@@ -186,6 +224,14 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
             .iter()
             .any(|log| log.contains("partition restored from its chain")),
         "no partition restored: {survivors:?}"
+    );
+    // Every page is archived in object storage (a response, or a revisit
+    // of a payload stored before), though n2's disk is gone.
+    let archived = archived_uris(&dir.path().join("warcs"));
+    let missing: Vec<_> = truth.difference(&archived).collect();
+    assert!(
+        missing.is_empty(),
+        "not archived in object storage: {missing:?}"
     );
     // Every partition has a chain, and each ends in a clean hand-back.
     for (p, n) in manifests(&state).into_iter().enumerate() {

@@ -362,6 +362,19 @@ impl WarcWriter {
         self.sync_dir_entries()
     }
 
+    /// Closes the open file if it holds a record beyond its warcinfo (the
+    /// next record opens a new one); whether it closed one. A checkpoint
+    /// seals the archive so that the records of the pages it covers are in
+    /// closed files, which `[upload]` can put in object storage before the
+    /// checkpoint is published.
+    pub fn seal(&mut self) -> Result<bool, WarcError> {
+        let written = self.current.as_ref().is_some_and(|f| f.offset > f.info_end);
+        if written {
+            self.close()?;
+        }
+        Ok(written)
+    }
+
     /// Files closed so far by this writer.
     pub fn closed_files(&self) -> &[String] {
         &self.closed
