@@ -426,7 +426,7 @@ impl Node {
             admit: node.clone().recipient(),
             digest: node.clone().recipient(),
         };
-        let (bridge, bridge_addr) = BridgeActor::start(settings, inbound, metrics)?;
+        let (bridge, bridge_addr) = BridgeActor::start(settings, inbound, metrics.clone())?;
         let mut membership = crate::cluster::membership::MembershipConfig::new(
             &c.cluster_id,
             &c.node_id,
@@ -452,7 +452,7 @@ impl Node {
             node.clone().recipient(),
             bridge.clone().recipient(),
         );
-        let ownership = Self::own(config, node, clock)?;
+        let ownership = Self::own(config, node, clock, metrics)?;
         Ok(ClusterLinks {
             node_id: c.node_id.clone(),
             bridge,
@@ -471,6 +471,7 @@ impl Node {
         config: &Config,
         node: Addr<Node>,
         clock: SharedClock,
+        metrics: Arc<Metrics>,
     ) -> Result<Option<Ownership>, NodeError> {
         let c = &config.cluster;
         if c.state_url.is_empty() {
@@ -485,6 +486,7 @@ impl Node {
             state: Arc::new(state),
             clock,
             owed: config.politeness.min_delay,
+            metrics,
         };
         let orders = NodeOrders {
             take: node.clone().recipient(),

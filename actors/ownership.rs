@@ -52,6 +52,8 @@ pub struct OwnershipSettings {
     pub clock: SharedClock,
     /// The least delay a drained host still owes (`politeness.min_delay`).
     pub owed: Duration,
+    /// Metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Where the node takes the actor's orders.
@@ -172,6 +174,16 @@ impl OwnershipActor {
                             "no checkpoint accepted by the state store for a lease: stopped fetching the partition"
                         ),
                     }
+                    let label = match reason {
+                        StopReason::Released => "released",
+                        StopReason::Fenced => "fenced",
+                        StopReason::Lapsed => "lapsed",
+                    };
+                    self.settings
+                        .metrics
+                        .partition_stops
+                        .with_label_values(&[label])
+                        .inc();
                     self.orders.stop.do_send(StopPartition { id: p, reason });
                 }
             }
@@ -232,6 +244,7 @@ impl OwnershipActor {
 
     fn publish(&mut self, p: u16, draft: Draft, ctx: &mut Context<Self>) {
         let number = draft.number;
+        let kind = draft.kind;
         let Some(manifest) = self.manifest(p, &draft) else {
             tracing::error!(partition = p, number, "a checkpoint to publish is missing");
             let now = self.now();
@@ -260,8 +273,21 @@ impl OwnershipActor {
                 .map(move |(outcome, manifest), act, ctx| {
                     let now = act.now();
                     let chain = &mut act.chains[usize::from(p)];
-                    if outcome == Published::Created {
-                        chain.head = Some(manifest);
+                    match outcome {
+                        Published::Created => {
+                            let kind = serde_json::to_value(kind)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default();
+                            act.settings
+                                .metrics
+                                .manifests
+                                .with_label_values(&[&kind])
+                                .inc();
+                            chain.head = Some(manifest);
+                        }
+                        Published::Failed => act.settings.metrics.manifest_failures.inc(),
+                        Published::Taken { .. } => {}
                     }
                     chain.lease.on_published(now, number, outcome);
                     act.effects(p, ctx);
@@ -291,6 +317,7 @@ impl OwnershipActor {
         let dir = PartitionStore::dir(&self.settings.data_dir, p);
         let cache = self.settings.data_dir.join("state-cache");
         let take = self.orders.take.clone();
+        let metrics = self.settings.metrics.clone();
         let restore = async move {
             match (&from, manifest) {
                 // A chain never written to: a store on disk (a crawl that
@@ -303,6 +330,11 @@ impl OwnershipActor {
                         .restore(&m, &dir, &cache)
                         .await
                         .map_err(|e| e.to_string())?;
+                    let restored = &metrics.restore_bytes;
+                    restored
+                        .with_label_values(&["downloaded"])
+                        .inc_by(stats.downloaded);
+                    restored.with_label_values(&["reused"]).inc_by(stats.reused);
                     tracing::info!(
                         partition = p,
                         number = m.number,
@@ -346,6 +378,7 @@ impl OwnershipActor {
         let previous = self.chains[usize::from(p)].head.clone();
         let state = self.settings.state.clone();
         let make = self.orders.checkpoint.clone();
+        let metrics = self.settings.metrics.clone();
         let made = async move {
             // Earlier checkpoints are uploaded (or abandoned) by now.
             let _ = std::fs::remove_dir_all(&base);
@@ -373,6 +406,7 @@ impl OwnershipActor {
                     .await
                     .map_err(|e| e.to_string())?;
                 tracing::debug!(partition = p, number, bytes, "checkpoint uploaded");
+                metrics.checkpoint_bytes.inc_by(bytes);
                 Ok::<_, String>((refs, covers))
             }
             .into_actor(act)

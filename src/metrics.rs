@@ -174,6 +174,23 @@ pub struct Metrics {
     pub uploads: IntCounterVec,
     /// Bytes of WARC files uploaded and verified.
     pub upload_bytes: IntCounter,
+    /// Manifests this node created in its partitions' chains (`[cluster]
+    /// state_url`), by kind: `claim`, `checkpoint`, `renewal` (the last
+    /// checkpoint's files again: a checkpoint could not be made),
+    /// `release`. Renewals growing mean checkpoints fail.
+    pub manifests: IntCounterVec,
+    /// Creates of a manifest that failed (the store unreachable or
+    /// refusing); tried again, and past the lease the partition stops.
+    pub manifest_failures: IntCounter,
+    /// Partitions this node stopped, by reason: `fenced` (another node
+    /// created the next manifest), `lapsed` (no manifest accepted for a
+    /// lease), `released` (a clean hand-back).
+    pub partition_stops: IntCounterVec,
+    /// Bytes of checkpoint files uploaded to the state store.
+    pub checkpoint_bytes: IntCounter,
+    /// Bytes a restore of a partition took, by `source`: `downloaded`
+    /// from the state store, or `reused` from files already on disk.
+    pub restore_bytes: IntCounterVec,
 }
 
 impl Metrics {
@@ -487,6 +504,29 @@ impl Metrics {
             upload_bytes: counter(
                 "trawl_upload_bytes_total",
                 "Bytes of WARC files uploaded to object storage and verified.",
+            ),
+            manifests: counter_vec(
+                "trawl_manifests_total",
+                "Manifests created in the partitions' checkpoint chains, by kind.",
+                "kind",
+            ),
+            manifest_failures: counter(
+                "trawl_manifest_failures_total",
+                "Manifest creates that failed (the state store unreachable or refusing).",
+            ),
+            partition_stops: counter_vec(
+                "trawl_partition_stops_total",
+                "Partitions stopped by their lease, by reason (fenced, lapsed, released).",
+                "reason",
+            ),
+            checkpoint_bytes: counter(
+                "trawl_checkpoint_bytes_total",
+                "Bytes of checkpoint files uploaded to the state store.",
+            ),
+            restore_bytes: counter_vec(
+                "trawl_restore_bytes_total",
+                "Bytes of partitions restored from the state store, by source (downloaded, reused).",
+                "source",
             ),
             registry,
         }
