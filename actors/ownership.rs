@@ -33,6 +33,10 @@ use crate::cluster::lease::{
 use crate::cluster::manifest::{FileRef, Manifest, MANIFEST_VERSION};
 use crate::store::PartitionStore;
 
+/// The directory (under the data directory) of immutable checkpoint files
+/// kept by object key, reused by a restore on this node.
+const STATE_CACHE: &str = "state-cache";
+
 /// How often the leases' timers are looked at.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -284,6 +288,8 @@ impl OwnershipActor {
                                 .manifests
                                 .with_label_values(&[&kind])
                                 .inc();
+                            let cache = act.settings.data_dir.join(STATE_CACHE);
+                            StateStore::prune_reuse(p, &manifest.files, &cache);
                             chain.head = Some(manifest);
                         }
                         Published::Failed => act.settings.metrics.manifest_failures.inc(),
@@ -315,7 +321,7 @@ impl OwnershipActor {
             .filter(|m| m.number == epoch || from.as_ref().is_some_and(|h| h.number == m.number));
         let state = self.settings.state.clone();
         let dir = PartitionStore::dir(&self.settings.data_dir, p);
-        let cache = self.settings.data_dir.join("state-cache");
+        let cache = self.settings.data_dir.join(STATE_CACHE);
         let take = self.orders.take.clone();
         let metrics = self.settings.metrics.clone();
         let restore = async move {
@@ -379,6 +385,7 @@ impl OwnershipActor {
         let state = self.settings.state.clone();
         let make = self.orders.checkpoint.clone();
         let metrics = self.settings.metrics.clone();
+        let cache = self.settings.data_dir.join(STATE_CACHE);
         let made = async move {
             // Earlier checkpoints are uploaded (or abandoned) by now.
             let _ = std::fs::remove_dir_all(&base);
@@ -407,6 +414,7 @@ impl OwnershipActor {
                     .map_err(|e| e.to_string())?;
                 tracing::debug!(partition = p, number, bytes, "checkpoint uploaded");
                 metrics.checkpoint_bytes.inc_by(bytes);
+                StateStore::keep_for_reuse(p, &refs, &dir, &cache);
                 Ok::<_, String>((refs, covers))
             }
             .into_actor(act)

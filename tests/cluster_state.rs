@@ -329,3 +329,76 @@ fn without_state_url_a_dead_nodes_partitions_wait_for_it() {
         );
     }
 }
+
+/// A rolling restart with `state_url`: n2 stops cleanly (SIGTERM) and
+/// hands its partitions back through final checkpoints; the others take
+/// them at once; n2 returns and gets them back, each hand-back restoring
+/// from the chain. Nothing is lost and, every hand-back drained first,
+/// nothing but what was in flight at a stop is fetched twice.
+#[test]
+fn a_rolling_restart_hands_partitions_back_and_forth_through_the_chain() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 24,
+        pages_per_host: 30,
+        seed: 43,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
+    let configs: Vec<PathBuf> = (0..NODES)
+        .map(|i| write_config(dir.path(), Some(&state), &gossip, i))
+        .collect();
+    let logs: Vec<PathBuf> = (1..=NODES)
+        .map(|i| dir.path().join(format!("n{i}.log")))
+        .collect();
+    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
+    let mut n2 = spawn(&configs[1], None, &logs[1]);
+    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let truth = web.ground_truth(port);
+    assert!(
+        wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),
+        "n2 published no checkpoint"
+    );
+    // SAFETY: a signal to a child process this test started.
+    assert_eq!(
+        unsafe { libc::kill(n2.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    assert!(
+        wait_exit(&mut n2, Duration::from_secs(60)).success(),
+        "n2 did not stop cleanly"
+    );
+    let stopped_at = server.log().len();
+    let again_log = dir.path().join("n2-again.log");
+    let mut again = spawn(&configs[1], None, &again_log);
+    for (name, child) in [("n1", &mut n1), ("n2", &mut again), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    assert!(stopped_at < truth.len(), "stopped mid-crawl");
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.len() <= 24, "fetched twice: {twice:?}");
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    let first = std::fs::read_to_string(&logs[1]).unwrap();
+    assert!(
+        first.contains("partitions handed back to the state store"),
+        "{first}"
+    );
+    let back = std::fs::read_to_string(&again_log).unwrap();
+    assert!(back.contains("partition restored from its chain"), "{back}");
+}

@@ -261,6 +261,44 @@ impl StateStore {
         Ok((refs, uploaded))
     }
 
+    /// Keeps the immutable files of `refs` (uploaded from checkpoint
+    /// `dir` of `partition`) in the reuse directory `reuse`, hard-linked
+    /// by object key: a later restore of the partition on this node (its
+    /// own restart, or a hand-back returning) finds them there instead of
+    /// downloading them. A file that cannot be linked is simply not kept.
+    pub fn keep_for_reuse(partition: u16, refs: &[FileRef], dir: &Path, reuse: &Path) {
+        if std::fs::create_dir_all(reuse).is_err() {
+            return;
+        }
+        for file in refs {
+            if !CheckpointFile::is_immutable(&file.name) {
+                continue;
+            }
+            let kept = reuse.join(reuse_name(partition, &file.key));
+            if file_size(&kept) != Some(file.size) {
+                let _ = std::fs::hard_link(dir.join(&file.name), &kept);
+            }
+        }
+    }
+
+    /// Removes from `reuse` the kept files of `partition` that `keep` (its
+    /// latest manifest's files) does not name: the cache holds what the
+    /// chain's head needs, not every file the partition ever had.
+    pub fn prune_reuse(partition: u16, keep: &[FileRef], reuse: &Path) {
+        let prefix = format!("{partition:03}+");
+        let wanted: std::collections::HashSet<String> =
+            keep.iter().map(|f| reuse_name(partition, &f.key)).collect();
+        let Ok(entries) = std::fs::read_dir(reuse) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && !wanted.contains(&name) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// Restores `m`'s files into `into` (which must not exist, or be
     /// empty), ready to open as the partition's store.
     ///
@@ -657,6 +695,41 @@ mod tests {
         assert_eq!(stats.reused, kept_bytes);
         assert_eq!(stats.downloaded, total(&files) - kept_bytes);
         assert_eq!(queued(&open(data.path())), urls_of(0..200));
+    }
+
+    /// What a node uploaded it keeps for its own later restore, and only
+    /// what the chain's head still names.
+    #[tokio::test]
+    async fn uploaded_files_are_kept_for_reuse_until_the_head_drops_them() {
+        let chain = memory();
+        let scratch = tempfile::tempdir().unwrap();
+        let reuse = scratch.path().join("reuse");
+        let live = tempfile::tempdir().unwrap();
+        let store = open(live.path());
+        store.admit(pages(0..50)).unwrap();
+        let (dir, files) = checkpoint(&store, scratch.path(), "cp");
+        let (refs, _) = chain
+            .upload_checkpoint(0, 1, 1, &dir, &files, None)
+            .await
+            .unwrap();
+        StateStore::keep_for_reuse(0, &refs, &dir, &reuse);
+        let m = manifest(1, "n1", 1, refs.clone());
+        let data = tempfile::tempdir().unwrap();
+        let stats = chain
+            .restore(&m, &PartitionStore::dir(data.path(), 0), &reuse)
+            .await
+            .unwrap();
+        let immutable: u64 = refs
+            .iter()
+            .filter(|f| CheckpointFile::is_immutable(&f.name))
+            .map(|f| f.size)
+            .sum();
+        assert!(immutable > 0);
+        assert_eq!(stats.reused, immutable, "nothing immutable downloaded");
+        assert_eq!(queued(&open(data.path())), urls_of(0..50));
+        // A head that names none of them: the cache lets them go.
+        StateStore::prune_reuse(0, &[], &reuse);
+        assert_eq!(std::fs::read_dir(&reuse).unwrap().count(), 0);
     }
 
     #[tokio::test]
