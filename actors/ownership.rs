@@ -8,6 +8,11 @@
 //! reads the injected clock for every event it feeds a machine, and
 //! drives the machines' timers every [`TICK`].
 //!
+//! Before a checkpoint is published, the archive is sealed and its files
+//! uploaded (`[upload]` on): the records of every page the checkpoint
+//! counts as fetched are in object storage first. Checkpoints of many
+//! partitions share one seal ([`OwnershipActor::sealed`]).
+//!
 //! Its files, under the data directory: `partitions/NNN` (the hot copy,
 //! restored from the chain when a partition is taken), `checkpoints/NNN/`
 //! (the checkpoint being uploaded, hard links into the hot copy), and

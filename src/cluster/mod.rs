@@ -1,17 +1,28 @@
-//! The cluster's domain: which node owns which partition, and what nodes
-//! say to each other. (Issue 10 builds the cluster in steps; what is here
-//! is plain code, tested on its own: nothing in a crawl uses it yet, and a
-//! trawl node still crawls every partition of its data directory.)
+//! The cluster's domain: which node should own which partition, which
+//! node does, and what nodes say to each other. Plain code, tested on its
+//! own; the actors (`actors/cluster.rs`, `actors/ownership.rs`,
+//! `actors/bridge.rs`) only carry it out.
 //!
 //! - [`membership`]: gossip membership and failure detection (chitchat);
-//! - [`assign`]: rendezvous hashing of partitions over the live members;
+//! - [`assign`]: rendezvous hashing of partitions over the live members:
+//!   who *should* own a partition;
+//! - [`lease`]: who *does*, with `[cluster] state_url`: the lease over a
+//!   partition's chain of create-only manifests, as a state machine with
+//!   no I/O (fencing, the lease on the owner's own clock, the new owner's
+//!   hold, durability watermarks), driven by the simulator of
+//!   `tests/simulation.rs` as by the OwnershipActor;
+//! - [`manifest`] and [`chain`]: the manifests and the chain in object
+//!   storage (checkpoint files uploaded once, restores that reuse them);
+//! - [`holders`]: without `state_url`, who held each partition, so no node
+//!   creates a store for a partition whose state is on another's disk;
 //! - [`idle`]: when the whole cluster has run out of work;
 //! - [`wire`]: the bridge's frames, messages and handshake.
 //!
-//! The rule the rest builds on: membership and assignment are advice; a
-//! node crawls a partition only while it holds that partition's RocksDB
-//! store open (its lock file), so two nodes can never crawl one host at
-//! once, whatever gossip says.
+//! The rule the rest builds on: membership and assignment are advice. With
+//! `state_url`, a node crawls a partition only while its lease over the
+//! chain holds; without it, only while it holds the partition's RocksDB
+//! store open (its lock file). Either way two nodes never crawl one host
+//! at once, whatever gossip says.
 
 pub mod assign;
 pub mod chain;
