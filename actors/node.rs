@@ -57,8 +57,15 @@ use crate::store::{
     Manifest, OutboxBatch, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError,
 };
 
+/// The bridge's window (batches per peer awaiting acknowledgement) at
+/// most, with `state_url`: it bounds the memory of batches in flight.
+const MAX_DURABLE_WINDOW: usize = 8192;
+
 /// How often a cluster node sends what waits in its outboxes.
 const OUTBOX_POLL: Duration = Duration::from_millis(100);
+/// Pages of the outbox read per partition per pass, at most.
+const OUTBOX_PAGES_PER_PASS: usize = 64;
+
 /// Outbox batches read per partition per pass.
 const OUTBOX_PAGE: usize = 64;
 
@@ -421,7 +428,19 @@ impl Node {
             a.parse::<std::net::SocketAddr>()
                 .map_err(|_| NodeError::Address(a.to_owned()))
         };
-        let settings = BridgeSettings::new(&c.cluster_id, &c.node_id, addr(&c.bridge)?);
+        let mut settings = BridgeSettings::new(&c.cluster_id, &c.node_id, addr(&c.bridge)?);
+        if !c.state_url.is_empty() {
+            // A batch is acknowledged once a published checkpoint covers
+            // its admission, up to a checkpoint interval later: the window
+            // must hold what a peer sends in that time (Little's law), or
+            // it, not the web, paces the crawl. At the default window's
+            // rate per 100 ms of acknowledgement delay.
+            let intervals = (c.checkpoint_interval.as_millis() / 100).max(1) as usize;
+            settings.window = settings
+                .window
+                .saturating_mul(intervals)
+                .min(MAX_DURABLE_WINDOW);
+        }
         let inbound = BridgeInbound {
             admit: node.clone().recipient(),
             digest: node.clone().recipient(),
@@ -698,22 +717,35 @@ impl Node {
         let mut sends = Vec::new();
         for (id, held) in self.partitions.iter().enumerate() {
             let Some(held) = held else { continue };
-            let page = match held.store.outbox_page(None, OUTBOX_PAGE) {
-                Ok(page) => page,
-                Err(err) => {
-                    tracing::error!(partition = id, error = %err, "cannot read the outbox");
-                    continue;
-                }
-            };
-            for pending in page {
-                let slot = (id as u16, pending.key);
-                if cluster.sending.contains(&slot) {
-                    continue;
-                }
-                let Some(send) = self.deliver(pending.batch) else {
-                    continue;
+            // Batches on their way may wait a checkpoint interval for
+            // their acknowledgement: read past them, so that they do not
+            // hold back the ones behind (a bounded number of pages).
+            let mut after = None;
+            let mut new = 0;
+            for _ in 0..OUTBOX_PAGES_PER_PASS {
+                let page = match held.store.outbox_page(after.as_ref(), OUTBOX_PAGE) {
+                    Ok(page) => page,
+                    Err(err) => {
+                        tracing::error!(partition = id, error = %err, "cannot read the outbox");
+                        break;
+                    }
                 };
-                sends.push((slot, held.store.clone(), send));
+                let full = page.len() == OUTBOX_PAGE;
+                for pending in page {
+                    let slot = (id as u16, pending.key);
+                    after = Some(pending.key);
+                    if cluster.sending.contains(&slot) {
+                        continue;
+                    }
+                    let Some(send) = self.deliver(pending.batch) else {
+                        continue;
+                    };
+                    new += 1;
+                    sends.push((slot, held.store.clone(), send));
+                }
+                if !full || new >= OUTBOX_PAGE {
+                    break;
+                }
             }
         }
         for (slot, store, send) in sends {

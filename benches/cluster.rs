@@ -3,7 +3,7 @@
 //! partitions crawling again.
 //!
 //! ```text
-//! cargo bench --bench cluster -- [HOSTS] [PAGES_PER_HOST] [MIN_DELAY_MS]
+//! cargo bench --bench cluster -- [HOSTS] [PAGES_PER_HOST] [MIN_DELAY_MS] [CHECKPOINT_MS]
 //! ```
 //! Defaults: 300 hosts × 20 pages, 5 ms delay. The synthetic web is served
 //! from this process; the crawlers are child processes, whose CPU time is
@@ -12,6 +12,13 @@
 //! the cluster's side). Three nodes share this machine's cores, so the
 //! cluster is not expected to be faster here: the figure that matters is
 //! CPU per page, the cost of being a cluster.
+//!
+//! The third run is the same cluster with `[cluster] state_url` on a
+//! `file://` store and `[upload]` to another, each node on a data
+//! directory of its own (checkpoints every `checkpoint_interval`, 5 s by
+//! default, or the fourth argument in ms): the cost of checkpointing, and
+//! the object-store writes it makes per page (every object in the two
+//! stores is one PUT).
 //!
 //! The failover run kills one node (SIGKILL) a third into the crawl and
 //! reports how long until a survivor has taken one of its partitions over
@@ -67,6 +74,18 @@ fn free(udp: bool) -> SocketAddr {
 /// Writes the config of node `me` of `all` (a single node if `all` is
 /// empty) into `dir`.
 fn config(dir: &Path, data: &Path, delay_ms: u64, all: &[Member], me: usize) -> PathBuf {
+    config_with(dir, data, delay_ms, all, me, "")
+}
+
+/// [`config`] with `more` appended to the `[cluster]` section and after.
+fn config_with(
+    dir: &Path,
+    data: &Path,
+    delay_ms: u64,
+    all: &[Member],
+    me: usize,
+    more: &str,
+) -> PathBuf {
     let mut extra = format!(
         "[politeness]\ndelay_factor = 0.0\n[admin]\nenabled = false\n\
          [storage]\npartitions = {PARTITIONS}\n[fetch]\ntimeout = \"2s\"\n"
@@ -85,6 +104,7 @@ fn config(dir: &Path, data: &Path, delay_ms: u64, all: &[Member], me: usize) -> 
             m.bridge,
             peers.join(", ")
         );
+        extra += more;
     }
     let name = all.get(me).map_or("single".to_owned(), |m| m.id.clone());
     let path = dir.join(format!("{name}.toml"));
@@ -108,10 +128,32 @@ struct Run {
     wall: Duration,
     cpu: f64,
     pages: usize,
+    /// Objects in the state and upload stores (0 without them).
+    objects: usize,
 }
 
 /// Crawls `web` with `nodes` processes (0: one single node).
 fn crawl(web: &SyntheticWeb, delay_ms: u64, nodes: usize) -> Run {
+    crawl_as(web, delay_ms, nodes, None)
+}
+
+/// Objects (files) under `dir`, recursively.
+fn objects(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type().is_ok_and(|t| t.is_dir()) {
+                true => objects(&e.path()),
+                false => 1,
+            })
+            .sum()
+    })
+}
+
+/// [`crawl`]; with `checkpoint_ms`, three nodes on data directories of
+/// their own with a `file://` state store and uploads; the objects the two
+/// stores hold afterwards in `Run::objects`.
+fn crawl_as(web: &SyntheticWeb, delay_ms: u64, nodes: usize, checkpoint_ms: Option<u64>) -> Run {
     let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1).unwrap();
     let port = server.addr().port();
     let dir = tempfile::tempdir().unwrap();
@@ -127,9 +169,25 @@ fn crawl(web: &SyntheticWeb, delay_ms: u64, nodes: usize) -> Run {
         .collect();
     let cpu = children_cpu_seconds();
     let started = Instant::now();
+    let state = dir.path().join("state");
+    let warcs = dir.path().join("warcs");
     let mut children: Vec<Child> = (0..nodes.max(1))
         .map(|i| {
-            let cfg = config(dir.path(), &data, delay_ms, &all, i);
+            let cfg = match checkpoint_ms {
+                None => config(dir.path(), &data, delay_ms, &all, i),
+                Some(ms) => {
+                    let lease = (4 * ms).max(2000);
+                    let more = format!(
+                        "state_url = \"file://{}\"\ncheckpoint_interval = \"{ms}ms\"\n\
+                         lease = \"{lease}ms\"\n\
+                         [upload]\nenabled = true\nurl = \"file://{}\"\nverify = \"size\"\n",
+                        state.display(),
+                        warcs.display()
+                    );
+                    let own = dir.path().join(format!("data{i}"));
+                    config_with(dir.path(), &own, delay_ms, &all, i, &more)
+                }
+            };
             let log = dir.path().join(format!("{i}.log"));
             spawn(&cfg, (i == 0).then_some(seeds.as_path()), &log)
         })
@@ -153,6 +211,7 @@ fn crawl(web: &SyntheticWeb, delay_ms: u64, nodes: usize) -> Run {
         wall,
         cpu: children_cpu_seconds() - cpu,
         pages,
+        objects: objects(&state) + objects(&warcs),
     }
 }
 
@@ -241,9 +300,15 @@ fn main() {
         behaviours: false,
     });
     println!("cluster bench: {hosts} hosts × {pages} pages, {delay_ms} ms delay, {PARTITIONS} partitions");
+    let checkpoint_ms = arg(3, 5000);
     let one = crawl(&web, delay_ms, 0);
     let three = crawl(&web, delay_ms, 3);
-    for (name, run) in [("1 node", &one), ("3 nodes", &three)] {
+    let durable = crawl_as(&web, delay_ms, 3, Some(checkpoint_ms));
+    for (name, run) in [
+        ("1 node", &one),
+        ("3 nodes", &three),
+        ("3 durable", &durable),
+    ] {
         println!(
             "{name:8} {:6} requests in {:6.2} s = {:7.0} pages/s; CPU {:6.2} s = {:5.3} ms/page",
             run.pages,
@@ -257,6 +322,14 @@ fn main() {
         "cluster/single: CPU per page × {:.2}, wall × {:.2}",
         (three.cpu / three.pages as f64) / (one.cpu / one.pages as f64),
         three.wall.as_secs_f64() / one.wall.as_secs_f64()
+    );
+    println!(
+        "state_url (checkpoints every {checkpoint_ms} ms)/shared directory: CPU per page × {:.2}, \
+         pages/s × {:.2}; {} objects written = {:.3} PUTs per page",
+        (durable.cpu / durable.pages as f64) / (three.cpu / three.pages as f64),
+        three.wall.as_secs_f64() / durable.wall.as_secs_f64(),
+        durable.objects,
+        durable.objects as f64 / durable.pages as f64
     );
     let (taken, crawling) = failover(&web, delay_ms);
     println!(
