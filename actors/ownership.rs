@@ -89,6 +89,8 @@ struct Chain {
     head: Option<Manifest>,
     /// The files of the checkpoint uploaded for manifest `.0`.
     uploaded: Option<(u64, Vec<FileRef>)>,
+    /// The owner this node was last said to wait on (logged once).
+    waiting_on: Option<String>,
 }
 
 /// The actor.
@@ -115,6 +117,7 @@ impl OwnershipActor {
                 lease: PartitionLease::new(&settings.node, incarnation, settings.lease),
                 head: None,
                 uploaded: None,
+                waiting_on: None,
             })
             .collect();
         OwnershipActor {
@@ -213,6 +216,7 @@ impl OwnershipActor {
                         chain.head = head;
                     }
                     chain.lease.on_head(now, Ok(view));
+                    act.say_waiting(p);
                 }
                 Err(err) => {
                     tracing::warn!(partition = p, error = %err, "cannot read the partition's chain");
@@ -221,6 +225,28 @@ impl OwnershipActor {
             }
             act.effects(p, ctx);
         }));
+    }
+
+    /// Says (once per owner) that partition `p` is wanted here but its
+    /// chain's head is another owner's, still renewed: it is taken once
+    /// that owner hands it back or stops renewing for a lease.
+    fn say_waiting(&mut self, p: u16) {
+        let chain = &mut self.chains[usize::from(p)];
+        if chain.lease.snapshot().phase != "observing" {
+            chain.waiting_on = None;
+            return;
+        }
+        let Some(owner) = chain.head.as_ref().map(|m| m.owner.node.clone()) else {
+            return;
+        };
+        if chain.waiting_on.as_ref() != Some(&owner) {
+            tracing::info!(
+                partition = p,
+                owner = %owner,
+                "partition wanted here, held by another node: taken when it hands it back or stops renewing it for a lease"
+            );
+            chain.waiting_on = Some(owner);
+        }
     }
 
     /// The manifest a draft becomes: the new checkpoint's files, or the
