@@ -957,16 +957,13 @@ impl Handler<WhenAssigned> for Node {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, _: WhenAssigned, _: &mut Self::Context) -> Self::Result {
+        let ready = self.owns_its_assignment();
         let Some(c) = &mut self.cluster else {
             return Box::pin(async {});
         };
-        let ready = c.assignment.is_complete();
-        if ready && self.owns_its_assignment() {
+        if ready && c.assignment.is_complete() {
             return Box::pin(async {});
         }
-        let Some(c) = &mut self.cluster else {
-            return Box::pin(async {});
-        };
         let (tx, rx) = oneshot::channel();
         c.assigned_waiters.push(tx);
         Box::pin(async move {
@@ -1013,11 +1010,12 @@ impl Node {
             return Box::pin(async move { admit.await?.map(drop) });
         }
         let admit = held.addr.send(super::messages::AdmitMarked { entries });
+        let admitter = held.addr.clone();
         let node = self.self_addr.clone();
         Box::pin(async move {
             let seq = admit.await??;
             let durable = node
-                .send(AwaitDurable { id, seq })
+                .send(AwaitDurable { id, seq, admitter })
                 .await?
                 .ok_or_else(|| Failure::Peer(format!("partition {id} was stopped here")))?;
             durable
@@ -1066,19 +1064,22 @@ impl Node {
 
 /// Registers for the durability of write `seq` of partition `id`: a
 /// receiver that resolves when a published checkpoint covers it (`None` if
-/// the partition is not held here).
+/// the partition is not held here, or not by the actor that admitted: a
+/// later owner's write numbers say nothing of the stopped one's writes).
 #[derive(Message)]
 #[rtype(result = "Option<oneshot::Receiver<()>>")]
 struct AwaitDurable {
     id: u16,
     seq: u64,
+    admitter: Addr<PartitionActor>,
 }
 
 impl Handler<AwaitDurable> for Node {
     type Result = Option<oneshot::Receiver<()>>;
 
     fn handle(&mut self, msg: AwaitDurable, _: &mut Self::Context) -> Self::Result {
-        if self.partitions.get(usize::from(msg.id))?.is_none() {
+        let held = self.partitions.get(usize::from(msg.id))?.as_ref()?;
+        if held.addr != msg.admitter {
             return None;
         }
         let acks = self.ownership_mut()?.acks.get_mut(usize::from(msg.id))?;
