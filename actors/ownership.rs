@@ -186,15 +186,10 @@ impl OwnershipActor {
                             "no checkpoint accepted by the state store for a lease: stopped fetching the partition"
                         ),
                     }
-                    let label = match reason {
-                        StopReason::Released => "released",
-                        StopReason::Fenced => "fenced",
-                        StopReason::Lapsed => "lapsed",
-                    };
                     self.settings
                         .metrics
                         .partition_stops
-                        .with_label_values(&[label])
+                        .with_label_values(&[reason.label()])
                         .inc();
                     self.orders.stop.do_send(StopPartition { id: p, reason });
                 }
@@ -310,17 +305,19 @@ impl OwnershipActor {
                     let chain = &mut act.chains[usize::from(p)];
                     match outcome {
                         Published::Created => {
-                            let kind = serde_json::to_value(kind)
-                                .ok()
-                                .and_then(|v| v.as_str().map(str::to_owned))
-                                .unwrap_or_default();
                             act.settings
                                 .metrics
                                 .manifests
-                                .with_label_values(&[&kind])
+                                .with_label_values(&[kind.label()])
                                 .inc();
                             let cache = act.settings.data_dir.join(STATE_CACHE);
-                            StateStore::prune_reuse(p, &manifest.files, &cache);
+                            let files = manifest.files.clone();
+                            // Off the executor; a file pruned while the
+                            // next checkpoint keeps it is only downloaded
+                            // again by a later restore.
+                            tokio::task::spawn_blocking(move || {
+                                StateStore::prune_reuse(p, &files, &cache)
+                            });
                             chain.head = Some(manifest);
                         }
                         Published::Failed => act.settings.metrics.manifest_failures.inc(),
@@ -360,9 +357,9 @@ impl OwnershipActor {
                 // A chain never written to: a store on disk (a crawl that
                 // ran without state_url) is adopted as the first state.
                 (None, _) => {}
-                (Some(_), Some(m)) if m.files.is_empty() => remove_dir(&dir)?,
+                (Some(_), Some(m)) if m.files.is_empty() => remove_dir(dir.clone()).await?,
                 (Some(_), Some(m)) => {
-                    remove_dir(&dir)?;
+                    remove_dir(dir.clone()).await?;
                     let stats = state
                         .restore(&m, &dir, &cache)
                         .await
@@ -419,8 +416,11 @@ impl OwnershipActor {
         let cache = self.settings.data_dir.join(STATE_CACHE);
         let made = async move {
             // Earlier checkpoints are uploaded (or abandoned) by now.
-            let _ = std::fs::remove_dir_all(&base);
-            std::fs::create_dir_all(&base).map_err(|e| e.to_string())?;
+            blocking(move || {
+                let _ = std::fs::remove_dir_all(&base);
+                std::fs::create_dir_all(&base).map_err(|e| e.to_string())
+            })
+            .await?;
             make.send(CheckpointPartition {
                 id: p,
                 dir: dir.clone(),
@@ -445,7 +445,12 @@ impl OwnershipActor {
                     .map_err(|e| e.to_string())?;
                 tracing::debug!(partition = p, number, bytes, "checkpoint uploaded");
                 metrics.checkpoint_bytes.inc_by(bytes);
-                StateStore::keep_for_reuse(p, &refs, &dir, &cache);
+                let kept = refs.clone();
+                blocking(move || {
+                    StateStore::keep_for_reuse(p, &kept, &dir, &cache);
+                    Ok(())
+                })
+                .await?;
                 Ok::<_, String>((refs, covers))
             }
             .into_actor(act)
@@ -594,12 +599,23 @@ impl OwnershipActor {
     }
 }
 
-/// Removes a partition's directory, if there is one.
-fn remove_dir(dir: &std::path::Path) -> Result<(), String> {
-    match std::fs::remove_dir_all(dir) {
+/// Removes a partition's directory, if there is one (off the executor:
+/// a large store is many files).
+async fn remove_dir(dir: PathBuf) -> Result<(), String> {
+    blocking(move || match std::fs::remove_dir_all(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(format!("{}: {e}", dir.display()))
         }
         _ => Ok(()),
-    }
+    })
+    .await
+}
+
+/// Runs filesystem work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| e.to_string())?
 }

@@ -145,12 +145,26 @@ fn wait_for_checkpoint_by(state: &Path, node: &str, limit: Duration) -> bool {
     false
 }
 
-#[test]
-fn a_node_lost_with_its_disk_loses_no_queued_url() {
+/// Three nodes on data directories of their own crawling a web of 24
+/// hosts × 30 pages (generator seed `seed`), seeds given to n1, each
+/// logging into `n<i>.log`; with `with_state`, a `file://` state store at
+/// `state` (and uploads beside it).
+struct Cluster {
+    web: SyntheticWeb,
+    server: TestWebServer,
+    port: u16,
+    dir: tempfile::TempDir,
+    state: PathBuf,
+    configs: Vec<PathBuf>,
+    logs: Vec<PathBuf>,
+    nodes: [Child; NODES],
+}
+
+fn start_cluster(seed: u64, with_state: bool) -> Cluster {
     let web = SyntheticWeb::new(WebSpec {
         hosts: 24,
         pages_per_host: 30,
-        seed: 41,
+        seed,
         behaviours: false,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
@@ -162,15 +176,42 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
     let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
+    let state_url = with_state.then_some(state.as_path());
     let configs: Vec<PathBuf> = (0..NODES)
-        .map(|i| write_config(dir.path(), Some(&state), &gossip, i))
+        .map(|i| write_config(dir.path(), state_url, &gossip, i))
         .collect();
     let logs: Vec<PathBuf> = (1..=NODES)
         .map(|i| dir.path().join(format!("n{i}.log")))
         .collect();
-    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
-    let mut n2 = spawn(&configs[1], None, &logs[1]);
-    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let nodes = [
+        spawn(&configs[0], Some(&seeds), &logs[0]),
+        spawn(&configs[1], None, &logs[1]),
+        spawn(&configs[2], None, &logs[2]),
+    ];
+    Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs,
+        logs,
+        nodes,
+    }
+}
+
+#[test]
+fn a_node_lost_with_its_disk_loses_no_queued_url() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs: _configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(41, true);
 
     let truth = web.ground_truth(port);
     assert!(
@@ -255,28 +296,16 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
 /// fetched twice but what it had in flight.
 #[test]
 fn without_state_url_a_dead_nodes_partitions_wait_for_it() {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 24,
-        pages_per_host: 30,
-        seed: 42,
-        behaviours: false,
-    });
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
-    let port = server.addr().port();
-    let dir = tempfile::tempdir().unwrap();
-    let seeds = dir.path().join("seeds.txt");
-    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
-    let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
-    let configs: Vec<PathBuf> = (0..NODES)
-        .map(|i| write_config(dir.path(), None, &gossip, i))
-        .collect();
-    let logs: Vec<PathBuf> = (1..=NODES)
-        .map(|i| dir.path().join(format!("n{i}.log")))
-        .collect();
-    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
-    let mut n2 = spawn(&configs[1], None, &logs[1]);
-    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state: _state,
+        configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(42, false);
     let truth = web.ground_truth(port);
     assert!(
         server
@@ -337,30 +366,16 @@ fn without_state_url_a_dead_nodes_partitions_wait_for_it() {
 /// nothing but what was in flight at a stop is fetched twice.
 #[test]
 fn a_rolling_restart_hands_partitions_back_and_forth_through_the_chain() {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 24,
-        pages_per_host: 30,
-        seed: 43,
-        behaviours: false,
-    });
-    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
-    let port = server.addr().port();
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let seeds = dir.path().join("seeds.txt");
-    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
-    let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
-    let configs: Vec<PathBuf> = (0..NODES)
-        .map(|i| write_config(dir.path(), Some(&state), &gossip, i))
-        .collect();
-    let logs: Vec<PathBuf> = (1..=NODES)
-        .map(|i| dir.path().join(format!("n{i}.log")))
-        .collect();
-    let mut n1 = spawn(&configs[0], Some(&seeds), &logs[0]);
-    let mut n2 = spawn(&configs[1], None, &logs[1]);
-    let mut n3 = spawn(&configs[2], None, &logs[2]);
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(43, true);
     let truth = web.ground_truth(port);
     assert!(
         wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),

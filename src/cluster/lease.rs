@@ -153,6 +153,18 @@ pub enum DraftKind {
     Release,
 }
 
+impl DraftKind {
+    /// Its name (a metric label).
+    pub fn label(self) -> &'static str {
+        match self {
+            DraftKind::Claim => "claim",
+            DraftKind::Checkpoint => "checkpoint",
+            DraftKind::Renewal => "renewal",
+            DraftKind::Release => "release",
+        }
+    }
+}
+
 /// A manifest to create: everything but its files, which the driver adds
 /// (a new checkpoint's for [`DraftKind::Checkpoint`] and
 /// [`DraftKind::Release`] after a ready checkpoint, the last published
@@ -199,6 +211,17 @@ pub enum StopReason {
     Released,
     /// No publish was accepted for a lease.
     Lapsed,
+}
+
+impl StopReason {
+    /// Its name (a metric label).
+    pub fn label(&self) -> &'static str {
+        match self {
+            StopReason::Fenced => "fenced",
+            StopReason::Released => "released",
+            StopReason::Lapsed => "lapsed",
+        }
+    }
 }
 
 /// What the driver is asked to do.
