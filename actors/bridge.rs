@@ -21,32 +21,30 @@
 //!   effort, for the peer's log). Only that connection closes; the bridge
 //!   goes on, and nothing from the network can make it panic.
 //! - **Batches and the window.** [`SendBatch`] resolves only when the peer
-//!   acks the batch. At most `window` batches per peer are unacked; later
-//!   ones wait in the peer's queue, their senders awaiting the reply (the
-//!   queue holds only batches whose senders wait, so it is as bounded as
-//!   they are; nothing is dropped). A batch is numbered once, from a
-//!   counter per peer that runs across connections (`seq` is unique on
-//!   every connection, and an ack always names one batch). When a
-//!   connection comes up, every unacked batch is sent (again): admission
-//!   is idempotent, so a duplicate is harmless.
+//!   acks the batch. The numbering, the window of unacked batches, the
+//!   resending of every unacked batch on a new connection and the redial
+//!   backoff are [`crate::cluster::link::PeerLink`]'s, a state machine with
+//!   no I/O; this actor carries out what it says. A batch too large to
+//!   encode fails at once (`Failure::Invalid`): sending it again cannot help.
 //! - **Digest questions** ([`SendDigest`]) share the batches' numbering,
 //!   window and resending; their answer (`Answer`) resolves the sender's
 //!   request with the peer's reply. Inbound, a `Digest` becomes a
-//!   [`RemoteDigest`]; a failure other than "not held here" is answered
+//!   [`RemoteDigest`]; a failure other than `NotHeld` is answered
 //!   `Unclaimed` (the asker stores the payload in full), never by closing.
 //! - **Inbound.** An `Admit` becomes a [`RemoteAdmit`] to the inbound
-//!   recipient; `Ok` is acked. `Err(Failure::Peer)` (this node does not
+//!   recipient; `Ok` is acked. `Err(Failure::NotHeld)` (this node does not
 //!   hold the partition: the sender's view of the cluster is not ours) is
-//!   answered `Nack`, and the sender's `SendBatch` fails with it, so the
-//!   sender routes the batch again by its next view (sending it to the same
-//!   node forever would never end while the views differ). On another
-//!   `Err` the bridge closes the connection
-//!   (`rejected`, logged) rather than leave the batch unacked on a healthy
-//!   link, where the sender would hold it, and a slot of its window, until
-//!   some unrelated reconnect: closing makes the sender resend it after its
-//!   backoff, which paces retries while the failure lasts. At most `window`
-//!   inbound batches per connection are being admitted or acked at once;
-//!   beyond that the bridge stops reading and TCP pushes back.
+//!   answered `Nack`, and the sender's `SendBatch` fails with the same
+//!   typed `NotHeld`, so the sender routes the batch again by its next view
+//!   (sending it to the same node forever would never end while the views
+//!   differ). Any other `Err` is no refusal: the bridge closes the
+//!   connection (`rejected`, logged) rather than leave the batch unacked on
+//!   a healthy link, where the sender would hold it, and a slot of its
+//!   window, until some unrelated reconnect: closing makes the sender
+//!   resend it, to the same node, after its backoff, which paces retries
+//!   while the failure lasts. At most `window` inbound batches per
+//!   connection are being admitted or acked at once; beyond that the
+//!   bridge stops reading and TCP pushes back.
 //! - **Liveness.** A side that wrote nothing for a heartbeat interval sends
 //!   a heartbeat; a connection silent for three intervals (or whose peer
 //!   takes no bytes for that long) is closed, and the dialer dials again.
@@ -62,7 +60,7 @@
 //! frame) is done inline.
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -85,6 +83,7 @@ use super::messages::{
     BridgeInbound, BridgeStatus, DigestQuery, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit,
     RemoteDigest, SendBatch, SendDigest, SetPeers,
 };
+use crate::cluster::link::{self, Backoff, PeerLink, Transmit};
 use crate::cluster::valid_node_id;
 use crate::cluster::wire::{
     self, Message as WireMessage, Refusal, WireError, WireReply, MAX_FRAME,
@@ -194,63 +193,51 @@ pub enum BridgeError {
 
 // ------------------------------------------------------------------ Actor
 
-/// A batch on its way to a peer.
-struct Batch {
-    seq: u64,
-    /// The encoded `Admit`, sent again as is after a reconnect.
-    frame: Bytes,
+/// Who waits for a batch or question: resolved with its ack or answer, or
+/// failed (`NotHeld` for `partition` when the peer refuses it).
+struct Waiter {
     reply: oneshot::Sender<Outcome>,
-    /// Sent at least once (a later send counts as `resent`).
-    sent: bool,
+    partition: u16,
 }
 
 /// How a batch or question ended: acked (`None`) or answered.
 type Outcome = Result<Option<WireReply>, Failure>;
 
 /// An established connection, as the actor sees it.
-struct Link {
-    conn: u64,
+struct Conn {
+    id: u64,
     /// To the connection's writer: encoded `Admit`s (at most `window` per
     /// link ever, so unbounded is bounded).
     admits: mpsc::UnboundedSender<Bytes>,
     /// Shared with the connection: the peer is a member, so its id is its
     /// metric label (a node may connect before membership names it).
     member: Arc<AtomicBool>,
-    since: Instant,
 }
 
-/// What the bridge knows of one other node.
+/// What the bridge knows of one other node: the link's bookkeeping
+/// ([`PeerLink`]: numbers, window, resends, backoff) and its I/O.
 struct Peer {
     /// Its bridge address while it is a member.
     addr: Option<SocketAddr>,
-    /// The number of its next batch.
-    next_seq: u64,
-    /// Batches in the window, by number.
-    unacked: BTreeMap<u64, Batch>,
-    /// Batches waiting for room in the window.
-    waiting: VecDeque<Batch>,
-    link: Option<Link>,
+    link: PeerLink<Waiter>,
+    conn: Option<Conn>,
     /// A dial of ours in progress (connecting or in the handshake).
     dialing: Option<u64>,
     /// A redial timer armed.
     redial: Option<SpawnHandle>,
-    /// The next redial delay.
-    backoff: Duration,
     /// Dials that failed to connect in a row (only the first is a warning).
     failed_dials: u32,
 }
 
 impl Peer {
-    fn new(backoff: Duration) -> Self {
+    fn new(settings: &BridgeSettings) -> Self {
+        let backoff = Backoff::new(settings.reconnect_base, settings.reconnect_max);
         Peer {
             addr: None,
-            next_seq: 1,
-            unacked: BTreeMap::new(),
-            waiting: VecDeque::new(),
-            link: None,
+            link: PeerLink::new(settings.window, backoff),
+            conn: None,
             dialing: None,
             redial: None,
-            backoff,
             failed_dials: 0,
         }
     }
@@ -261,6 +248,26 @@ impl Peer {
         } else {
             UNKNOWN_PEER
         }
+    }
+
+    /// Writes what the link lets out on the connection, and counts it.
+    fn write(&self, id: &str, out: Vec<Transmit>, metrics: &Metrics) {
+        let label = self.label(id);
+        if let Some(conn) = &self.conn {
+            for t in out {
+                if conn.admits.send(t.frame).is_ok() {
+                    let outcome = if t.resent { "resent" } else { "sent" };
+                    metrics
+                        .bridge_batches
+                        .with_label_values(&[label, outcome])
+                        .inc();
+                }
+            }
+        }
+        metrics
+            .bridge_unacked
+            .with_label_values(&[label])
+            .set(self.link.unacked() as i64);
     }
 }
 
@@ -361,7 +368,7 @@ impl BridgeActor {
             return;
         };
         let Some(addr) = peer.addr else { return };
-        if peer.link.is_some() || peer.dialing.is_some() || peer.redial.is_some() {
+        if peer.conn.is_some() || peer.dialing.is_some() || peer.redial.is_some() {
             return;
         }
         let setup = self.setup(addr, ctx);
@@ -377,15 +384,13 @@ impl BridgeActor {
         if !self.dials(id) {
             return;
         }
-        let max = self.settings.reconnect_max;
         let Some(peer) = self.peers.get_mut(id) else {
             return;
         };
         if peer.addr.is_none() || peer.redial.is_some() {
             return;
         }
-        let delay = peer.backoff;
-        peer.backoff = delay.saturating_mul(2).min(max);
+        let delay = peer.link.redial_delay();
         let owned = id.to_owned();
         peer.redial = Some(ctx.run_later(delay, move |act, ctx| {
             if let Some(peer) = act.peers.get_mut(&owned) {
@@ -400,18 +405,18 @@ impl BridgeActor {
         self.conns.remove(&conn);
         self.handshaking.remove(&conn);
         let Some(id) = ended.peer else { return };
-        let base = self.settings.reconnect_base;
-        let max = self.settings.reconnect_max;
         let Some(peer) = self.peers.get_mut(&id) else {
             return;
         };
         if peer.dialing == Some(conn) {
             peer.dialing = None;
         }
-        if let Some(link) = peer.link.take_if(|l| l.conn == conn) {
-            if ended.progress || link.since.elapsed() >= max {
-                peer.backoff = base;
-            }
+        let closed = link::Closed {
+            conn,
+            progress: ended.progress,
+        };
+        if peer.link.closed(closed, std::time::Instant::now()) {
+            peer.conn = None;
         }
         if let Closed::Connect(e) = &ended.closed {
             peer.failed_dials += 1;
@@ -423,7 +428,7 @@ impl BridgeActor {
         } else {
             peer.failed_dials = 0;
         }
-        if peer.addr.is_none() && peer.link.is_none() {
+        if peer.addr.is_none() && peer.conn.is_none() {
             // A non-member that went away: nothing to keep (non-members
             // have no batches).
             self.peers.remove(&id);
@@ -444,8 +449,8 @@ impl BridgeActor {
         if let Some(conn) = peer.dialing.take() {
             self.cancel_conn(conn, ctx);
         }
-        if let Some(link) = peer.link.take() {
-            self.cancel_conn(link.conn, ctx);
+        if let Some(conn) = peer.conn.take() {
+            self.cancel_conn(conn.id, ctx);
             self.metrics
                 .bridge_disconnects
                 .with_label_values(&["left"])
@@ -455,12 +460,9 @@ impl BridgeActor {
             .metrics
             .bridge_batches
             .with_label_values(&[id, "failed"]);
-        for batch in std::mem::take(&mut peer.unacked)
-            .into_values()
-            .chain(peer.waiting.drain(..))
-        {
+        for waiter in peer.link.leave() {
             failed.inc();
-            let _ = batch
+            let _ = waiter
                 .reply
                 .send(Err(Failure::Peer(format!("{id} left the cluster"))));
         }
@@ -470,60 +472,27 @@ impl BridgeActor {
 
     /// Queues a batch or question for `peer`, `message` making its frame
     /// from its number; the receiver resolves with the ack or answer.
+    /// An encoding error (a batch over a frame's size) fails the send
+    /// with [`Failure::Invalid`]: sending it again cannot help.
     fn enqueue(
         &mut self,
         id: &str,
+        partition: u16,
         message: impl FnOnce(u64) -> WireMessage,
     ) -> Result<oneshot::Receiver<Outcome>, Failure> {
-        let window = self.settings.window;
         let peer = self
             .peers
             .get_mut(id)
             .filter(|p| p.addr.is_some())
             .ok_or_else(|| Failure::Peer(format!("{:?} is not a member", short(id))))?;
-        let seq = peer.next_seq;
-        let frame = wire::encode(&message(seq)).map_err(|e| Failure::Peer(e.to_string()))?;
-        peer.next_seq += 1;
         let (reply, rx) = oneshot::channel();
-        peer.waiting.push_back(Batch {
-            seq,
-            frame,
-            reply,
-            sent: false,
-        });
-        fill_window(peer, id, window, &self.metrics);
+        let waiter = Waiter { reply, partition };
+        let out = peer
+            .link
+            .enqueue(|seq| wire::encode(&message(seq)), waiter)
+            .map_err(|e| Failure::Invalid(e.to_string()))?;
+        peer.write(id, out, &self.metrics);
         Ok(rx)
-    }
-}
-
-/// Moves waiting batches into the window while it has room, sending them
-/// if a connection is up.
-fn fill_window(peer: &mut Peer, id: &str, window: usize, metrics: &Metrics) {
-    let label = peer.label(id);
-    while peer.unacked.len() < window {
-        let Some(mut batch) = peer.waiting.pop_front() else {
-            break;
-        };
-        if let Some(link) = &peer.link {
-            transmit(&mut batch, link, label, metrics);
-        }
-        peer.unacked.insert(batch.seq, batch);
-    }
-    metrics
-        .bridge_unacked
-        .with_label_values(&[label])
-        .set(peer.unacked.len() as i64);
-}
-
-/// Hands a batch to a connection's writer.
-fn transmit(batch: &mut Batch, link: &Link, label: &str, metrics: &Metrics) {
-    if link.admits.send(batch.frame.clone()).is_ok() {
-        let outcome = if batch.sent { "resent" } else { "sent" };
-        batch.sent = true;
-        metrics
-            .bridge_batches
-            .with_label_values(&[label, outcome])
-            .inc();
     }
 }
 
@@ -613,21 +582,21 @@ impl Handler<SetPeers> for BridgeActor {
         for id in gone {
             self.leave(&id, ctx);
         }
-        let base = self.settings.reconnect_base;
         for (id, addr) in msg.peers {
             if id == self.settings.node_id {
                 continue;
             }
+            let settings = &self.settings;
             let peer = self
                 .peers
                 .entry(id.clone())
-                .or_insert_with(|| Peer::new(base));
+                .or_insert_with(|| Peer::new(settings));
             if peer.addr != Some(addr) {
                 peer.addr = Some(addr);
-                if let Some(link) = &peer.link {
-                    link.member.store(true, Ordering::Relaxed);
+                if let Some(conn) = &peer.conn {
+                    conn.member.store(true, Ordering::Relaxed);
                 }
-                peer.backoff = base;
+                peer.link.reset_backoff();
                 peer.failed_dials = 0;
                 // A dial to its old address starts over; an established
                 // connection is to the right node whatever its address.
@@ -655,7 +624,7 @@ impl Handler<SendBatch> for BridgeActor {
             partition,
             entries,
         } = msg;
-        let sent = self.enqueue(&peer, |seq| WireMessage::Admit {
+        let sent = self.enqueue(&peer, partition, |seq| WireMessage::Admit {
             seq,
             partition,
             entries,
@@ -673,7 +642,7 @@ impl Handler<SendDigest> for BridgeActor {
             partition,
             query,
         } = msg;
-        let sent = self.enqueue(&peer, |seq| WireMessage::Digest {
+        let sent = self.enqueue(&peer, partition, |seq| WireMessage::Digest {
             seq,
             partition,
             digest: query.digest,
@@ -708,9 +677,9 @@ impl Handler<GetBridgeStatus> for BridgeActor {
                 node: id.clone(),
                 addr: p.addr,
                 dials: self.dials(id),
-                connected: p.link.is_some(),
-                unacked: p.unacked.len(),
-                waiting: p.waiting.len(),
+                connected: p.conn.is_some(),
+                unacked: p.link.unacked(),
+                waiting: p.link.waiting(),
             })
             .collect();
         MessageResult(BridgeStatus { peers })
@@ -738,26 +707,23 @@ impl Handler<Established> for BridgeActor {
             // address, a peer that left): its writer is gone.
             return;
         }
-        let base = self.settings.reconnect_base;
+        let settings = &self.settings;
         let peer = self
             .peers
             .entry(msg.peer.clone())
-            .or_insert_with(|| Peer::new(base));
+            .or_insert_with(|| Peer::new(settings));
         let label = peer.label(&msg.peer);
         msg.member.store(peer.addr.is_some(), Ordering::Relaxed);
         if peer.dialing == Some(msg.conn) {
             peer.dialing = None;
         }
-        let link = Link {
-            conn: msg.conn,
+        let (_, out) = peer.link.connected(msg.conn, std::time::Instant::now());
+        let old = peer.conn.replace(Conn {
+            id: msg.conn,
             admits: msg.admits,
             member: msg.member,
-            since: Instant::now(),
-        };
-        for batch in peer.unacked.values_mut() {
-            transmit(batch, &link, label, &self.metrics);
-        }
-        let old = peer.link.replace(link);
+        });
+        peer.write(&msg.peer, out, &self.metrics);
         self.metrics
             .bridge_connections
             .with_label_values(&[label])
@@ -769,7 +735,7 @@ impl Handler<Established> for BridgeActor {
                 .bridge_disconnects
                 .with_label_values(&["replaced"])
                 .inc();
-            self.cancel_conn(old.conn, ctx);
+            self.cancel_conn(old.id, ctx);
         }
     }
 }
@@ -791,19 +757,18 @@ impl Handler<Acked> for BridgeActor {
         let Some(peer) = self.peers.get_mut(&msg.peer) else {
             return;
         };
-        let Some(batch) = peer.unacked.remove(&msg.seq) else {
+        let Some((waiter, out)) = peer.link.acked(msg.seq) else {
             // A batch acked twice (sent again after a reconnect), or one
             // that failed when the peer left.
             tracing::debug!(peer = %msg.peer, seq = msg.seq, "bridge: ack of no unacked batch");
             return;
         };
-        let _ = batch.reply.send(Ok(msg.answer));
+        let _ = waiter.reply.send(Ok(msg.answer));
         self.metrics
             .bridge_batches
             .with_label_values(&[peer.label(&msg.peer), "acked"])
             .inc();
-        peer.backoff = self.settings.reconnect_base;
-        fill_window(peer, &msg.peer, self.settings.window, &self.metrics);
+        peer.write(&msg.peer, out, &self.metrics);
     }
 }
 
@@ -823,16 +788,17 @@ impl Handler<Nacked> for BridgeActor {
         let Some(peer) = self.peers.get_mut(&msg.peer) else {
             return;
         };
-        let Some(batch) = peer.unacked.remove(&msg.seq) else {
+        let Some((waiter, out)) = peer.link.refused(msg.seq) else {
             return;
         };
-        tracing::debug!(peer = %msg.peer, reason = %msg.reason, "bridge: batch not taken; the sender routes it again");
-        let _ = batch.reply.send(Err(Failure::Peer(msg.reason)));
+        let partition = waiter.partition;
+        tracing::debug!(peer = %msg.peer, partition, reason = %msg.reason, "bridge: batch not taken; the sender routes it again");
+        let _ = waiter.reply.send(Err(Failure::NotHeld { partition }));
         self.metrics
             .bridge_batches
             .with_label_values(&[peer.label(&msg.peer), "nacked"])
             .inc();
-        fill_window(peer, &msg.peer, self.settings.window, &self.metrics);
+        peer.write(&msg.peer, out, &self.metrics);
     }
 }
 
@@ -1175,7 +1141,7 @@ async fn answer(
 ) -> Answer {
     let result = match request.await.map_err(Failure::from).and_then(|r| r) {
         Ok(reply) => Ok(Some(reply.into())),
-        Err(Failure::Peer(reason)) => Err(Failure::Peer(reason)),
+        Err(not_held @ Failure::NotHeld { .. }) => Err(not_held),
         Err(failure) => {
             tracing::debug!(error = %failure, "bridge: a digest question failed here");
             Ok(Some(WireReply::Unclaimed))
@@ -1337,9 +1303,9 @@ impl LinkIo<'_> {
                 };
                 acks.send((reply, place)).map_err(|_| Closed::Stopping)
             }
-            Err(Failure::Peer(reason)) => {
+            Err(not_held @ Failure::NotHeld { .. }) => {
                 self.count_batch("nacked");
-                acks.send((Reply::Nack(seq, reason), place))
+                acks.send((Reply::Nack(seq, not_held.to_string()), place))
                     .map_err(|_| Closed::Stopping)
             }
             Err(failure) => {

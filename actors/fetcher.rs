@@ -111,7 +111,12 @@ impl Handler<Fetch> for FetcherPool {
             if msg.asker.strong_count() == 0 {
                 // Its host is gone (failed, or stopped): nobody would
                 // honour the politeness this request owes.
-                return Err(FetchError::Protocol("the asking host is gone".into()));
+                return Err(FetchError::NotSent("the asking host is gone".into()));
+            }
+            if msg.lease.as_ref().is_some_and(|lease| !lease.is_open()) {
+                // Its owner's lease ended while it waited: another node
+                // may own the host by now.
+                return Err(FetchError::NotSent("the partition's lease ended".into()));
             }
             let mut result = client.get_with(&msg.url, &msg.validators).await;
             match &mut result {

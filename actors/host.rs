@@ -135,6 +135,13 @@ impl HostActor {
         page: bool,
         ctx: &mut Context<Self>,
     ) {
+        let lease = self.links.lease.clone();
+        if lease.as_ref().is_some_and(|l| !l.is_open()) {
+            // The partition's lease ended (after a pause, the stop is on
+            // its way): not sent, and asked again if the host lives on.
+            let fx = self.machine.fetch_lost(id, &*self.store, self.clock.now());
+            return self.apply(fx, ctx);
+        }
         // Dropped with this future, so with the actor if it dies.
         let asker = Arc::new(());
         let fetch = self.links.pipeline.fetch.send(Fetch {
@@ -143,11 +150,16 @@ impl HostActor {
             asker: Arc::downgrade(&asker),
             released: std::time::Instant::now(),
             page,
+            lease,
         });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
             drop(asker);
             let now = act.clock.now();
             let fx = match result {
+                Ok(Err(crate::fetch::FetchError::NotSent(why))) => {
+                    tracing::debug!(host = act.machine.host(), why, "a request was not sent");
+                    act.machine.fetch_lost(id, &*act.store, now)
+                }
                 Ok(result) => act.machine.fetched(id, result, &*act.store, now),
                 Err(err) => {
                     tracing::debug!(host = act.machine.host(), error = %err, "the fetcher did not take a request");
@@ -545,7 +557,7 @@ impl Runner {
         }
         Observed {
             visit: Visit {
-                at_ms: crate::clock::unix_ms(response.started_at),
+                at_ms: job.visited_ms,
                 status: response.status,
                 etag: response.header("etag").map(str::to_owned),
                 last_modified: response.header("last-modified").map(str::to_owned),

@@ -93,6 +93,9 @@ pub struct HostLinks {
     pub idle: Recipient<HostIdle>,
     /// Its partition: host state saves.
     pub save: Recipient<SaveHostState>,
+    /// The end of the node's lease over its partition (with a checkpoint
+    /// chain): no request starts after it.
+    pub lease: Option<std::sync::Arc<crate::cluster::gate::LeaseGate>>,
 }
 
 // ------------------------------------------------------------- Supervision
@@ -444,6 +447,10 @@ pub struct Fetch {
     /// before it starts, carried with its response
     /// ([`crate::fetch::pipeline`]); robots.txt takes none.
     pub page: bool,
+    /// With `state_url`, the end of the partition's lease: a request that
+    /// waited for its slot past it is not sent
+    /// ([`crate::fetch::FetchError::NotSent`]).
+    pub lease: Option<std::sync::Arc<crate::cluster::gate::LeaseGate>>,
 }
 
 // -------------------------------------------------------------- ParserPool
@@ -613,10 +620,13 @@ pub struct SetPeers {
 /// Sends URLs of `partition`, which `peer` owns, to that node. Resolves
 /// `Ok` only once the peer acknowledged them as durably admitted (then the
 /// sender may forget them); waits while the peer's window of unacked
-/// batches is full. `Err(Failure::Peer)` if `peer` is not a member (or
-/// leaves before acking) or the batch does not fit a frame;
-/// `Err(Failure::Mailbox)` if the bridge stopped. Either way the sender
-/// still holds the batch, and may send it again: admission is idempotent.
+/// batches is full. `Err(Failure::NotHeld)` if the peer does not hold the
+/// partition (route it again by the next view); `Err(Failure::Peer)` if
+/// `peer` is not a member (or leaves before acking);
+/// `Err(Failure::Invalid)` if the batch does not fit a frame;
+/// `Err(Failure::Mailbox)` if the bridge stopped. Whatever the error the
+/// sender still holds the batch, and may send it again: admission is
+/// idempotent.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<(), Failure>")]
 pub struct SendBatch {
@@ -665,8 +675,8 @@ pub struct SetControls {
 }
 
 /// Asks `peer`, which owns `partition`, a question about a digest of it.
-/// Resolves with the peer's answer; `Err(Failure::Peer)` as for
-/// [`SendBatch`] (also when the peer does not hold the partition). Asking
+/// Resolves with the peer's answer; errors as for [`SendBatch`]
+/// (`NotHeld` when the peer does not hold the partition). Asking
 /// again is harmless: a registration repeated is answered as the first
 /// was, and a claim repeated (resent after a reconnect) at worst waits for
 /// the first one's expiry.
@@ -682,7 +692,7 @@ pub struct SendDigest {
 }
 
 /// A question about a digest of `partition` from another node. Answered
-/// `Err(Failure::Peer)` if this node does not hold the partition (the
+/// `Err(Failure::NotHeld)` if this node does not hold the partition (the
 /// bridge sends that back as a refusal).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<crate::dedup::exact::DigestReply, Failure>")]
@@ -694,10 +704,12 @@ pub struct RemoteDigest {
 }
 
 /// URLs another node sent for `partition`, which this node owns. `Ok` means
-/// they are durably admitted (the bridge acks them to the sender); on
-/// `Err` the bridge closes the connection and the sender sends them again
-/// after it reconnects, so `Err` is for failures that may pass (a store
-/// write, a restarting partition).
+/// they are durably admitted (the bridge acks them to the sender);
+/// `Err(Failure::NotHeld)` if this node does not hold the partition (the
+/// bridge refuses them back, to be routed again); on any other `Err` the
+/// bridge closes the connection and the sender sends them again after it
+/// reconnects, so that is for failures that may pass (a store write, a
+/// restarting partition).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Result<(), Failure>")]
 pub struct RemoteAdmit {
@@ -756,6 +768,8 @@ pub struct TakePartition {
     pub hold_until_ms: u64,
     /// The write watermark its last checkpoint covers.
     pub covers: u64,
+    /// The end of the lease, as its hosts check it.
+    pub lease: std::sync::Arc<crate::cluster::gate::LeaseGate>,
 }
 
 /// Makes a checkpoint of a held partition in `dir`.
@@ -778,7 +792,8 @@ pub struct DrainPartition {
 }
 
 /// Stops a held partition now and closes its store: fenced, lapsed, or
-/// handed back (then its final checkpoint is published already).
+/// handed back (then its final checkpoint is published already). Resolves
+/// once the store is closed.
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct StopPartition {

@@ -61,6 +61,9 @@ use crate::store::{
 /// most, with `state_url`: it bounds the memory of batches in flight.
 const MAX_DURABLE_WINDOW: usize = 8192;
 
+/// How long a stop waits for its partition's store to close before it
+/// gives up waiting (and says so).
+const CLOSE_WAIT: Duration = Duration::from_secs(30);
 /// How often a cluster node sends what waits in its outboxes.
 const OUTBOX_POLL: Duration = Duration::from_millis(100);
 /// Pages of the outbox read per partition per pass, at most.
@@ -115,12 +118,24 @@ pub enum NodeError {
     Upload(#[from] UploadOpenError),
 }
 
+/// How a partition is opened: its hosts held until `hold_until_ms` at
+/// least (Unix ms), its writes counted from `covers`, its requests gated
+/// by `lease` (with a checkpoint chain).
+#[derive(Default)]
+struct Taken {
+    hold_until_ms: u64,
+    covers: u64,
+    lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
+}
+
 /// A partition this node holds: its actor, and its store (open: holding
 /// it is what owning the partition means).
 struct Held {
     addr: Addr<PartitionActor>,
     /// To restart the actor if it fails.
     store: Arc<PartitionStore>,
+    /// Its lease's gate (with a checkpoint chain), kept across restarts.
+    lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
 }
 
 /// The root actor.
@@ -335,6 +350,7 @@ impl Node {
             metrics: metrics.clone(),
             hold_until_ms: 0,
             covers: 0,
+            lease: None,
         };
         let restart_setup = setup.clone();
         let partitions: Vec<Option<Held>> = stores
@@ -348,7 +364,11 @@ impl Node {
                 let addr = PartitionActor::start_in_arbiter(&arbiter.handle(), move |_| {
                     PartitionActor::new(id as u16, actor_store, setup)
                 });
-                Some(Held { addr, store })
+                Some(Held {
+                    addr,
+                    store,
+                    lease: None,
+                })
             })
             .collect();
         let recipients = partitions
@@ -548,8 +568,10 @@ impl Node {
             let setup = PartitionSetup {
                 settings: Arc::new(settings),
                 hold_until_ms: self.clock.now().unix_ms() + hold,
+                lease: held.lease.clone(),
                 ..self.setup.clone()
             };
+            let lease = held.lease.clone();
             let store = held.store.clone();
             let actor_store = store.clone();
             let arbiter = self.store_arbiters[id % self.store_arbiters.len()].handle();
@@ -557,7 +579,7 @@ impl Node {
                 PartitionActor::new(id as u16, actor_store, setup)
             });
             self.reroute(id as u16, Some(&addr));
-            self.partitions[id] = Some(Held { addr, store });
+            self.partitions[id] = Some(Held { addr, store, lease });
             self.partition_restarts += 1;
         }
     }
@@ -641,23 +663,17 @@ impl Node {
     /// may still be on the wire, so none of them is contacted before that
     /// request could have ended, and each owes its last delay again.
     fn open_partition(&mut self, id: u16, node: &str) -> Result<(), StoreError> {
-        self.open_held(id, node, 0, 0)
+        self.open_held(id, node, Taken::default())
     }
 
-    /// [`Node::open_partition`], its hosts held until `hold_until_ms` at
-    /// least, its writes counted from `covers`.
-    fn open_held(
-        &mut self,
-        id: u16,
-        node: &str,
-        hold_until_ms: u64,
-        covers: u64,
-    ) -> Result<(), StoreError> {
+    /// [`Node::open_partition`], as `taken` says.
+    fn open_held(&mut self, id: u16, node: &str, taken: Taken) -> Result<(), StoreError> {
         let store = Arc::new(PartitionStore::open(&self.env, &self.data_dir, id)?);
         let crashed = store.begin_run(node)?;
         let mut setup = self.setup.clone();
-        setup.hold_until_ms = hold_until_ms;
-        setup.covers = covers;
+        setup.hold_until_ms = taken.hold_until_ms;
+        setup.covers = taken.covers;
+        setup.lease = taken.lease.clone();
         if crashed {
             let mut settings = (*setup.settings).clone();
             settings.crashed = true;
@@ -675,7 +691,11 @@ impl Node {
             PartitionActor::new(id, actor_store, setup)
         });
         self.reroute(id, Some(&addr));
-        self.partitions[usize::from(id)] = Some(Held { addr, store });
+        self.partitions[usize::from(id)] = Some(Held {
+            addr,
+            store,
+            lease: taken.lease,
+        });
         Ok(())
     }
 
@@ -1002,8 +1022,7 @@ impl Node {
         entries: Vec<crate::store::AdmitEntry>,
     ) -> futures_util::future::BoxFuture<'static, Result<(), Failure>> {
         let Some(Some(held)) = self.partitions.get(usize::from(id)) else {
-            let reason = format!("partition {id} is not held here");
-            return Box::pin(async move { Err(Failure::Peer(reason)) });
+            return Box::pin(async move { Err(Failure::NotHeld { partition: id }) });
         };
         if self.ownership().is_none() {
             let admit = held.addr.send(AdmitBatch { entries });
@@ -1017,10 +1036,10 @@ impl Node {
             let durable = node
                 .send(AwaitDurable { id, seq, admitter })
                 .await?
-                .ok_or_else(|| Failure::Peer(format!("partition {id} was stopped here")))?;
+                .ok_or(Failure::NotHeld { partition: id })?;
             durable
                 .await
-                .map_err(|_| Failure::Peer(format!("partition {id} was stopped here")))
+                .map_err(|_| Failure::NotHeld { partition: id })
         })
     }
 
@@ -1130,7 +1149,12 @@ impl Handler<super::messages::TakePartition> for Node {
             .as_ref()
             .map(|c| c.node_id.clone())
             .unwrap_or_default();
-        self.open_held(msg.id, &node, msg.hold_until_ms, msg.covers)
+        let taken = Taken {
+            hold_until_ms: msg.hold_until_ms,
+            covers: msg.covers,
+            lease: Some(msg.lease),
+        };
+        self.open_held(msg.id, &node, taken)
             .map_err(|e| Failure::Store(e.to_string()))?;
         tracing::info!(partition = msg.id, "partition taken");
         self.wake_assigned_waiters();
@@ -1204,33 +1228,56 @@ impl Handler<super::messages::DrainPartition> for Node {
 }
 
 impl Handler<super::messages::StopPartition> for Node {
-    type Result = ();
+    type Result = ResponseFuture<()>;
 
     /// Closes the partition: after a hand-back, its store marked as ended
     /// cleanly; fenced or lapsed, at once (its hosts die with its actor;
     /// requests in flight end on their own, and the next owner's hold
     /// covers them). Link batches waiting on its durability are refused,
-    /// so their senders send them again, to its next owner.
-    fn handle(&mut self, msg: super::messages::StopPartition, ctx: &mut Self::Context) {
+    /// so their senders send them again, to its next owner. Resolves once
+    /// its store is closed (the last handle on it dropped), so a later take
+    /// of the partition here never restores into a directory an old
+    /// instance still writes to.
+    fn handle(
+        &mut self,
+        msg: super::messages::StopPartition,
+        _: &mut Self::Context,
+    ) -> Self::Result {
         if let Some(o) = self.ownership_mut() {
             if let Some(acks) = o.acks.get_mut(usize::from(msg.id)) {
-                acks.forget();
+                // Dropped, each waiter's admission fails `NotHeld`.
+                drop(acks.forget());
             }
         }
         let Some(held) = self.partitions[usize::from(msg.id)].take() else {
-            return;
+            return Box::pin(async {});
         };
         self.reroute(msg.id, None);
         let clean = msg.reason == StopReason::Released;
         let id = msg.id;
-        let stopped = async move {
+        Box::pin(async move {
             if clean {
                 sync_stores(vec![held.store.clone()], true).await;
             }
             held.addr.do_send(super::messages::Retire);
+            let store = Arc::downgrade(&held.store);
+            drop(held);
             tracing::info!(partition = id, reason = ?msg.reason, "partition closed");
-        };
-        ctx.spawn(stopped.into_actor(self));
+            wait_closed(id, store).await;
+        })
+    }
+}
+
+/// Waits until the last handle on a stopped partition's store is dropped
+/// (its hosts and actor have stopped), at most [`CLOSE_WAIT`].
+async fn wait_closed(id: u16, store: std::sync::Weak<crate::store::PartitionStore>) {
+    let deadline = tokio::time::Instant::now() + CLOSE_WAIT;
+    while store.strong_count() > 0 {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(partition = id, "a stopped partition's store is still open");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -1297,8 +1344,8 @@ impl Handler<RemoteDigest> for Node {
 
     fn handle(&mut self, msg: RemoteDigest, _: &mut Self::Context) -> Self::Result {
         let Some(Some(held)) = self.partitions.get(usize::from(msg.partition)) else {
-            let reason = format!("partition {} is not held here", msg.partition);
-            return Box::pin(async move { Err(Failure::Peer(reason)) });
+            let partition = msg.partition;
+            return Box::pin(async move { Err(Failure::NotHeld { partition }) });
         };
         let ask = held.addr.send(msg.query);
         Box::pin(async move { ask.await? })
@@ -1527,8 +1574,7 @@ impl Handler<SetBlock> for Node {
     fn handle(&mut self, msg: SetBlock, _: &mut Self::Context) -> Self::Result {
         let partition = crate::url::partition_of(msg.target.name(), self.partitions.len() as u16);
         let Some(Some(held)) = self.partitions.get(usize::from(partition)) else {
-            let reason = format!("partition {partition} is not held here");
-            return Box::pin(async move { Err(Failure::Peer(reason)) });
+            return Box::pin(async move { Err(Failure::NotHeld { partition }) });
         };
         let set = held.addr.send(msg);
         Box::pin(async move { set.await? })
@@ -1776,9 +1822,8 @@ impl Handler<AskHost> for Node {
     fn handle(&mut self, mut msg: AskHost, _: &mut Self::Context) -> Self::Result {
         msg.host = msg.host.to_ascii_lowercase();
         let Some(held) = self.holder_of(&msg.host) else {
-            return Box::pin(async {
-                Err(Failure::Peer("another node holds its partition".into()))
-            });
+            let partition = crate::url::partition_of(&msg.host, self.partitions.len() as u16);
+            return Box::pin(async move { Err(Failure::NotHeld { partition }) });
         };
         let ask = held.addr.send(msg);
         Box::pin(async move { ask.await? })

@@ -32,6 +32,7 @@ use super::messages::{
 };
 use crate::clock::SharedClock;
 use crate::cluster::chain::{ChainError, StateStore};
+use crate::cluster::gate::LeaseGate;
 use crate::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, StopReason,
 };
@@ -91,6 +92,18 @@ struct Chain {
     uploaded: Option<(u64, Vec<FileRef>)>,
     /// The owner this node was last said to wait on (logged once).
     waiting_on: Option<String>,
+    /// Counts the partition's stops. A take whose restore was still
+    /// running when the lease stopped the partition (advice moved it on
+    /// at once, or it was fenced) must not open it afterwards: the lease
+    /// is over, and another node may hold it by then.
+    stops: u64,
+    /// Held by a take from the start of its restore until the node has
+    /// the partition (or the take gave up): two takes of one partition
+    /// never work on its directory at once.
+    taking: Arc<tokio::sync::Mutex<()>>,
+    /// The lease's end as the partition's requests see it, moved after
+    /// every event of the lease.
+    gate: Arc<LeaseGate>,
 }
 
 /// The actor.
@@ -118,6 +131,9 @@ impl OwnershipActor {
                 head: None,
                 uploaded: None,
                 waiting_on: None,
+                stops: 0,
+                taking: Arc::default(),
+                gate: Arc::new(LeaseGate::new(settings.clock.clone())),
             })
             .collect();
         OwnershipActor {
@@ -148,8 +164,11 @@ impl OwnershipActor {
         self.answer_release(now);
     }
 
-    /// Carries out what partition `p`'s lease asks.
+    /// Carries out what partition `p`'s lease asks (it was just told
+    /// something), and moves the lease's gate.
     fn effects(&mut self, p: u16, ctx: &mut Context<Self>) {
+        let chain = &self.chains[usize::from(p)];
+        chain.gate.set(chain.lease.fetch_until());
         while let Some(effect) = self.chains[usize::from(p)].lease.poll() {
             match effect {
                 Effect::ReadHead => self.read_head(p, ctx),
@@ -173,6 +192,7 @@ impl OwnershipActor {
                 }
                 Effect::Drain => self.drain(p, ctx),
                 Effect::Stop { reason } => {
+                    self.chains[usize::from(p)].stops += 1;
                     match reason {
                         StopReason::Released => {
                             tracing::info!(partition = p, "partition handed back")
@@ -191,7 +211,17 @@ impl OwnershipActor {
                         .partition_stops
                         .with_label_values(&[reason.label()])
                         .inc();
-                    self.orders.stop.do_send(StopPartition { id: p, reason });
+                    // After a take under way has opened it (or given up),
+                    // and before the next take restores it.
+                    let turn = self.chains[usize::from(p)].taking.clone();
+                    let stop = self.orders.stop.clone();
+                    ctx.spawn(
+                        async move {
+                            let _turn = turn.lock_owned().await;
+                            let _ = stop.send(StopPartition { id: p, reason }).await;
+                        }
+                        .into_actor(self),
+                    );
                 }
             }
         }
@@ -352,45 +382,79 @@ impl OwnershipActor {
         let cache = self.settings.data_dir.join(STATE_CACHE);
         let take = self.orders.take.clone();
         let metrics = self.settings.metrics.clone();
+        let chain = &self.chains[usize::from(p)];
+        let (stops, taking) = (chain.stops, chain.taking.clone());
         let restore = async move {
-            match (&from, manifest) {
-                // A chain never written to: a store on disk (a crawl that
-                // ran without state_url) is adopted as the first state.
-                (None, _) => {}
-                (Some(_), Some(m)) if m.files.is_empty() => remove_dir(dir.clone()).await?,
-                (Some(_), Some(m)) => {
-                    remove_dir(dir.clone()).await?;
-                    let stats = state
-                        .restore(&m, &dir, &cache)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    let restored = &metrics.restore_bytes;
-                    restored
-                        .with_label_values(&["downloaded"])
-                        .inc_by(stats.downloaded);
-                    restored.with_label_values(&["reused"]).inc_by(stats.reused);
-                    tracing::info!(
-                        partition = p,
-                        number = m.number,
-                        downloaded = stats.downloaded,
-                        reused = stats.reused,
-                        "partition restored from its chain"
-                    );
+            let turn = taking.lock_owned().await;
+            let restored = async {
+                match (&from, manifest) {
+                    // A chain never written to: a store on disk (a crawl
+                    // that ran without state_url) is adopted as the first
+                    // state.
+                    (None, _) => {}
+                    (Some(_), Some(m)) if m.files.is_empty() => remove_dir(dir.clone()).await?,
+                    (Some(_), Some(m)) => {
+                        remove_dir(dir.clone()).await?;
+                        let stats = state
+                            .restore(&m, &dir, &cache)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        let restored = &metrics.restore_bytes;
+                        restored
+                            .with_label_values(&["downloaded"])
+                            .inc_by(stats.downloaded);
+                        restored.with_label_values(&["reused"]).inc_by(stats.reused);
+                        tracing::info!(
+                            partition = p,
+                            number = m.number,
+                            downloaded = stats.downloaded,
+                            reused = stats.reused,
+                            "partition restored from its chain"
+                        );
+                    }
+                    (Some(h), None) => {
+                        return Err(format!("manifest {} was not read", h.number));
+                    }
                 }
-                (Some(h), None) => {
-                    return Err(format!("manifest {} was not read", h.number));
-                }
+                Ok(())
             }
-            take.send(TakePartition {
-                id: p,
-                hold_until_ms,
-                covers,
-            })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+            .await;
+            (restored, turn)
         };
-        ctx.spawn(restore.into_actor(self).map(move |taken, _, _| {
+        // Back in the actor: open the partition only if the lease did not
+        // stop it meanwhile (the order to open then goes out before any
+        // later order to stop it).
+        let open = restore
+            .into_actor(self)
+            .then(move |(restored, turn), act, _| {
+                let stopped = act.chains[usize::from(p)].stops != stops;
+                let send = (restored.is_ok() && !stopped).then(|| {
+                    take.send(TakePartition {
+                        id: p,
+                        hold_until_ms,
+                        covers,
+                        lease: act.chains[usize::from(p)].gate.clone(),
+                    })
+                });
+                async move {
+                    restored?;
+                    let Some(send) = send else {
+                        tracing::info!(
+                            partition = p,
+                            "partition stopped while it was restored: not opened"
+                        );
+                        return Ok(());
+                    };
+                    let opened = send
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| e.to_string());
+                    drop(turn);
+                    opened
+                }
+                .into_actor(act)
+            });
+        ctx.spawn(open.map(move |taken, _, _| {
             if let Err(err) = taken {
                 tracing::error!(partition = p, error = %err, "cannot open a claimed partition; it waits unfetched until its lease passes on");
             }

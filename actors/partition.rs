@@ -84,6 +84,10 @@ pub struct PartitionSetup {
     /// The write watermark to count on from: the one the partition's last
     /// published checkpoint covers (0 without a checkpoint chain).
     pub covers: u64,
+    /// With a checkpoint chain, the end of this node's lease over the
+    /// partition, which its hosts and the fetcher check before every
+    /// request (`None` without one).
+    pub lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
 }
 
 /// One partition.
@@ -135,6 +139,8 @@ pub struct PartitionActor {
     held_back: std::collections::HashSet<String>,
     /// Operators' slow-downs of hosts (see `politeness::slowdown`).
     slowdowns: HashMap<String, crate::politeness::slowdown::Slowdown>,
+    /// See [`PartitionSetup::lease`].
+    lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
     metrics: Arc<Metrics>,
 }
 
@@ -189,6 +195,7 @@ impl PartitionActor {
             metrics,
             hold_until_ms,
             covers,
+            lease,
         } = setup;
         PartitionActor {
             id,
@@ -219,6 +226,7 @@ impl PartitionActor {
             blocks: BlockList::default(),
             held_back: Default::default(),
             slowdowns: HashMap::new(),
+            lease,
             metrics,
         }
     }
@@ -329,6 +337,7 @@ impl PartitionActor {
             forward: me.clone().recipient(),
             idle: me.clone().recipient(),
             save: me.recipient(),
+            lease: self.lease.clone(),
         };
         // A host restarted after its actor died owes its last delay again,
         // as after a crash.

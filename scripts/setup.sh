@@ -5,7 +5,9 @@
 # indexer to check trawl's indexes against; schemathesis to fuzz the admin
 # API; moto's S3 server, which tests/upload.rs uploads WARC files to) and
 # Prometheus for the monitoring test (tests/monitoring.rs runs the
-# dashboard's queries on a real one). With TRAWL_NEED_BENCH=1, nginx and
+# dashboard's queries on a real one). With TRAWL_NEED_NETNS=1, iproute2
+# (tests/cluster_hosts.rs and the cluster demo make network namespaces).
+# With TRAWL_NEED_BENCH=1, nginx and
 # GNU time for the side-by-side bench (benches/sidebyside/run.sh serves its
 # web with nginx and measures each crawler with /usr/bin/time). Checks
 # first, installs only what is missing. Sourced by demo.sh, test.sh and
@@ -22,6 +24,9 @@ if command -v dpkg >/dev/null 2>&1; then
   if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+  fi
+  if [ "${TRAWL_NEED_NETNS:-0}" = 1 ]; then
+    command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
   fi
   if [ "${TRAWL_NEED_PROMETHEUS:-0}" = 1 ]; then
     [ -x /usr/bin/prometheus ] || missing+=(prometheus)

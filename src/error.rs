@@ -25,6 +25,17 @@ pub enum Failure {
     /// sender, to be routed again.
     #[error("peer: {0}")]
     Peer(String),
+    /// This node does not hold the partition the work is for (it never
+    /// did, or it stopped or handed it over): the sender's view of the
+    /// cluster is not this node's, and it routes the work again by its
+    /// next one. The one failure a link batch is refused with (a `Nack`
+    /// on the wire); any other closes the connection, so that it is sent
+    /// again rather than routed elsewhere.
+    #[error("partition {partition} is not held here")]
+    NotHeld {
+        /// The partition.
+        partition: u16,
+    },
     /// A request (from an operator) is not valid: nothing was changed.
     #[error("invalid: {0}")]
     Invalid(String),
@@ -38,6 +49,7 @@ impl Failure {
             Failure::Archive(_) => "archive",
             Failure::Mailbox(_) => "mailbox",
             Failure::Peer(_) => "peer",
+            Failure::NotHeld { .. } => "not_held",
             Failure::Invalid(_) => "invalid",
         }
     }

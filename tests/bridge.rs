@@ -83,10 +83,9 @@ impl Handler<RemoteDigest> for Probe {
 
     fn handle(&mut self, msg: RemoteDigest, _: &mut Self::Context) -> Self::Result {
         if msg.partition != 1 {
-            return Err(Failure::Peer(format!(
-                "partition {} is not held here",
-                msg.partition
-            )));
+            return Err(Failure::NotHeld {
+                partition: msg.partition,
+            });
         }
         Ok(match msg.query.ask {
             DigestAsk::Register(copy) => DigestReply::Stored(copy),
@@ -572,23 +571,33 @@ fn a_batch_for_a_partition_not_held_there_is_refused_back_to_its_sender() {
         let a = start("a", 4, false);
         let mut b = start("b", 4, true);
         pair(&a, &b).await;
-        // b does not hold the partition: the sender learns it (to route
-        // the batch again by its own view), and the connection stays up.
+        // Any failure but "not held" is no refusal: the connection closes
+        // and the batch comes again, to the same node.
         let send = a.addr.send(batch("b", 5));
         let first = within("the delivery", b.deliveries.recv()).await.unwrap();
         first
             .answer
             .unwrap()
-            .send(Err(Failure::Peer("partition 5 is not held here".into())))
+            .send(Err(Failure::Peer("some other failure".into())))
+            .unwrap();
+        let again = within("the redelivery", b.deliveries.recv()).await.unwrap();
+        assert_eq!(again.admit.entries, entries(5, 3));
+        assert_eq!(count(&b.metrics.bridge_disconnects, &["rejected"]), 1);
+        assert_eq!(count(&a.metrics.bridge_batches, &["b", "nacked"]), 0);
+        // b does not hold the partition: the sender learns it, typed (to
+        // route the batch again by its own view), and the connection
+        // stays up.
+        again
+            .answer
+            .unwrap()
+            .send(Err(Failure::NotHeld { partition: 5 }))
             .unwrap();
         let refused = within("the refusal", send).await.unwrap();
-        assert_eq!(
-            refused,
-            Err(Failure::Peer("partition 5 is not held here".into()))
-        );
+        assert_eq!(refused, Err(Failure::NotHeld { partition: 5 }));
         assert_eq!(count(&a.metrics.bridge_batches, &["b", "nacked"]), 1);
         assert_eq!(count(&b.metrics.bridge_batches, &["a", "nacked"]), 1);
-        assert_eq!(count(&b.metrics.bridge_disconnects, &["rejected"]), 0);
+        assert_eq!(count(&b.metrics.bridge_disconnects, &["rejected"]), 1);
+        let connections = count(&a.metrics.bridge_connections, &["b"]);
         // The same connection carries the next batch.
         let send = a.addr.send(batch("b", 6));
         let next = within("the next delivery", b.deliveries.recv())
@@ -596,7 +605,7 @@ fn a_batch_for_a_partition_not_held_there_is_refused_back_to_its_sender() {
             .unwrap();
         next.answer.unwrap().send(Ok(())).unwrap();
         assert_eq!(within("the ack", send).await, Ok(Ok(())));
-        assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);
+        assert_eq!(count(&a.metrics.bridge_connections, &["b"]), connections);
     });
 }
 
@@ -628,10 +637,7 @@ fn digest_questions_are_answered_across_the_bridge_or_refused_if_not_held() {
         );
         // Not held there: refused back, and the link stays up.
         let stray = within("a refusal", a.addr.send(ask(2, DigestAsk::Claim))).await;
-        assert_eq!(
-            stray,
-            Ok(Err(Failure::Peer("partition 2 is not held here".into())))
-        );
+        assert_eq!(stray, Ok(Err(Failure::NotHeld { partition: 2 })));
         assert_eq!(count(&a.metrics.bridge_batches, &["b", "acked"]), 2);
         assert_eq!(count(&a.metrics.bridge_batches, &["b", "nacked"]), 1);
         assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);

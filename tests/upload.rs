@@ -13,11 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
+use common::moto::Moto;
 use common::*;
 use futures_util::TryStreamExt;
 use object_store::ObjectStoreExt;
@@ -25,78 +24,9 @@ use trawl::config::Config;
 use trawl::events::{Event, EventKind};
 use trawl::upload::{Manifest, Target};
 
-const BUCKET: &str = "trawl";
+const BUCKET: &str = Moto::BUCKET;
 const PREFIX: &str = "crawl/warcs";
 const MIN_DELAY_MS: u64 = 5;
-
-/// moto's S3 server on a free loopback port, stopped on drop.
-struct Moto {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(&python)
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            // Parts of 64 KiB (S3 itself wants 5 MiB), so small files go
-            // up in several parts.
-            .env("S3_UPLOAD_PART_MIN_SIZE", "1024")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!("{python} -m moto.server (scripts/setup.sh installs moto[server]): {e}")
-            });
-        let mut moto = Moto {
-            child,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while request(moto.addr, "GET / HTTP/1.1").is_err() {
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                panic!("moto exited with {status}: is moto[server] installed for {python}?");
-            }
-            assert!(Instant::now() < deadline, "moto did not start");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let created = request(moto.addr, &format!("PUT /{BUCKET} HTTP/1.1")).unwrap();
-        assert!(created.starts_with("HTTP/1.1 200"), "{created}");
-        moto
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One request without a body; the response's text.
-fn request(addr: SocketAddr, line: &str) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(addr)?;
-    write!(
-        s,
-        "{line}\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)?;
-    Ok(out)
-}
 
 /// A request the proxy passed on whole, and the status it got.
 #[derive(Debug, Clone)]
@@ -271,13 +201,7 @@ aws_secret_access_key = "test"
 
 /// The bucket, read directly from moto: object bytes by file name.
 fn bucket(moto: &Moto) -> BTreeMap<String, Vec<u8>> {
-    let options = BTreeMap::from([
-        ("aws_endpoint".to_owned(), format!("http://{}", moto.addr)),
-        ("aws_allow_http".to_owned(), "true".to_owned()),
-        ("aws_region".to_owned(), "us-east-1".to_owned()),
-        ("aws_access_key_id".to_owned(), "test".to_owned()),
-        ("aws_secret_access_key".to_owned(), "test".to_owned()),
-    ]);
+    let options = moto.options();
     let target = Target::open(&format!("s3://{BUCKET}/{PREFIX}"), &options, 3).unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -117,11 +117,13 @@ pub(super) async fn elsewhere(
     failure: crate::error::Failure,
 ) -> Result<HttpResponse, ApiError> {
     match failure {
-        crate::error::Failure::Peer(reason) if !super::forward::is_forwarded(req) => {
+        not_held @ crate::error::Failure::NotHeld { .. } if !super::forward::is_forwarded(req) => {
             super::forward::to_owner(state, name, req, body)
                 .await
                 .ok_or_else(|| {
-                    ApiError::unavailable(format!("{reason}, and its admin API cannot be reached"))
+                    ApiError::unavailable(format!(
+                        "{not_held}, and its admin API cannot be reached"
+                    ))
                 })
         }
         failure => Err(failure.into()),

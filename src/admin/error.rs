@@ -143,6 +143,9 @@ impl From<crate::error::Failure> for ApiError {
             crate::error::Failure::Peer(m) | crate::error::Failure::Mailbox(m) => {
                 ApiError::unavailable(m)
             }
+            not_held @ crate::error::Failure::NotHeld { .. } => {
+                ApiError::unavailable(not_held.to_string())
+            }
             other => ApiError::internal(other.to_string()),
         }
     }

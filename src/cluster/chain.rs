@@ -331,13 +331,21 @@ impl StateStore {
                 continue;
             }
             let cached = reuse.join(reuse_name(m.partition, &file.key));
-            if file_size(&cached) == Some(file.size) {
-                stats.reused += file.size;
-            } else {
+            let reused = file_size(&cached) == Some(file.size);
+            if !reused {
                 self.download(&object, file.size, &cached).await?;
-                stats.downloaded += file.size;
             }
-            link_or_copy(&cached, &target)?;
+            match link_or_copy(&cached, &target) {
+                Ok(()) if reused => stats.reused += file.size,
+                Ok(()) => stats.downloaded += file.size,
+                // Pruned in between (a publish of this partition keeps
+                // only its head's files): fetched again, into place.
+                Err(_) if !cached.exists() => {
+                    self.download(&object, file.size, &target).await?;
+                    stats.downloaded += file.size;
+                }
+                Err(e) => return Err(e),
+            }
         }
         sync_dir(reuse)?;
         sync_dir(into)?;

@@ -423,6 +423,19 @@ impl PartitionLease {
         }
     }
 
+    /// Until when the partition's requests may start, as far as the lease
+    /// goes (`None`: not held, or being handed back). The hold of a new
+    /// owner is the hosts' own ([`Effect::Take`]'s `hold_until`); this is
+    /// the other end, shared with them through a
+    /// [`crate::cluster::gate::LeaseGate`], so a request never starts
+    /// after the lease ends, even before the stop reaches the hosts.
+    pub fn fetch_until(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Held(h) if !h.releasing => Some(self.settings.deadline(h.lease_from)),
+            _ => None,
+        }
+    }
+
     /// The machine's state.
     pub fn snapshot(&self) -> LeaseSnapshot {
         let (phase, epoch, number, covers) = match &self.phase {
@@ -858,11 +871,10 @@ impl<T> Watermarks<T> {
     }
 
     /// The owner was fenced or stopped: nothing pending will be
-    /// acknowledged (the senders send again).
-    pub fn forget(&mut self) -> usize {
-        let n = self.pending.len();
-        self.pending.clear();
-        n
+    /// acknowledged. Returns the tokens, to be refused (dropped, or
+    /// answered "not held"), so their senders send again.
+    pub fn forget(&mut self) -> Vec<T> {
+        self.pending.drain(..).map(|(_, token)| token).collect()
     }
 
     /// Tokens waiting.

@@ -13,9 +13,13 @@
 //!   `tests/simulation.rs` as by the OwnershipActor;
 //! - [`manifest`] and [`chain`]: the manifests and the chain in object
 //!   storage (checkpoint files uploaded once, restores that reuse them);
+//! - [`gate`]: the end of a partition's lease, checked by its hosts and
+//!   the fetcher right before every request;
 //! - [`holders`]: without `state_url`, who held each partition, so no node
 //!   creates a store for a partition whose state is on another's disk;
 //! - [`idle`]: when the whole cluster has run out of work;
+//! - [`link`]: one peer link's numbering, window, resending and redial
+//!   backoff, with no I/O (the bridge carries it out over TCP);
 //! - [`wire`]: the bridge's frames, messages and handshake.
 //!
 //! The rule the rest builds on: membership and assignment are advice. With
@@ -26,9 +30,11 @@
 
 pub mod assign;
 pub mod chain;
+pub mod gate;
 pub mod holders;
 pub mod idle;
 pub mod lease;
+pub mod link;
 pub mod manifest;
 pub mod membership;
 pub mod wire;

@@ -67,6 +67,11 @@ pub enum FetchError {
     /// The response head exceeded `fetch.max_header_bytes`.
     #[error("too large: {0}")]
     TooLarge(String),
+    /// The request was never sent: its host is gone, or its partition's
+    /// lease ended while it waited for a fetch slot. Nothing the server
+    /// did; the host (if alive) asks again later.
+    #[error("not sent: {0}")]
+    NotSent(String),
 }
 
 impl FetchError {
@@ -81,13 +86,14 @@ impl FetchError {
                 | FetchError::Timeout
                 | FetchError::Reset(_)
                 | FetchError::Protocol(_)
+                | FetchError::NotSent(_)
         )
     }
 
     /// Every [`FetchError::kind`] label: the error counter exports each
     /// from the start (at 0), so a dashboard's error rate reads 0 rather
     /// than "no data" until the first error.
-    pub const KINDS: [&'static str; 9] = [
+    pub const KINDS: [&'static str; 10] = [
         "dns",
         "connect",
         "timeout",
@@ -97,6 +103,7 @@ impl FetchError {
         "ssrf_denied",
         "tls",
         "too_large",
+        "not_sent",
     ];
 
     /// The metric label of the error.
@@ -111,6 +118,7 @@ impl FetchError {
             FetchError::SsrfDenied(_) => "ssrf_denied",
             FetchError::Tls(_) => "tls",
             FetchError::TooLarge(_) => "too_large",
+            FetchError::NotSent(_) => "not_sent",
         }
     }
 }
@@ -572,6 +580,7 @@ mod tests {
             FetchError::SsrfDenied(s()),
             FetchError::Tls(s()),
             FetchError::TooLarge(s()),
+            FetchError::NotSent(s()),
         ];
         let kinds: Vec<&str> = all.iter().map(FetchError::kind).collect();
         assert_eq!(kinds, FetchError::KINDS);

@@ -227,6 +227,11 @@ pub struct Job {
     /// When the URL is due again, once the task settled its record (for
     /// the host's refresh schedule).
     pub next_due_ms: Option<u64>,
+    /// When the request was sent (Unix ms on the injected clock): the
+    /// visit's time, which the change-rate estimator and the refresh
+    /// schedule read, so both see one clock. (The WARC record keeps the
+    /// response's own wall-clock date: that is what was captured when.)
+    pub visited_ms: u64,
 }
 
 /// A URL leaving the crawl: what its `removed` event says.
@@ -372,9 +377,26 @@ struct InFlight {
     _ip_slot: Option<IpSlot>,
 }
 
+/// The answer to an entry's request, with what the request carried.
+struct EntryAnswer {
+    entry: QueueEntry,
+    url: Url,
+    sent_ms: u64,
+    result: Result<FetchResponse, FetchError>,
+}
+
 enum Requested {
-    Robots { origin: String, url: Url },
-    Entry { entry: QueueEntry, url: Url },
+    Robots {
+        origin: String,
+        url: Url,
+    },
+    /// `sent_ms`: when the request was handed out, on the machine's
+    /// clock: the visit's time (the change-rate estimator reads it).
+    Entry {
+        entry: QueueEntry,
+        url: Url,
+        sent_ms: u64,
+    },
 }
 
 /// A failed task waiting to run again.
@@ -882,8 +904,13 @@ impl HostMachine {
             return false;
         };
         let validators = validators(&entry);
+        let sent_ms = now.unix_ms();
         self.send(
-            Requested::Entry { entry, url },
+            Requested::Entry {
+                entry,
+                url,
+                sent_ms,
+            },
             validators,
             permit,
             slot,
@@ -1090,11 +1117,21 @@ impl HostMachine {
                     fx.push(Effect::Save(self.state(now)));
                 }
             }
-            Requested::Entry { entry, url } => {
+            Requested::Entry {
+                entry,
+                url,
+                sent_ms,
+            } => {
                 self.stats
                     .count(result.as_ref().ok().map(|r| r.elapsed), outcome);
                 self.release(permit, now, wire_time, outcome);
-                self.entry_fetched(entry, url, result, queue, now, &mut fx);
+                let answer = EntryAnswer {
+                    entry,
+                    url,
+                    sent_ms,
+                    result,
+                };
+                self.entry_fetched(answer, queue, now, &mut fx);
             }
         }
         drop(_ip_slot);
@@ -1151,13 +1188,17 @@ impl HostMachine {
 
     fn entry_fetched(
         &mut self,
-        entry: QueueEntry,
-        url: Url,
-        result: Result<FetchResponse, FetchError>,
+        answer: EntryAnswer,
         queue: &dyn QueueSource,
         now: Now,
         fx: &mut Vec<Effect>,
     ) {
+        let EntryAnswer {
+            entry,
+            url,
+            sent_ms,
+            result,
+        } = answer;
         let fp = entry.value.fp;
         if !self.attempts.contains_key(&fp) && response::may_retry(&result) {
             let tries = self.stored_tries(&entry, queue);
@@ -1198,6 +1239,7 @@ impl HostMachine {
                             outbox: Vec::new(),
                             removal_noted: false,
                             next_due_ms: None,
+                            visited_ms: sent_ms,
                         })),
                         now,
                         fx,

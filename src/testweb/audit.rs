@@ -38,6 +38,8 @@ pub struct RequestRecord {
     /// The ETag the response carried (with a 200 or a 304), which names
     /// the version served.
     pub etag: Option<String>,
+    /// The address the request came from (which node, in a cluster).
+    pub client: Option<std::net::IpAddr>,
 }
 
 /// What the audit expects of one host.
@@ -182,6 +184,7 @@ mod tests {
             if_none_match: None,
             if_modified_since: None,
             etag: None,
+            client: None,
         }
     }
 

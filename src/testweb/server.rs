@@ -308,6 +308,7 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         if_none_match,
         if_modified_since,
         etag,
+        client: req.peer_addr().map(|a| a.ip()),
     });
     response
 }

@@ -2,6 +2,9 @@
 //! in-process and out-of-process crawls, WARC checks.
 #![allow(dead_code)]
 
+pub mod moto;
+pub mod netns;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, UdpSocket};

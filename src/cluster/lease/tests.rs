@@ -424,6 +424,31 @@ fn watermarks_acknowledge_only_what_a_publish_covers() {
     assert_eq!(w.durable(5), ["a"]);
     assert_eq!(w.admitted(4, "late"), Some("late"));
     assert_eq!(w.waiting(), 1);
-    assert_eq!(w.forget(), 1);
+    assert_eq!(w.forget(), ["b"]);
     assert!(w.durable(100).is_empty());
+}
+
+#[test]
+fn requests_may_start_until_the_lease_ends_and_not_while_handing_back() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 1, S);
+    assert_eq!(m.fetch_until(), None, "not held");
+    m.want(t0, true);
+    drain(&mut m);
+    m.on_head(t0, Ok(None));
+    drain(&mut m);
+    assert_eq!(m.fetch_until(), None, "claimed, not yet acknowledged");
+    m.on_published(t0, 1, Published::Created);
+    drain(&mut m);
+    assert_eq!(m.fetch_until(), Some(deadline(t0)));
+    // A renewal moves it on, to a lease from the renewal's send.
+    let t1 = t0 + S.checkpoint_every;
+    renew_until(&mut m, t1);
+    assert_eq!(m.fetch_until(), Some(deadline(t1)));
+    // Past it, no request may start, stopped or not yet.
+    assert!(!m.may_fetch(deadline(t1)));
+    // Handing back: none at all.
+    m.want(t1, false);
+    drain(&mut m);
+    assert_eq!(m.fetch_until(), None);
 }

@@ -1161,3 +1161,30 @@ fn a_slowdown_lowers_the_in_flight_limit_and_stretches_the_wait_at_once() {
         2
     );
 }
+
+#[test]
+fn a_visit_is_stamped_by_the_machine_clock_when_the_request_was_sent() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    let mut fx = h.poll();
+    if fetches(&fx).is_empty() {
+        let at = h.m.armed().expect("a fetch or a timer");
+        h.clock.advance_to(at);
+        fx = h.timer();
+    }
+    let sent_ms = h.now().unix_ms();
+    let (id, _) = only_fetch(&fx);
+    // The response's own start is the epoch (a synthetic response): the
+    // visit must not read it, nor the answer's time 3 s later.
+    let fx = h.answer(id, secs(3), Ok(html()));
+    let visited: Vec<u64> = runs(&fx)
+        .into_iter()
+        .filter_map(|(_, t)| match t {
+            Task::Process(job) => Some(job.visited_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(visited, vec![sent_ms]);
+    assert!(sent_ms > 0 && h.now().unix_ms() == sent_ms + 3000);
+}

@@ -1,0 +1,73 @@
+//! Where a partition's lease meets its requests.
+//!
+//! With `[cluster] state_url`, an owner may fetch a partition's hosts only
+//! until its lease ends ([`crate::cluster::lease::PartitionLease::fetch_until`]).
+//! The OwnershipActor stops a lapsed partition's hosts, but that order
+//! travels through mailboxes, and after a pause (SIGSTOP, a stalled VM)
+//! every timer fires at once: a host's wake-up can run before the order
+//! does. So the deadline itself is shared with the partition's hosts and
+//! the fetcher, which check it right before a request starts: whatever the
+//! order of events after a pause, no request of a lapsed owner is sent.
+//!
+//! The gate reads the node's injected clock, the one the lease runs on.
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::clock::SharedClock;
+
+/// The end of a partition's lease, as its requests see it.
+#[derive(Debug)]
+pub struct LeaseGate {
+    clock: SharedClock,
+    /// Requests may start before this instant; `None`: not held.
+    until: Mutex<Option<Instant>>,
+}
+
+impl LeaseGate {
+    /// A closed gate on `clock`.
+    pub fn new(clock: SharedClock) -> Self {
+        LeaseGate {
+            clock,
+            until: Mutex::new(None),
+        }
+    }
+
+    /// Requests may start until `until` (`None`: not at all).
+    pub fn set(&self, until: Option<Instant>) {
+        *self.until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+
+    /// Whether a request may start now.
+    pub fn is_open(&self) -> bool {
+        let until = *self.until.lock().unwrap_or_else(|e| e.into_inner());
+        until.is_some_and(|until| self.clock.now().at < until)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    #[test]
+    fn the_gate_is_open_only_before_the_lease_ends() {
+        let clock = ManualClock::new();
+        let gate = LeaseGate::new(Arc::new(clock.clone()));
+        assert!(!gate.is_open(), "closed until a lease is held");
+        let t0 = clock.now().at;
+        gate.set(Some(t0 + Duration::from_secs(2)));
+        assert!(gate.is_open());
+        // A pause past the lease: the gate is shut at the first look
+        // after it, before anyone has told it anything.
+        clock.advance(Duration::from_secs(2));
+        assert!(!gate.is_open());
+        gate.set(Some(t0 + Duration::from_secs(4)));
+        assert!(gate.is_open());
+        gate.set(None);
+        assert!(!gate.is_open());
+    }
+}

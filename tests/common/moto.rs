@@ -1,0 +1,100 @@
+//! moto's S3 server, started by a test (scripts/setup.sh installs
+//! `moto[server]` into the test virtualenv, `TRAWL_PYTHON`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// moto's S3 server with bucket [`Moto::BUCKET`], stopped on drop.
+pub struct Moto {
+    child: Child,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl Moto {
+    /// The bucket every test uses.
+    pub const BUCKET: &'static str = "trawl";
+
+    /// On a free loopback port.
+    pub fn start() -> Moto {
+        Self::start_on(IpAddr::from([127, 0, 0, 1]))
+    }
+
+    /// On a free port of `ip`, an address of this network namespace.
+    pub fn start_on(ip: IpAddr) -> Moto {
+        let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
+        let port = TcpListener::bind((ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(&python)
+            .args(["-m", "moto.server", "-H", &ip.to_string(), "-p"])
+            .arg(port.to_string())
+            // Parts of 64 KiB (S3 itself wants 5 MiB), so small files go
+            // up in several parts.
+            .env("S3_UPLOAD_PART_MIN_SIZE", "1024")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("{python} -m moto.server (scripts/setup.sh installs moto[server]): {e}")
+            });
+        let mut moto = Moto {
+            child,
+            addr: SocketAddr::new(ip, port),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while request(moto.addr, "GET / HTTP/1.1").is_err() {
+            if let Ok(Some(status)) = moto.child.try_wait() {
+                panic!("moto exited with {status}: is moto[server] installed for {python}?");
+            }
+            assert!(Instant::now() < deadline, "moto did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let created = request(moto.addr, &format!("PUT /{} HTTP/1.1", Self::BUCKET)).unwrap();
+        assert!(created.starts_with("HTTP/1.1 200"), "{created}");
+        moto
+    }
+
+    /// `object_store` options that reach this server.
+    pub fn options(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("aws_endpoint".to_owned(), format!("http://{}", self.addr)),
+            ("aws_allow_http".to_owned(), "true".to_owned()),
+            ("aws_region".to_owned(), "us-east-1".to_owned()),
+            ("aws_access_key_id".to_owned(), "test".to_owned()),
+            ("aws_secret_access_key".to_owned(), "test".to_owned()),
+        ])
+    }
+
+    /// The same options as a TOML table's body.
+    pub fn options_toml(&self) -> String {
+        self.options()
+            .iter()
+            .map(|(k, v)| format!("{k} = \"{v}\"\n"))
+            .collect()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One request without a body; the response's text.
+pub fn request(addr: SocketAddr, line: &str) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(addr)?;
+    write!(
+        s,
+        "{line}\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
