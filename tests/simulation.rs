@@ -9,9 +9,13 @@
 //! millions). After FoundationDB's simulation testing and TigerBeetle's
 //! VOPR.
 //!
-//! The same [`PartitionLease`] machine the node runs is driven here; the
-//! driver below plays the node's part (gossip's advice, checkpoints, hosts
-//! that fetch, link batches that cross partitions, acknowledgements).
+//! The same [`PartitionLease`] machine the node runs is driven here, and
+//! the same [`PeerLink`] the bridge runs carries link batches between
+//! nodes; the driver below plays the rest of the node (gossip's advice,
+//! checkpoints, hosts that fetch, the outbox, acknowledgements) and TCP:
+//! a connection between two processes delivers in order and loses
+//! nothing while it lives; a lost packet, a crash, a pause or a cut
+//! breaks it, and the dialer dials again after its link's backoff.
 //!
 //! Invariants, checked at the step that could break them:
 //! - never two owners (node processes) publish under one epoch;
@@ -26,9 +30,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use trawl::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, Watermarks,
 };
+use trawl::cluster::link::{Backoff, Closed, PeerLink, Transmit};
 
 const NODES: usize = 3;
 const PARTITIONS: usize = 4;
@@ -50,6 +56,11 @@ const FAULTS_END: Duration = Duration::from_secs(40);
 const END: Duration = Duration::from_secs(70);
 /// No link is found in the last seconds: time enough to acknowledge all.
 const LAST_ACKS: Duration = Duration::from_secs(10);
+/// Unacknowledged batches per peer link, at most (small: the window
+/// fills).
+const WINDOW: usize = 3;
+const REDIAL_BASE: Duration = Duration::from_millis(100);
+const REDIAL_MAX: Duration = Duration::from_secs(2);
 
 /// SplitMix64: small, fast, and enough for a simulation.
 struct Rng(u64);
@@ -164,20 +175,25 @@ enum Event {
         page: u64,
         epoch: u64,
     },
-    /// A link batch reaches the partition's (presumed) owner.
+    /// A link batch reaches the partition's (presumed) owner: over a
+    /// connection (`via`: its id and the batch's number on the link), or
+    /// from the node itself (`None`).
     Links {
         to: usize,
         from: usize,
         from_inc: u64,
         p: usize,
         batch: u64,
+        via: Option<(u64, u64)>,
     },
-    /// Its acknowledgement (or refusal) reaches the sender.
+    /// Its acknowledgement (or refusal) reaches the sender, from `by`.
     LinksAnswer {
         node: usize,
         inc: u64,
+        by: usize,
         batch: u64,
         acked: bool,
+        via: Option<(u64, u64)>,
     },
     Crash {
         node: usize,
@@ -194,7 +210,7 @@ struct Local {
     epoch: u64,
     state: State,
     /// Link batches admitted, to acknowledge once durable.
-    acks: Watermarks<(usize, u64, u64)>,
+    acks: Watermarks<Admitted>,
     /// Completions, to count durable once covered.
     done: Watermarks<(usize, u64)>,
     /// The snapshot of the checkpoint being made.
@@ -207,12 +223,25 @@ struct Local {
     stopped: bool,
 }
 
-/// A link batch a node sends until acknowledged.
+/// A link batch admitted, to be answered: its sender's process, the
+/// batch, and how it came.
+type Admitted = (usize, u64, u64, Option<(u64, u64)>);
+
+/// A link batch in a node's outbox until acknowledged.
 #[derive(Debug, Clone)]
 struct Batch {
     p: usize,
     links: Vec<u64>,
-    next_send: Instant,
+}
+
+/// A TCP connection between two processes; `ends[0]` dialled.
+#[derive(Debug, Clone)]
+struct Conn {
+    id: u64,
+    ends: [Process; 2],
+    /// When the last frame each way (from `ends[i]`) arrives: TCP keeps
+    /// order.
+    last: [Instant; 2],
 }
 
 struct Node {
@@ -222,6 +251,14 @@ struct Node {
     leases: Vec<PartitionLease>,
     local: Vec<Option<Local>>,
     outbox: BTreeMap<u64, Batch>,
+    /// Per peer: the link's bookkeeping, as the bridge keeps it (reply
+    /// handles: outbox batch ids).
+    links: Vec<PeerLink<u64>>,
+    /// Outbox batches on their way (handed to a link, or admitted here),
+    /// not sent again until answered or failed.
+    sending: BTreeSet<u64>,
+    /// Per peer: no dial before this.
+    redial_at: Vec<Instant>,
     /// Store requests awaiting their answer: partition, and the number of
     /// a create (`None` for a head read).
     pending: HashMap<u64, (usize, Option<u64>)>,
@@ -254,6 +291,8 @@ struct Sim {
     faults: Vec<Faults>,
     next_batch: u64,
     next_link: u64,
+    conns: BTreeMap<(usize, usize), Conn>,
+    next_conn: u64,
     // What the invariants are checked against.
     epoch_owner: HashMap<(usize, u64), (String, u64)>,
     acked_links: Vec<BTreeSet<u64>>,
@@ -284,6 +323,8 @@ impl Sim {
             faults: Vec::new(),
             next_batch: 0,
             next_link: 0,
+            conns: BTreeMap::new(),
+            next_conn: 0,
             epoch_owner: HashMap::new(),
             acked_links: vec![BTreeSet::new(); PARTITIONS],
             durable_done: vec![BTreeSet::new(); PARTITIONS],
@@ -315,6 +356,9 @@ impl Sim {
                 leases: Vec::new(),
                 local: Vec::new(),
                 outbox: BTreeMap::new(),
+                links: Vec::new(),
+                sending: BTreeSet::new(),
+                redial_at: Vec::new(),
                 pending: HashMap::new(),
             });
             sim.start_node(n);
@@ -348,6 +392,11 @@ impl Sim {
             .collect();
         node.local = (0..PARTITIONS).map(|_| None).collect();
         node.outbox.clear();
+        node.links = (0..NODES)
+            .map(|_| PeerLink::new(WINDOW, Backoff::new(REDIAL_BASE, REDIAL_MAX)))
+            .collect();
+        node.sending.clear();
+        node.redial_at = vec![self.now; NODES];
         node.pending.clear();
         let first = self.rng.millis(0, 50);
         self.schedule(first, Event::Tick { node: n });
@@ -535,24 +584,30 @@ impl Sim {
                 from_inc,
                 p,
                 batch,
+                via,
             } => {
-                if self.deliverable(to, self.nodes[to].inc, &e) {
-                    self.admit_links(to, from, from_inc, p, batch);
+                let carried = via.is_none_or(|(conn, _)| self.conn_is(from, to, conn));
+                if carried && self.deliverable(to, self.nodes[to].inc, &e) {
+                    self.admit_links(to, (from, from_inc, batch, via), p);
                 }
             }
             Event::LinksAnswer {
                 node,
                 inc,
+                by,
                 batch,
                 acked,
+                via,
             } => {
-                if self.deliverable(node, inc, &e) {
-                    self.links_answer(node, batch, acked)?;
+                let carried = via.is_none_or(|(conn, _)| self.conn_is(by, node, conn));
+                if carried && self.deliverable(node, inc, &e) {
+                    self.links_answer(node, by, batch, acked, via)?;
                 }
             }
             Event::Crash { node, down } => {
                 self.log(|| format!("n{node} crashes for {down:?}"));
                 self.nodes[node].up = false;
+                self.break_conns_of(node);
                 let until = self.now + down;
                 self.faults[node].down.push((self.now, until));
                 self.schedule_at(until, Event::Restart { node });
@@ -574,7 +629,8 @@ impl Sim {
             self.effects(n, p)?;
             self.dispatch(n, p)?;
         }
-        self.resend_links(n);
+        self.keep_links(n);
+        self.send_outbox(n);
         Ok(())
     }
 
@@ -650,7 +706,6 @@ impl Sim {
                     Batch {
                         p: to,
                         links: vec![link],
-                        next_send: self.now,
                     },
                 );
             }
@@ -678,45 +733,212 @@ impl Sim {
         }
     }
 
-    fn resend_links(&mut self, n: usize) {
-        let now = self.now;
+    /// Whether `a` believes `b` alive: gossip's view, `GOSSIP_LAG` old.
+    fn believed_alive(&self, a: usize, b: usize) -> bool {
+        let t = self
+            .now
+            .checked_sub(GOSSIP_LAG)
+            .unwrap_or(self.t0)
+            .max(self.t0);
+        self.reachable(a, b, t)
+    }
+
+    /// Whether connection `conn` is the live one between the present
+    /// processes of `a` and `b`.
+    fn conn_is(&self, a: usize, b: usize, conn: u64) -> bool {
+        self.conns.get(&pair(a, b)).is_some_and(|c| {
+            c.id == conn
+                && c.ends
+                    .iter()
+                    .all(|&(x, inc)| self.nodes[x].up && self.nodes[x].inc == inc)
+        })
+    }
+
+    /// Node `n`'s bridge: breaks connections whose peer cannot be reached
+    /// (what its silence would tell), fails the batches of peers gossip
+    /// says left (their senders route them again), and dials the peers it
+    /// dials once their backoff has passed.
+    fn keep_links(&mut self, n: usize) {
+        for m in 0..NODES {
+            if m == n {
+                continue;
+            }
+            let key = pair(n, m);
+            let alive = self.conns.get(&key).map(|c| {
+                c.ends
+                    .iter()
+                    .all(|&(x, inc)| self.nodes[x].up && self.nodes[x].inc == inc)
+                    && self.reachable(n, m, self.now)
+            });
+            if alive == Some(false) {
+                self.break_conn(key);
+            }
+            if !self.believed_alive(n, m) {
+                let failed = self.nodes[n].links[m].leave();
+                for batch in failed {
+                    self.nodes[n].sending.remove(&batch);
+                }
+                self.break_conn(key);
+                continue;
+            }
+            if n > m || self.conns.contains_key(&key) || self.now < self.nodes[n].redial_at[m] {
+                continue;
+            }
+            if self.reachable(n, m, self.now) && self.nodes[m].up {
+                self.open_conn(n, m);
+            } else {
+                let delay = self.nodes[n].links[m].redial_delay();
+                self.nodes[n].redial_at[m] = self.now + delay;
+            }
+        }
+    }
+
+    fn open_conn(&mut self, n: usize, m: usize) {
+        self.next_conn += 1;
+        let id = self.next_conn;
+        let ends = [(n, self.nodes[n].inc), (m, self.nodes[m].inc)];
+        self.log(|| format!("n{n} connects to n{m} (#{id})"));
+        self.conns.insert(
+            pair(n, m),
+            Conn {
+                id,
+                ends,
+                last: [self.now; 2],
+            },
+        );
+        for (x, y) in [(n, m), (m, n)] {
+            let (_, out) = self.nodes[x].links[y].connected(id, self.now);
+            self.transmit(x, y, out);
+        }
+    }
+
+    /// The connection between the pair breaks: each end still running
+    /// hears it (the dialer redials after its backoff).
+    fn break_conn(&mut self, key: (usize, usize)) {
+        let Some(c) = self.conns.remove(&key) else {
+            return;
+        };
+        self.log(|| {
+            format!(
+                "connection #{} between n{} and n{} breaks",
+                c.id, key.0, key.1
+            )
+        });
+        for (i, &(x, inc)) in c.ends.iter().enumerate() {
+            if !self.nodes[x].up || self.nodes[x].inc != inc {
+                continue;
+            }
+            let y = c.ends[1 - i].0;
+            let closed = Closed {
+                conn: c.id,
+                progress: false,
+            };
+            self.nodes[x].links[y].closed(closed, self.now);
+            if x < y {
+                let delay = self.nodes[x].links[y].redial_delay();
+                self.nodes[x].redial_at[y] = self.now + delay;
+            }
+        }
+    }
+
+    fn break_conns_of(&mut self, n: usize) {
+        let keys: Vec<_> = self
+            .conns
+            .keys()
+            .filter(|(a, b)| *a == n || *b == n)
+            .copied()
+            .collect();
+        for key in keys {
+            self.break_conn(key);
+        }
+    }
+
+    /// Writes what a link lets out on its connection.
+    fn transmit(&mut self, from: usize, to: usize, out: Vec<Transmit>) {
+        let inc = self.nodes[from].inc;
+        for t in out {
+            let batch = u64::from_le_bytes(t.frame[..].try_into().expect("a batch id"));
+            let Some(conn) = self.conns.get(&pair(from, to)).map(|c| c.id) else {
+                return;
+            };
+            let Some(p) = self.nodes[from].outbox.get(&batch).map(|b| b.p) else {
+                continue;
+            };
+            let e = Event::Links {
+                to,
+                from,
+                from_inc: inc,
+                p,
+                batch,
+                via: Some((conn, t.seq)),
+            };
+            self.conn_send(from, to, e);
+        }
+    }
+
+    /// A frame on the pair's connection: in order, after a delay; or the
+    /// connection breaks (a reset), and the frame is lost with it.
+    fn conn_send(&mut self, from: usize, to: usize, e: Event) {
+        let key = pair(from, to);
+        let calm = self.now >= self.t0 + FAULTS_END;
+        if !self.conns.contains_key(&key) {
+            return;
+        }
+        if !calm && self.rng.chance(15) {
+            return self.break_conn(key);
+        }
+        let delay = if !calm && self.rng.chance(30) {
+            self.rng.millis(300, 3000)
+        } else {
+            self.rng.millis(1, 120)
+        };
+        let c = self.conns.get_mut(&key).expect("checked");
+        let dir = usize::from(c.ends[0].0 != from);
+        let at = (self.now + delay).max(c.last[dir]);
+        c.last[dir] = at;
+        self.schedule_at(at, e);
+    }
+
+    /// The outbox pass: every batch not on its way goes to its partition's
+    /// advised owner, admitted here if that is this node.
+    fn send_outbox(&mut self, n: usize) {
+        let inc = self.nodes[n].inc;
         let due: Vec<(u64, usize)> = self.nodes[n]
             .outbox
             .iter()
-            .filter(|(_, b)| b.next_send <= now)
+            .filter(|(id, _)| !self.nodes[n].sending.contains(id))
             .map(|(id, b)| (*id, b.p))
             .collect();
-        let inc = self.nodes[n].inc;
         for (batch, p) in due {
             let to = self.advised_owner(n, p);
-            self.nodes[n].outbox.get_mut(&batch).expect("due").next_send = now + SETTINGS.retry * 2;
-            self.send(
-                n,
-                Some(to),
-                Event::Links {
+            self.nodes[n].sending.insert(batch);
+            if to == n {
+                let e = Event::Links {
                     to,
                     from: n,
                     from_inc: inc,
                     p,
                     batch,
-                },
-            );
+                    via: None,
+                };
+                let delay = self.rng.millis(1, 20);
+                self.schedule(delay, e);
+                continue;
+            }
+            let frame = |_| Ok::<_, ()>(Bytes::copy_from_slice(&batch.to_le_bytes()));
+            let out = self.nodes[n].links[to]
+                .enqueue(frame, batch)
+                .expect("a batch id encodes");
+            self.transmit(n, to, out);
         }
     }
 
     /// The owner admits a batch (or refuses it: not held here).
-    fn admit_links(&mut self, to: usize, from: usize, from_inc: u64, p: usize, batch: u64) {
+    fn admit_links(&mut self, to: usize, admitted: Admitted, p: usize) {
+        let (from, from_inc, batch, _) = admitted;
         let links = self.batch_links(from, from_inc, batch);
-        let to_inc = self.nodes[to].inc;
         let Some(local) = self.nodes[to].local[p].as_mut().filter(|l| !l.stopped) else {
-            let answer = Event::LinksAnswer {
-                node: from,
-                inc: from_inc,
-                batch,
-                acked: false,
-            };
-            self.send(to, Some(from), answer);
-            return;
+            return self.answer(to, admitted, false);
         };
         let Some(links) = links else { return };
         let mut last = 0;
@@ -730,9 +952,8 @@ impl Sim {
                 }
             };
         }
-        if let Some(ready) = local.acks.admitted(last, (from, from_inc, batch)) {
-            let _ = to_inc;
-            self.ack(to, ready);
+        if let Some(ready) = local.acks.admitted(last, admitted) {
+            self.answer(to, ready, true);
         }
     }
 
@@ -743,21 +964,52 @@ impl Sim {
             .flatten()
     }
 
-    fn ack(&mut self, owner: usize, (from, from_inc, batch): (usize, u64, u64)) {
-        let answer = Event::LinksAnswer {
+    /// `owner` answers an admitted batch: the way it came.
+    fn answer(&mut self, owner: usize, (from, from_inc, batch, via): Admitted, acked: bool) {
+        let e = Event::LinksAnswer {
             node: from,
             inc: from_inc,
+            by: owner,
             batch,
-            acked: true,
+            acked,
+            via,
         };
-        self.send(owner, Some(from), answer);
+        match via {
+            Some(_) => self.conn_send(owner, from, e),
+            None => {
+                let delay = self.rng.millis(1, 20);
+                self.schedule(delay, e);
+            }
+        }
     }
 
-    fn links_answer(&mut self, n: usize, batch: u64, acked: bool) -> Result<(), String> {
-        if !acked {
-            if let Some(b) = self.nodes[n].outbox.get_mut(&batch) {
-                b.next_send = b.next_send.min(self.now + SETTINGS.retry);
+    fn links_answer(
+        &mut self,
+        n: usize,
+        by: usize,
+        batch: u64,
+        acked: bool,
+        via: Option<(u64, u64)>,
+    ) -> Result<(), String> {
+        if let Some((_, seq)) = via {
+            let link = &mut self.nodes[n].links[by];
+            let answered = if acked {
+                link.acked(seq)
+            } else {
+                link.refused(seq)
+            };
+            let Some((reply, out)) = answered else {
+                return Ok(());
+            };
+            if reply != batch {
+                return Err(format!(
+                    "n{n}: the answer to #{seq} from n{by} is for batch {batch}, the link resolved {reply}"
+                ));
             }
+            self.transmit(n, by, out);
+        }
+        self.nodes[n].sending.remove(&batch);
+        if !acked {
             return Ok(());
         }
         let Some(b) = self.nodes[n].outbox.remove(&batch) else {
@@ -1000,7 +1252,7 @@ impl Sim {
                     self.durable_done[p].extend(done);
                     self.check_head(p)?;
                     for a in acks {
-                        self.ack(n, a);
+                        self.answer(n, a, true);
                     }
                 }
                 Effect::Drain => {
@@ -1014,7 +1266,11 @@ impl Sim {
                 Effect::Stop { reason } => {
                     self.log(|| format!("n{n} p{p} stops: {reason:?}"));
                     if let Some(mut local) = self.nodes[n].local[p].take() {
-                        local.acks.forget();
+                        // Admitted, not durable: refused, so their senders
+                        // route them again.
+                        for a in local.acks.forget() {
+                            self.answer(n, a, false);
+                        }
                         local.done.forget();
                     }
                 }
@@ -1056,6 +1312,11 @@ impl Sim {
     }
 }
 
+/// A connection's key: the pair, smaller first.
+fn pair(a: usize, b: usize) -> (usize, usize) {
+    (a.min(b), a.max(b))
+}
+
 fn seeds() -> std::ops::Range<u64> {
     if let Some(one) = std::env::var("TRAWL_SIM_SEED")
         .ok()
@@ -1075,6 +1336,7 @@ fn ownership_holds_its_invariants_under_crashes_pauses_cuts_and_a_lossy_network(
     let trace = std::env::var("TRAWL_SIM_SEED").is_ok();
     let mut failures = Vec::new();
     let (mut steps, mut manifests, mut refetches) = (0, 0, 0);
+    let (mut connections, mut links) = (0, 0);
     for seed in seeds() {
         let mut sim = Sim::new(seed, trace);
         if let Err(e) = sim.run() {
@@ -1083,8 +1345,13 @@ fn ownership_holds_its_invariants_under_crashes_pauses_cuts_and_a_lossy_network(
         steps += sim.steps;
         manifests += sim.chains.iter().map(BTreeMap::len).sum::<usize>();
         refetches += sim.refetches;
+        connections += sim.next_conn;
+        links += sim.acked_links.iter().map(BTreeSet::len).sum::<usize>();
     }
-    println!("{steps} steps, {manifests} manifests, {refetches} pages fetched again");
+    println!(
+        "{steps} steps, {manifests} manifests, {refetches} pages fetched again, \
+         {connections} connections, {links} links acknowledged"
+    );
     assert!(
         failures.is_empty(),
         "{} seeds failed (replay one with TRAWL_SIM_SEED=N):\n{}",
