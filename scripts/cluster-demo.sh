@@ -77,7 +77,7 @@ for n in 1 2 3; do
   ip -n "$ns" link set lo up
 done
 
-"$bin" testweb --listen "$net.254:8099" --hosts 30 --pages-per-host 20 --plain \
+"$bin" testweb --listen "$net.254:8099" --hosts 30 --pages-per-host 50 --plain \
   --seeds-out "$work/seeds" --truth-out "$work/truth" "$@" > "$work/testweb.out" &
 web=$!
 pids+=("$web")
@@ -96,7 +96,7 @@ node_pids=()
 for n in 1 2 3; do
   seeds=()
   [ "$n" = 1 ] && seeds=(--seeds "$work/seeds")
-  RUST_LOG="${RUST_LOG:-warn,trawl::actors::ownership=info}" \
+  NO_COLOR=1 RUST_LOG="${RUST_LOG:-warn,trawl::actors::ownership=info}" \
     ip netns exec "${tag}n$n" "$bin" run --config "config/cluster/node$n.toml" \
     --data "$work/n$n" --until-idle "${seeds[@]}" > "$work/node$n.log" 2>&1 &
   node_pids+=($!)
@@ -108,7 +108,9 @@ n2="${node_pids[1]}"
 case "$fault" in
   kill)
     echo "fault: n2 killed, its data directory deleted"
-    kill -KILL "$n2"; rm -rf "$work/n2" ;;
+    kill -KILL "$n2" 2>/dev/null || { echo "n2 had already finished:"; tail -n 5 "$work/node2.log"; exit 1; }
+    wait "$n2" 2>/dev/null || true
+    rm -rf "$work/n2" ;;
   pause)
     echo "fault: n2 stopped for 12 s"
     kill -STOP "$n2"; sleep 12; kill -CONT "$n2" ;;
@@ -127,7 +129,10 @@ for i in 0 1 2; do
 done
 [ "$status" = 0 ] || { echo "a node failed:"; tail -n 20 "$work"/node*.log; exit 1; }
 kill -TERM "$web"; wait "$web" || true
-grep -h "partition restored\|stopped\|handed back" "$work"/node*.log | sed 's/^/  /' | tail -n 12 || true
+for n in 1 2 3; do
+  log="$work/node$n.log"
+  echo "n$n: $(grep -c "partition claimed" "$log") claims, $(grep -c "partition restored from its chain" "$log") restores from a chain, $(grep -c "stopped fetching\|another node took" "$log") partitions stopped by a lapsed lease or a fence"
+done
 
 "$python" - "$work" "$net" <<'PY'
 import io, sys, pathlib, boto3
