@@ -64,6 +64,10 @@ const MAX_DURABLE_WINDOW: usize = 8192;
 /// How long a stop waits for its partition's store to close before it
 /// gives up waiting (and says so).
 const CLOSE_WAIT: Duration = Duration::from_secs(30);
+/// Every this many outbox passes, each outbox is read from its start:
+/// a batch a writer reserved a lower number for but committed after a
+/// pass read past that number is found within a few seconds.
+const OUTBOX_FULL_PASS_EVERY: u64 = 50;
 /// How often a cluster node sends what waits in its outboxes.
 const OUTBOX_POLL: Duration = Duration::from_millis(100);
 /// Pages of the outbox read per partition per pass, at most.
@@ -136,6 +140,13 @@ struct Held {
     store: Arc<PartitionStore>,
     /// Its lease's gate (with a checkpoint chain), kept across restarts.
     lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
+    /// Where the next outbox pass reads on from: every batch before it
+    /// was sent and is awaiting its acknowledgement (or is acknowledged
+    /// and deleted). `None`: from the start. Without it, each pass would
+    /// read and decode again every batch on its way (with a checkpoint
+    /// chain, a checkpoint interval's worth) and step over the tombstones
+    /// of every batch deleted since the last compaction.
+    outbox_after: Option<[u8; 10]>,
 }
 
 /// The root actor.
@@ -200,6 +211,9 @@ struct ClusterLinks {
     assignment: Arc<Assignment>,
     /// Outbox batches on their way: (partition of the outbox, key).
     sending: std::collections::HashSet<(u16, [u8; 10])>,
+    /// Outbox passes so far (every [`OUTBOX_FULL_PASS_EVERY`]th reads
+    /// every outbox from its start).
+    outbox_passes: u64,
     /// Waiting for a first assignment (see [`WhenAssigned`]).
     assigned_waiters: Vec<oneshot::Sender<()>>,
     /// Partitions being handed back (draining).
@@ -368,6 +382,7 @@ impl Node {
                     addr,
                     store,
                     lease: None,
+                    outbox_after: None,
                 })
             })
             .collect();
@@ -498,6 +513,7 @@ impl Node {
             controller,
             assignment: Arc::new(Assignment::compute(config.storage.partitions, &[])),
             sending: Default::default(),
+            outbox_passes: 0,
             assigned_waiters: Vec::new(),
             releasing: Default::default(),
             ownership,
@@ -579,7 +595,12 @@ impl Node {
                 PartitionActor::new(id as u16, actor_store, setup)
             });
             self.reroute(id as u16, Some(&addr));
-            self.partitions[id] = Some(Held { addr, store, lease });
+            self.partitions[id] = Some(Held {
+                addr,
+                store,
+                lease,
+                outbox_after: None,
+            });
             self.partition_restarts += 1;
         }
     }
@@ -695,6 +716,7 @@ impl Node {
             addr,
             store,
             lease: taken.lease,
+            outbox_after: None,
         });
         Ok(())
     }
@@ -731,22 +753,35 @@ impl Node {
     /// its partitions (this node's own partitions included), and deletes
     /// each batch once its owner admitted it.
     fn send_outboxes(&mut self, ctx: &mut Context<Self>) {
+        let Some(passes) = self.cluster.as_mut().map(|c| {
+            c.outbox_passes += 1;
+            c.outbox_passes
+        }) else {
+            return;
+        };
+        let full_pass = passes % OUTBOX_FULL_PASS_EVERY == 0;
         let Some(cluster) = &self.cluster else {
             return;
         };
         let mut sends = Vec::new();
+        let mut resume = Vec::new();
         for (id, held) in self.partitions.iter().enumerate() {
             let Some(held) = held else { continue };
             // Batches on their way may wait a checkpoint interval for
             // their acknowledgement: read past them, so that they do not
-            // hold back the ones behind (a bounded number of pages).
-            let mut after = None;
+            // hold back the ones behind (a bounded number of pages), and
+            // read on from where the last pass stopped.
+            let mut after = held.outbox_after.filter(|_| !full_pass);
+            // Every batch read is sent or on its way: the next pass may
+            // start after them.
+            let mut all_sent = true;
             let mut new = 0;
             for _ in 0..OUTBOX_PAGES_PER_PASS {
                 let page = match held.store.outbox_page(after.as_ref(), OUTBOX_PAGE) {
                     Ok(page) => page,
                     Err(err) => {
                         tracing::error!(partition = id, error = %err, "cannot read the outbox");
+                        all_sent = false;
                         break;
                     }
                 };
@@ -758,6 +793,7 @@ impl Node {
                         continue;
                     }
                     let Some(send) = self.deliver(pending.batch) else {
+                        all_sent = false;
                         continue;
                     };
                     new += 1;
@@ -767,15 +803,26 @@ impl Node {
                     break;
                 }
             }
+            resume.push((id, if all_sent { after } else { None }));
+        }
+        for (id, after) in resume {
+            if let Some(held) = &mut self.partitions[id] {
+                held.outbox_after = after;
+            }
         }
         for (slot, store, send) in sends {
             if let Some(c) = &mut self.cluster {
                 c.sending.insert(slot);
             }
             ctx.spawn(send.into_actor(self).map(move |result, act, _| {
-                if result.is_ok() {
-                    if let Err(err) = store.outbox_done(&[slot.1]) {
-                        tracing::error!(error = %err, "cannot delete a delivered outbox batch");
+                let done = result
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| store.outbox_done(&[slot.1]).map_err(|e| e.to_string()));
+                if let Err(err) = done {
+                    tracing::debug!(partition = slot.0, error = %err, "an outbox batch is sent again");
+                    // Read again from the start on the next pass.
+                    if let Some(held) = &mut act.partitions[usize::from(slot.0)] {
+                        held.outbox_after = None;
                     }
                 }
                 if let Some(c) = &mut act.cluster {

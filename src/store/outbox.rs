@@ -142,27 +142,30 @@ impl PartitionStore {
         digests: &[super::DigestEntry],
     ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        let next = self.stage_outbox(&mut batch, outbox)?;
+        self.stage_outbox(&mut batch, outbox)?;
         self.stage_digests(&mut batch, digests)?;
-        self.complete_in(batch, completions, schedules)?;
-        self.outbox_seq.store(next, Ordering::Relaxed);
-        Ok(())
+        self.complete_in(batch, completions, schedules)
     }
 
-    /// Adds `outbox` to `batch`; the next sequence number after them.
+    /// Adds `outbox` to `batch`, under sequence numbers reserved at once:
+    /// two writers (the partition's actor, the node's seeding) never take
+    /// one number, whichever commits first. A number reserved by a write
+    /// that then fails is skipped.
     fn stage_outbox(
         &self,
         batch: &mut WriteBatch,
         outbox: &[OutboxBatch],
-    ) -> Result<u64, StoreError> {
-        let mut seq = self.outbox_seq.load(Ordering::Relaxed);
-        for b in outbox.iter().filter(|b| !b.entries.is_empty()) {
+    ) -> Result<(), StoreError> {
+        let batches: Vec<&OutboxBatch> = outbox.iter().filter(|b| !b.entries.is_empty()).collect();
+        let first = self
+            .outbox_seq
+            .fetch_add(batches.len() as u64, Ordering::Relaxed);
+        for (seq, b) in (first..).zip(batches) {
             let stored: Vec<StoredEntry> = b.entries.iter().map(StoredEntry::from).collect();
             let value = encode_value(WHAT, &stored).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_OUTBOX), key(seq, b.partition), value);
-            seq += 1;
         }
-        Ok(seq)
+        Ok(())
     }
 
     /// Up to `n` waiting batches after key `after`, oldest first.
@@ -295,5 +298,34 @@ mod tests {
         let after = store.outbox_page(Some(&all[0].key), 10).unwrap();
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].batch.partition, 3);
+    }
+
+    #[test]
+    fn two_writers_never_take_one_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(open(dir.path()));
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let writers: Vec<_> = (0..2u16)
+            .map(|w| {
+                let (store, start) = (store.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    for _ in 0..2000 {
+                        store
+                            .complete_with_outbox(&[], &[], &[links(w, 1), links(w, 2)], &[])
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        // Every batch of both writers is there, none written over.
+        let all = store.outbox_page(None, 10_000).unwrap();
+        assert_eq!(all.len(), 8000);
+        for w in 0..2 {
+            assert_eq!(all.iter().filter(|p| p.batch.partition == w).count(), 4000);
+        }
     }
 }
