@@ -45,6 +45,11 @@ const STATE_CACHE: &str = "state-cache";
 
 /// How often the leases' timers are looked at.
 const TICK: Duration = Duration::from_millis(100);
+/// After a first failed take, the partition is not taken again here for
+/// this long; the wait doubles with each failure in a row, up to
+/// [`TAKE_RETRY_MAX`].
+const TAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
+const TAKE_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// What the actor needs.
 pub struct OwnershipSettings {
@@ -104,6 +109,11 @@ struct Chain {
     /// The lease's end as the partition's requests see it, moved after
     /// every event of the lease.
     gate: Arc<LeaseGate>,
+    /// After a take that failed, advice to take the partition is ignored
+    /// until then ([`OwnershipActor::give_up_take`]).
+    shunned_until: Option<Instant>,
+    /// The wait after the next failed take.
+    take_backoff: Duration,
 }
 
 /// The actor.
@@ -134,6 +144,8 @@ impl OwnershipActor {
                 stops: 0,
                 taking: Arc::default(),
                 gate: Arc::new(LeaseGate::new(settings.clock.clone())),
+                shunned_until: None,
+                take_backoff: TAKE_RETRY_FIRST,
             })
             .collect();
         OwnershipActor {
@@ -454,11 +466,32 @@ impl OwnershipActor {
                 }
                 .into_actor(act)
             });
-        ctx.spawn(open.map(move |taken, _, _| {
-            if let Err(err) = taken {
-                tracing::error!(partition = p, error = %err, "cannot open a claimed partition; it waits unfetched until its lease passes on");
-            }
+        ctx.spawn(open.map(move |taken, act, ctx| match taken {
+            Ok(()) => act.chains[usize::from(p)].take_backoff = TAKE_RETRY_FIRST,
+            Err(err) => act.give_up_take(p, &err, ctx),
         }));
+    }
+
+    /// A claimed partition could not be restored or opened (a chain file
+    /// missing or unreadable, the store down, a full disk): held, it would
+    /// be renewed and never crawled. It is handed back instead (a release
+    /// naming the claimed files again, so nothing is lost), and not wanted
+    /// again here for a backoff that doubles with each failure, so another
+    /// node, or this one later, tries again.
+    fn give_up_take(&mut self, p: u16, err: &str, ctx: &mut Context<Self>) {
+        let now = self.now();
+        let chain = &mut self.chains[usize::from(p)];
+        let wait = chain.take_backoff;
+        chain.take_backoff = (wait * 2).min(TAKE_RETRY_MAX);
+        chain.shunned_until = Some(now + wait);
+        tracing::error!(
+            partition = p,
+            error = %err,
+            retry_in_s = wait.as_secs_f64(),
+            "cannot open a claimed partition; handing it back"
+        );
+        chain.lease.want(now, false);
+        self.effects(p, ctx);
     }
 
     fn checkpoint(&mut self, p: u16, number: u64, ctx: &mut Context<Self>) {
@@ -614,9 +647,9 @@ impl Handler<Advice> for OwnershipActor {
         let wanted: BTreeSet<u16> = msg.wanted.into_iter().collect();
         let now = self.now();
         for p in 0..self.chains.len() as u16 {
-            self.chains[usize::from(p)]
-                .lease
-                .want(now, wanted.contains(&p));
+            let chain = &mut self.chains[usize::from(p)];
+            let shunned = chain.shunned_until.is_some_and(|until| now < until);
+            chain.lease.want(now, wanted.contains(&p) && !shunned);
             self.effects(p, ctx);
         }
     }

@@ -417,3 +417,92 @@ fn a_rolling_restart_hands_partitions_back_and_forth_through_the_chain() {
     let back = std::fs::read_to_string(&again_log).unwrap();
     assert!(back.contains("partition restored from its chain"), "{back}");
 }
+
+/// The head manifest of every partition in the `file://` state store.
+fn heads(state: &Path) -> Vec<trawl::cluster::manifest::Manifest> {
+    (0..8)
+        .filter_map(|p| {
+            let dir = state.join(format!("partitions/{p:03}/manifests"));
+            let last = std::fs::read_dir(dir)
+                .ok()?
+                .map(|e| e.unwrap().path())
+                .max()?;
+            trawl::cluster::manifest::Manifest::decode(&std::fs::read(last).ok()?).ok()
+        })
+        .collect()
+}
+
+/// A partition whose chain cannot be restored for a while (one of its
+/// files is missing from the store) is not held unfetched: the node that
+/// claimed it hands it back and tries again later, and once the file is
+/// back the partition is restored and crawled to the end.
+#[test]
+fn a_claim_that_cannot_be_restored_is_handed_back_and_tried_again() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs: _configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(44, true);
+    let truth = web.ground_truth(port);
+    assert!(
+        wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),
+        "n2 published no checkpoint"
+    );
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    std::fs::remove_dir_all(dir.path().join("n2")).unwrap();
+    // A file n2 uploaded itself (no survivor has it cached) of a head n2
+    // left: hidden before the survivors claim (they watch a lease first).
+    let (p, key) = heads(&state)
+        .into_iter()
+        .filter(|m| m.owner.node == "n2")
+        .find_map(|m| {
+            let epoch = format!("{:020}", m.owner.epoch);
+            let file = m
+                .files
+                .iter()
+                .find(|f| f.name.ends_with(".sst") && f.key.contains(&epoch))?;
+            Some((m.partition, file.key.clone()))
+        })
+        .expect("a head of n2's with a file of its own");
+    let object = state.join(format!("partitions/{p:03}/{key}"));
+    let hidden = object.with_extension("hidden");
+    std::fs::rename(&object, &hidden).unwrap();
+    let failed = "cannot open a claimed partition; handing it back";
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while ![&logs[0], &logs[2]]
+        .iter()
+        .any(|l| std::fs::read_to_string(l).is_ok_and(|t| t.contains(failed)))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no survivor failed to restore partition {p}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::rename(&hidden, &object).unwrap();
+    for (name, child) in [("n1", &mut n1), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    let fetched: BTreeSet<String> = page_requests(&records, port).keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    let restored = format!("partition restored from its chain partition={p}");
+    assert!(
+        [&logs[0], &logs[2]]
+            .iter()
+            .any(|l| std::fs::read_to_string(l).unwrap().contains(&restored)),
+        "partition {p} was never restored"
+    );
+}
