@@ -4,9 +4,11 @@
 //! host state all go through its mailbox, so every write is ordered.
 //!
 //! Hosts with queued work are active (a HostActor) or dormant in the due
-//! index ([`DueIndex`]), by the time they next have something to do. The
-//! partition activates due hosts earliest first while the node-wide cap
-//! ([`ActiveSlots`], `[frontier] max_active_hosts`) has room; a host that
+//! index, by the time they next have something to do. Which hosts start
+//! when is decided by an [`Activation`] (`src/frontier/activation.rs`: due
+//! order, the node-wide cap of [`crate::frontier::due::ActiveSlots`],
+//! generations, the hold after a restart or takeover); this actor starts,
+//! wakes and stops the host actors it names. A host that
 //! is idle, or waiting longer than `passivate_after`, hands its state back
 //! (and its due time, persisted with it) and leaves. Opening a partition
 //! only fills the index: no host is activated before it is due and has a
@@ -32,8 +34,9 @@ use super::messages::{
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
+use crate::frontier::activation::{Activation, Step};
 use crate::frontier::blocks::BlockList;
-use crate::frontier::due::{ActiveSlots, DueIndex};
+use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
@@ -42,11 +45,6 @@ use crate::store::{
 };
 use crate::url::Fingerprint;
 
-/// A dormant host is activated this long before it comes due, so its
-/// actor is up (and has read its queue) when the moment arrives.
-const ACTIVATE_AHEAD_MS: u64 = 200;
-/// How often a partition with due hosts but no free slot looks again.
-const SLOT_POLL: Duration = Duration::from_millis(20);
 /// A host that passivated idle with entries still stored (its queue read
 /// failed) comes due again after this.
 const STRAY_WORK_DELAY_MS: u64 = 1_000;
@@ -54,14 +52,6 @@ const STRAY_WORK_DELAY_MS: u64 = 1_000;
 const PARTITION_MAILBOX: usize = 1024;
 /// How often active host actors are checked for having died.
 const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
-
-struct ActiveHost {
-    addr: Addr<HostActor>,
-    /// The generation of its start or last wake, from the partition's one
-    /// counter: an idle report of another generation (new work came, or it
-    /// is from an earlier actor of the same host) is refused.
-    generation: u64,
-}
 
 /// What a partition is given to run its hosts.
 #[derive(Clone)]
@@ -96,37 +86,29 @@ pub struct PartitionActor {
     store: Arc<PartitionStore>,
     settings: Arc<HostSettings>,
     pipeline: PipelineLinks,
-    slots: Arc<ActiveSlots>,
     clock: SharedClock,
-    hosts: HashMap<String, ActiveHost>,
-    /// Dormant hosts with work.
-    due: DueIndex,
-    /// Dormant hosts whose due time is their next refresh, not a
-    /// politeness wait: new work makes them due at once.
-    refresh_waiting: std::collections::HashSet<String>,
+    /// The actors of the active hosts.
+    hosts: HashMap<String, Addr<HostActor>>,
+    /// Which hosts are active, and when dormant ones start: the
+    /// decisions, with no I/O (`src/frontier/activation.rs`).
+    activation: Activation,
+    /// The due and active host counts last added to the node's gauges.
+    reported: (usize, usize),
     /// The armed activation timer and its Unix ms.
     due_timer: Option<(u64, SpawnHandle)>,
     /// Store writes that failed since start (shown in status).
     store_errors: u64,
     /// Host actors restarted after they died.
     host_restarts: u64,
-    /// The last generation handed out (see [`ActiveHost::generation`]).
-    generations: u64,
-    /// See [`PartitionSetup::hold_until_ms`].
-    hold_until_ms: u64,
     /// Writes of admissions and completions so far, counted on from
     /// [`PartitionSetup::covers`]: a checkpoint covers every write counted
     /// before it was made ([`TakeCheckpoint`]), so a link batch admitted
     /// at write `n` is durable once a published checkpoint covers `n`.
     writes: u64,
-    /// Hosts whose actor died, to be started owing their last delay.
-    restarted: std::collections::HashSet<String>,
     /// Queued, not completed (mirrors the store's queue size).
     queued: u64,
     /// Completed since start.
     completed: u64,
-    /// Draining: no new hosts are activated; work stays queued.
-    draining: bool,
     /// Completions waiting for the next write.
     pending: PendingCompletions,
     /// Refresh counts last added to the node's gauges.
@@ -135,8 +117,6 @@ pub struct PartitionActor {
     digests: Digests,
     /// Hosts and domains an operator blocked (see `frontier::blocks`).
     blocks: BlockList,
-    /// Blocked hosts with work left (refreshes): woken on an unblock.
-    held_back: std::collections::HashSet<String>,
     /// Operators' slow-downs of hosts (see `politeness::slowdown`).
     slowdowns: HashMap<String, crate::politeness::slowdown::Slowdown>,
     /// See [`PartitionSetup::lease`].
@@ -197,34 +177,29 @@ impl PartitionActor {
             covers,
             lease,
         } = setup;
+        let request_timeout = settings.request_timeout;
         PartitionActor {
             id,
             store,
             settings,
             pipeline,
-            slots,
             clock,
             hosts: HashMap::new(),
-            due: DueIndex::new(),
+            activation: Activation::new(slots, hold_until_ms, request_timeout),
+            reported: (0, 0),
             due_timer: None,
             store_errors: 0,
             host_restarts: 0,
-            generations: 0,
-            hold_until_ms,
             writes: covers,
-            restarted: Default::default(),
             queued: 0,
             completed: 0,
-            draining: false,
             pending: PendingCompletions::default(),
             refresh_due: DueCounts::default(),
-            refresh_waiting: Default::default(),
             digests: Digests {
                 claims: ClaimBook::new(CLAIM_TTL_MS),
                 unwritten: HashMap::new(),
             },
             blocks: BlockList::default(),
-            held_back: Default::default(),
             slowdowns: HashMap::new(),
             lease,
             metrics,
@@ -239,65 +214,37 @@ impl PartitionActor {
     /// politeness state still spaces its requests; any other becomes due
     /// now.
     fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
-        if self.blocks.blocks(host) {
-            return;
-        }
-        let generation = self.next_generation();
-        if let Some(active) = self.hosts.get_mut(host) {
-            active.generation = generation;
-            active.addr.do_send(Wake {
-                generation: active.generation,
-                levels,
-            });
-            return;
-        }
-        let waits_for_refresh = self.refresh_waiting.remove(host);
-        match self.due.due_ms(host) {
-            None => {
-                self.due.insert(host, 0);
-                self.metrics.due_hosts.inc();
+        let blocked = self.blocks.blocks(host);
+        match self.activation.wake(host, levels, blocked) {
+            Some(Step::Wake {
+                generation, levels, ..
+            }) => {
+                if let Some(addr) = self.hosts.get(host) {
+                    addr.do_send(Wake { generation, levels });
+                }
             }
-            Some(due) if due > 0 && (waits_for_refresh || levels & RECRAWL_BIT != 0) => {
-                self.due.insert(host, 0)
-            }
-            Some(_) => {}
+            _ if blocked => {}
+            _ => self.activate_due(ctx),
         }
-        self.activate_due(ctx);
     }
 
-    /// Activates due hosts, earliest first, while the node has free slots;
-    /// arms a timer for the next one.
+    /// Starts the due hosts the activation lets start, and arms its timer.
     fn activate_due(&mut self, ctx: &mut Context<Self>) {
-        if self.draining {
-            return;
-        }
         let now_ms = self.clock.now().unix_ms();
-        loop {
-            let Some(next) = self.due.next_due_ms() else {
-                return;
-            };
-            if next > now_ms + ACTIVATE_AHEAD_MS {
-                self.arm_due_timer(next - ACTIVATE_AHEAD_MS, now_ms, ctx);
-                return;
+        let blocks = &self.blocks;
+        let steps = self.activation.activate(now_ms, |h| blocks.blocks(h));
+        for step in steps {
+            match step {
+                Step::Start {
+                    host,
+                    generation,
+                    crashed,
+                } => self.start_host(host, generation, crashed, ctx),
+                Step::Timer { at_ms } => self.arm_due_timer(at_ms, now_ms, ctx),
+                Step::Wake { .. } => {}
             }
-            if !self.slots.try_take() {
-                self.arm_due_timer(now_ms + SLOT_POLL.as_millis() as u64, now_ms, ctx);
-                return;
-            }
-            let Some(host) = self.due.pop_due(now_ms + ACTIVATE_AHEAD_MS) else {
-                self.slots.give_back();
-                return;
-            };
-            self.refresh_waiting.remove(&host);
-            self.metrics.due_hosts.dec();
-            if self.blocks.blocks(&host) {
-                // Its refreshes wait for an unblock.
-                self.slots.give_back();
-                self.held_back.insert(host);
-                continue;
-            }
-            self.start_host(host, ctx);
         }
+        self.report_hosts();
     }
 
     fn arm_due_timer(&mut self, at_ms: u64, now_ms: u64, ctx: &mut Context<Self>) {
@@ -315,14 +262,15 @@ impl PartitionActor {
         self.due_timer = Some((at_ms, handle));
     }
 
-    fn next_generation(&mut self) -> u64 {
-        self.generations += 1;
-        self.generations
-    }
-
-    /// Starts the actor of `host` (a slot is taken) from its stored state.
-    fn start_host(&mut self, host: String, ctx: &mut Context<Self>) {
-        let generation = self.next_generation();
+    /// Starts the actor of `host` at `generation` (its slot is taken)
+    /// from its stored state; `crashed`: it owes its last delay again.
+    fn start_host(
+        &mut self,
+        host: String,
+        generation: u64,
+        crashed: bool,
+        ctx: &mut Context<Self>,
+    ) {
         let state = match self.store.host_state(&host) {
             Ok(state) => state,
             Err(err) => {
@@ -339,9 +287,7 @@ impl PartitionActor {
             save: me.recipient(),
             lease: self.lease.clone(),
         };
-        // A host restarted after its actor died owes its last delay again,
-        // as after a crash.
-        let settings = if self.restarted.remove(&host) {
+        let settings = if crashed {
             let mut crashed = (*self.settings).clone();
             crashed.crashed = true;
             Arc::new(crashed)
@@ -364,20 +310,21 @@ impl PartitionActor {
             generation,
         )
         .start();
-        self.metrics.active_hosts.inc();
-        self.hosts.insert(host, ActiveHost { addr, generation });
+        self.hosts.insert(host, addr);
         self.report_partition();
     }
 
     /// Brings back hosts whose actor died (a panic stops only that actor):
-    /// their queue is in the store, so they become due again at once.
+    /// their queue is in the store, so they come due again once a request
+    /// of the dead actor could have ended, owing their last delay.
     fn supervise(&mut self, ctx: &mut Context<Self>) {
         let dead: Vec<String> = self
             .hosts
             .iter()
-            .filter(|(_, h)| !h.addr.connected())
+            .filter(|(_, addr)| !addr.connected())
             .map(|(host, _)| host.clone())
             .collect();
+        let now_ms = self.clock.now().unix_ms();
         for host in dead {
             tracing::warn!(
                 partition = self.id,
@@ -386,20 +333,24 @@ impl PartitionActor {
             );
             self.host_restarts += 1;
             self.hosts.remove(&host);
-            self.metrics.active_hosts.dec();
-            self.slots.give_back();
-            // A request of the dead actor may still be on the wire: its
-            // replacement starts no earlier than that request could end.
-            // (activation runs ACTIVATE_AHEAD_MS early), and owes its last
-            // delay after that, as after a crash.
-            let hold = self.settings.request_timeout.as_millis() as u64 + ACTIVATE_AHEAD_MS;
-            self.due.insert(&host, self.clock.now().unix_ms() + hold);
-            self.restarted.insert(host);
-            self.metrics.due_hosts.inc();
+            self.activation.died(&host, now_ms);
         }
         self.activate_due(ctx);
         self.report_refresh_due();
         self.report_partition();
+    }
+
+    /// Moves the node's due and active host gauges by this partition's
+    /// change since the last report.
+    fn report_hosts(&mut self) {
+        let now = (self.activation.due_len(), self.hosts.len());
+        self.metrics
+            .due_hosts
+            .add(now.0 as i64 - self.reported.0 as i64);
+        self.metrics
+            .active_hosts
+            .add(now.1 as i64 - self.reported.1 as i64);
+        self.reported = now;
     }
 
     /// Shows this partition's queue size and active hosts on its own
@@ -426,11 +377,11 @@ impl PartitionActor {
             queued: self.queued,
             completed: self.completed,
             active_hosts: self.hosts.len(),
-            due_hosts: self.due.len(),
-            refresh_hosts: self.refresh_waiting.len(),
+            due_hosts: self.activation.due_len(),
+            refresh_hosts: self.activation.refresh_len(),
             store_errors: self.store_errors,
             host_restarts: self.host_restarts,
-            draining: self.draining,
+            draining: self.activation.is_draining(),
             refresh_due: self.store.due_counts(self.clock.now().unix_ms()),
         }
     }
@@ -471,12 +422,12 @@ impl Actor for PartitionActor {
     fn stopped(&mut self, _: &mut Self::Context) {
         // Whatever stopped the partition, its hosts go with it (none may
         // fetch for a partition that is gone) and give back what they held.
-        for host in self.hosts.values() {
-            host.addr.do_send(Crash);
-            self.slots.give_back();
+        for addr in self.hosts.values() {
+            addr.do_send(Crash);
         }
-        self.metrics.active_hosts.sub(self.hosts.len() as i64);
-        self.metrics.due_hosts.sub(self.due.len() as i64);
+        self.activation.retire();
+        self.metrics.active_hosts.sub(self.reported.1 as i64);
+        self.metrics.due_hosts.sub(self.reported.0 as i64);
         self.metrics.frontier_size.sub(self.queued as i64);
         self.metrics.forget_partition(self.id);
         let gone = std::mem::take(&mut self.refresh_due);
@@ -504,29 +455,12 @@ impl PartitionActor {
         self.queued = hosts.values().sum();
         self.metrics.frontier_size.add(self.queued as i64);
         self.report_partition();
-        // After a restart, nothing starts before the hold (activation runs
-        // ACTIVATE_AHEAD_MS early); the restarted partition's settings say
-        // `crashed`, so each host also owes its last delay.
-        let hold = match self.hold_until_ms {
-            0 => 0,
-            ms => ms + ACTIVATE_AHEAD_MS,
-        };
-        for host in hosts.keys() {
-            let at = due.get(host).copied().unwrap_or(0);
-            self.due.insert(host, at.max(hold));
-        }
-        for (host, first) in &refreshes {
-            // Its politeness still applies once it is active.
-            let at = match self.due.due_ms(host) {
-                Some(queued) => queued.min(*first),
-                None => {
-                    self.refresh_waiting.insert(host.clone());
-                    *first
-                }
-            };
-            self.due.insert(host, at.max(hold));
-        }
-        self.metrics.due_hosts.add(self.due.len() as i64);
+        // After a restart, nothing starts before the hold; the restarted
+        // partition's settings say `crashed`, so each host also owes its
+        // last delay.
+        self.activation
+            .open(hosts.keys().map(String::as_str), &due, &refreshes);
+        self.report_hosts();
         if !hosts.is_empty() {
             tracing::info!(
                 partition = self.id,
@@ -795,8 +729,7 @@ impl Handler<HostIdle> for PartitionActor {
     type Result = bool;
 
     fn handle(&mut self, msg: HostIdle, ctx: &mut Self::Context) -> bool {
-        let current = self.hosts.get(&msg.host).map(|h| h.generation);
-        if current != Some(msg.generation) {
+        if !self.activation.idle(&msg.host, msg.generation) {
             return false;
         }
         // Only politeness waits are persisted as due times: a refresh
@@ -809,9 +742,7 @@ impl Handler<HostIdle> for PartitionActor {
             tracing::error!(partition = self.id, host = %msg.host, error = %err, "cannot save host state");
         }
         self.hosts.remove(&msg.host);
-        self.metrics.active_hosts.dec();
         self.report_partition();
-        self.slots.give_back();
         // A host that found nothing to do (or could not read its queue)
         // while entries are still stored comes back shortly: no queued URL
         // is left without a host that will fetch it.
@@ -823,11 +754,7 @@ impl Handler<HostIdle> for PartitionActor {
             (left > 0).then(|| self.clock.now().unix_ms() + STRAY_WORK_DELAY_MS)
         });
         if let Some(due_ms) = due_ms {
-            self.due.insert(&msg.host, due_ms);
-            self.metrics.due_hosts.inc();
-            if msg.refresh_wait {
-                self.refresh_waiting.insert(msg.host);
-            }
+            self.activation.due_at(&msg.host, due_ms, msg.refresh_wait);
         }
         self.activate_due(ctx);
         true
@@ -848,12 +775,12 @@ impl Handler<Drain> for PartitionActor {
     type Result = ResponseActFuture<Self, bool>;
 
     fn handle(&mut self, msg: Drain, _: &mut Self::Context) -> Self::Result {
-        self.draining = true;
+        self.activation.drain();
         let drains: Vec<_> = self
             .hosts
             .iter()
-            .map(|(host, h)| {
-                let drained = h.addr.send(DrainHost);
+            .map(|(host, addr)| {
+                let drained = addr.send(DrainHost);
                 let host = host.clone();
                 async move { (host, drained.await) }
             })
@@ -912,10 +839,10 @@ impl Handler<CrashHost> for PartitionActor {
     type Result = bool;
 
     fn handle(&mut self, msg: CrashHost, _: &mut Self::Context) -> bool {
-        let Some(active) = self.hosts.get(&msg.host) else {
+        let Some(addr) = self.hosts.get(&msg.host) else {
             return false;
         };
-        active.addr.do_send(Crash);
+        addr.do_send(Crash);
         true
     }
 }

@@ -38,7 +38,7 @@ impl Handler<SetBlock> for PartitionActor {
                 "unblocked by the operator"
             );
             for host in &hosts {
-                self.held_back.remove(host);
+                self.activation.unblock(host);
                 self.wake(host, u8::MAX, ctx);
             }
             return Ok(BlockOutcome { dropped: 0 });
@@ -56,7 +56,6 @@ impl Handler<SetBlock> for PartitionActor {
         let mut dropped = 0;
         for host in &hosts {
             self.stop_host(host);
-            self.held_back.insert(host.clone());
             dropped += self.drop_blocked(host)?;
         }
         Ok(BlockOutcome { dropped })
@@ -68,39 +67,29 @@ impl PartitionActor {
     /// with queued URLs in the store.
     fn hosts_covered(&self, target: &BlockTarget) -> Vec<String> {
         let mut hosts: std::collections::BTreeSet<String> = self
-            .hosts
-            .keys()
+            .activation
+            .hosts()
             .filter(|h| target.covers(h))
-            .cloned()
+            .map(str::to_owned)
             .collect();
-        hosts.extend(
-            self.due
-                .hosts()
-                .filter(|h| target.covers(h))
-                .map(str::to_owned),
-        );
-        hosts.extend(self.held_back.iter().filter(|h| target.covers(h)).cloned());
         if let Ok(queued) = self.store.queued_by_host() {
             hosts.extend(queued.into_keys().filter(|h| target.covers(h)));
         }
         hosts.into_iter().collect()
     }
 
-    /// Stops a blocked host's actor, if active.
+    /// Stops a blocked host's actor, if active; holds it back (out of the
+    /// due index) until unblocked.
     fn stop_host(&mut self, host: &str) {
-        if let Some(active) = self.hosts.remove(host) {
-            active.addr.do_send(Crash);
-            self.restarted.insert(host.to_owned());
-            self.metrics.active_hosts.dec();
-            self.slots.give_back();
+        if let Some(addr) = self.hosts.remove(host) {
+            addr.do_send(Crash);
         }
+        self.activation.block(host);
+        self.report_hosts();
     }
 
     /// Drops a blocked host's queued URLs, each with a `removed` event.
     fn drop_blocked(&mut self, host: &str) -> Result<usize, Failure> {
-        if self.due.remove(host).is_some() {
-            self.metrics.due_hosts.dec();
-        }
         let now_ms = self.clock.now().unix_ms();
         let dropped = self.store.drop_queued(host, now_ms).map_err(|e| {
             self.store_errors += 1;
@@ -161,8 +150,8 @@ impl Handler<AskHost> for PartitionActor {
                     None => self.slowdowns.remove(&host),
                 };
                 let snapshot = match self.hosts.get(&host) {
-                    Some(active) => {
-                        let ask = active.addr.send(SlowDown(slowdown));
+                    Some(addr) => {
+                        let ask = addr.send(SlowDown(slowdown));
                         Box::pin(async move { Ok(ask.await?) })
                     }
                     None => self.snapshot_of(&host),
@@ -185,7 +174,7 @@ impl Handler<ListHosts> for PartitionActor {
         let asks: Vec<_> = self
             .hosts
             .values()
-            .map(|active| active.addr.send(GetHostSnapshot { count_queue: false }))
+            .map(|addr| addr.send(GetHostSnapshot { count_queue: false }))
             .collect();
         let queued = self.store.queued_by_host().unwrap_or_else(|err| {
             tracing::warn!(partition = self.id, %err, "cannot read the queue sizes");
@@ -194,12 +183,7 @@ impl Handler<ListHosts> for PartitionActor {
         let now = self.clock.now();
         let now_ms = now.unix_ms();
         let mut rows = Vec::new();
-        let dormant = self
-            .due
-            .hosts()
-            .filter(|h| !self.hosts.contains_key(*h))
-            .chain(self.held_back.iter().map(String::as_str));
-        for host in dormant {
+        for host in self.activation.dormant_hosts() {
             let snapshot = match self.stored_snapshot(host, false, now) {
                 Ok(snapshot) => snapshot,
                 Err(err) => {
@@ -208,7 +192,7 @@ impl Handler<ListHosts> for PartitionActor {
                 }
             };
             let due_in = self
-                .due
+                .activation
                 .due_ms(host)
                 .map_or(0, |d| d.saturating_sub(now_ms));
             let mut row = HostRow::of(&snapshot, self.blocks.blocks(host), due_in);
@@ -233,8 +217,8 @@ impl PartitionActor {
         &self,
         host: &str,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<HostSnapshot, Failure>>>> {
-        if let Some(active) = self.hosts.get(host) {
-            let ask = active.addr.send(GetHostSnapshot { count_queue: true });
+        if let Some(addr) = self.hosts.get(host) {
+            let ask = addr.send(GetHostSnapshot { count_queue: true });
             return Box::pin(async move { Ok(ask.await?) });
         }
         let result = self.stored_snapshot(host, true, self.clock.now());

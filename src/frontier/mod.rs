@@ -7,6 +7,7 @@
 //! priority goes first without starving the rest: even the lowest level
 //! gets one turn in fifteen while the others are busy.
 
+pub mod activation;
 pub mod blocks;
 pub mod budget;
 pub mod due;

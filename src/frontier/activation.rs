@@ -1,0 +1,332 @@
+//! Which of a partition's hosts are active, and when a dormant one is
+//! started: the partition's scheduling decisions, with no I/O, on the
+//! times it is given (as the host machine is).
+//!
+//! A host with work is *active* (it has an actor, which holds its
+//! politeness timer) or *dormant* in the [`DueIndex`]. The partition actor
+//! tells an [`Activation`] what happened (work arrived, a host went idle
+//! or died, an operator blocked one, the partition drains) and carries out
+//! the [`Step`]s it answers: start a host's actor, wake an active one, look
+//! again at a time. The rules in one place:
+//!
+//! - **Generations.** Every start and every wake takes the next number of
+//!   one counter; a host's idle report counts only if it carries the
+//!   generation of its last start or wake (new work came meanwhile, or the
+//!   report is from an earlier actor of the same host: refused, the host
+//!   stays).
+//! - **Activation** runs earliest-due first, [`ACTIVATE_AHEAD_MS`] early
+//!   (so the actor is up and has read its queue when the moment comes),
+//!   while the node's [`ActiveSlots`] have room; when they have none it
+//!   looks again after [`SLOT_POLL_MS`]. A draining partition starts
+//!   nobody. A blocked host found due is held back until unblocked.
+//! - **The hold.** After a restart (the partition's actor failed) or a
+//!   takeover, nothing dormant comes due before the hold (`hold_until_ms`):
+//!   requests of the former owner or actor may still be on the wire. A
+//!   host whose actor died comes due only once its last request could have
+//!   ended (`request_timeout`), and starts owing its last delay again
+//!   (`crashed`), as does a host an operator stopped.
+//! - **Refreshes.** A dormant host whose due time is its next refresh, not
+//!   a politeness wait, becomes due at once when new work arrives.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::due::{ActiveSlots, DueIndex};
+use super::host::RECRAWL_BIT;
+
+/// A dormant host is started this long before it comes due.
+pub const ACTIVATE_AHEAD_MS: u64 = 200;
+/// With due hosts and no free slot, the partition looks again after this.
+pub const SLOT_POLL_MS: u64 = 20;
+
+/// What the partition actor does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Start `host`'s actor at `generation` (a slot is taken for it);
+    /// `crashed`: it owes its last delay again first.
+    Start {
+        host: String,
+        generation: u64,
+        crashed: bool,
+    },
+    /// Tell active `host` that work arrived at `levels`.
+    Wake {
+        host: String,
+        generation: u64,
+        levels: u8,
+    },
+    /// Call [`Activation::activate`] again at `at_ms` (Unix ms).
+    Timer { at_ms: u64 },
+}
+
+/// One partition's active and dormant hosts.
+#[derive(Debug)]
+pub struct Activation {
+    due: DueIndex,
+    /// Dormant hosts whose due time is their next refresh.
+    refresh_waiting: HashSet<String>,
+    /// Blocked hosts with work left: started again on an unblock.
+    held_back: HashSet<String>,
+    /// Active hosts, by the generation of their last start or wake.
+    active: HashMap<String, u64>,
+    generations: u64,
+    /// Hosts to be started owing their last delay.
+    restarted: HashSet<String>,
+    /// Nothing dormant comes due before this (activation lead included).
+    hold_ms: u64,
+    request_timeout: Duration,
+    draining: bool,
+    slots: Arc<ActiveSlots>,
+}
+
+impl Activation {
+    /// A partition with no host yet, taking slots from `slots`, its hosts
+    /// held until `hold_until_ms` (0: not held).
+    pub fn new(slots: Arc<ActiveSlots>, hold_until_ms: u64, request_timeout: Duration) -> Self {
+        Activation {
+            due: DueIndex::new(),
+            refresh_waiting: HashSet::new(),
+            held_back: HashSet::new(),
+            active: HashMap::new(),
+            generations: 0,
+            restarted: HashSet::new(),
+            hold_ms: match hold_until_ms {
+                0 => 0,
+                ms => ms + ACTIVATE_AHEAD_MS,
+            },
+            request_timeout,
+            draining: false,
+            slots,
+        }
+    }
+
+    /// Fills the index from the store at open: every host with queued
+    /// work, due when it passivated (`due_times`) or at once, and every
+    /// host with scheduled refreshes, due at its first. Starts nobody.
+    pub fn open<'a>(
+        &mut self,
+        queued: impl IntoIterator<Item = &'a str>,
+        due_times: &HashMap<String, u64>,
+        refreshes: impl IntoIterator<Item = (&'a String, &'a u64)>,
+    ) {
+        for host in queued {
+            let at = due_times.get(host).copied().unwrap_or(0);
+            self.due.insert(host, at.max(self.hold_ms));
+        }
+        for (host, first) in refreshes {
+            // Its politeness still applies once it is active.
+            let at = match self.due.due_ms(host) {
+                Some(queued) => queued.min(*first),
+                None => {
+                    self.refresh_waiting.insert(host.clone());
+                    *first
+                }
+            };
+            self.due.insert(host, at.max(self.hold_ms));
+        }
+    }
+
+    /// Work arrived for `host` at `levels`. An active host is woken (the
+    /// step); a dormant one waiting in the index keeps its place (it may
+    /// not be contacted earlier) unless it waits for a refresh or
+    /// refreshes were made due; any other becomes due now (then
+    /// [`Activation::activate`]). A blocked host is left alone.
+    pub fn wake(&mut self, host: &str, levels: u8, blocked: bool) -> Option<Step> {
+        if blocked {
+            return None;
+        }
+        if self.active.contains_key(host) {
+            let generation = self.next_generation();
+            self.active.insert(host.to_owned(), generation);
+            return Some(Step::Wake {
+                host: host.to_owned(),
+                generation,
+                levels,
+            });
+        }
+        let waits_for_refresh = self.refresh_waiting.remove(host);
+        match self.due.due_ms(host) {
+            None => self.due.insert(host, 0),
+            Some(due) if due > 0 && (waits_for_refresh || levels & RECRAWL_BIT != 0) => {
+                self.due.insert(host, 0)
+            }
+            Some(_) => {}
+        }
+        None
+    }
+
+    /// Starts the hosts due by `now_ms` (plus the lead) while slots are
+    /// free, earliest first; ends with when to look again, if ever.
+    pub fn activate(&mut self, now_ms: u64, blocked: impl Fn(&str) -> bool) -> Vec<Step> {
+        let mut steps = Vec::new();
+        if self.draining {
+            return steps;
+        }
+        loop {
+            let Some(next) = self.due.next_due_ms() else {
+                return steps;
+            };
+            if next > now_ms + ACTIVATE_AHEAD_MS {
+                steps.push(Step::Timer {
+                    at_ms: next - ACTIVATE_AHEAD_MS,
+                });
+                return steps;
+            }
+            if !self.slots.try_take() {
+                steps.push(Step::Timer {
+                    at_ms: now_ms + SLOT_POLL_MS,
+                });
+                return steps;
+            }
+            let Some(host) = self.due.pop_due(now_ms + ACTIVATE_AHEAD_MS) else {
+                self.slots.give_back();
+                return steps;
+            };
+            self.refresh_waiting.remove(&host);
+            if blocked(&host) {
+                // Its refreshes wait for an unblock.
+                self.slots.give_back();
+                self.held_back.insert(host);
+                continue;
+            }
+            let generation = self.next_generation();
+            let crashed = self.restarted.remove(&host);
+            self.active.insert(host.clone(), generation);
+            steps.push(Step::Start {
+                host,
+                generation,
+                crashed,
+            });
+        }
+    }
+
+    /// Active `host` reports itself idle at `generation`: whether the
+    /// report counts (then it is no longer active and its slot is free;
+    /// [`Activation::due_at`] enters it in the index if it has work).
+    pub fn idle(&mut self, host: &str, generation: u64) -> bool {
+        if self.active.get(host) != Some(&generation) {
+            return false;
+        }
+        self.active.remove(host);
+        self.slots.give_back();
+        true
+    }
+
+    /// `host` is dormant with work due at `due_ms`; `refresh`: that is its
+    /// next refresh, not a politeness wait.
+    pub fn due_at(&mut self, host: &str, due_ms: u64, refresh: bool) {
+        self.due.insert(host, due_ms);
+        if refresh {
+            self.refresh_waiting.insert(host.to_owned());
+        }
+    }
+
+    /// `host`'s actor died at `now_ms`: it comes due once a request it
+    /// may have left on the wire has ended, and starts owing its last
+    /// delay. Whether it was active.
+    pub fn died(&mut self, host: &str, now_ms: u64) -> bool {
+        if self.active.remove(host).is_none() {
+            return false;
+        }
+        self.slots.give_back();
+        let hold = self.request_timeout.as_millis() as u64 + ACTIVATE_AHEAD_MS;
+        self.due.insert(host, now_ms + hold);
+        self.restarted.insert(host.to_owned());
+        true
+    }
+
+    /// An operator blocked `host`: no longer active (it starts owing its
+    /// last delay when unblocked) nor due; held back. Whether it was
+    /// active.
+    pub fn block(&mut self, host: &str) -> bool {
+        let was_active = self.active.remove(host).is_some();
+        if was_active {
+            self.slots.give_back();
+            self.restarted.insert(host.to_owned());
+        }
+        self.due.remove(host);
+        self.held_back.insert(host.to_owned());
+        was_active
+    }
+
+    /// An operator unblocked `host`: no longer held back (wake it).
+    pub fn unblock(&mut self, host: &str) {
+        self.held_back.remove(host);
+    }
+
+    /// No new host starts; the active ones drain.
+    pub fn drain(&mut self) {
+        self.draining = true;
+    }
+
+    /// The partition stops: every active host's slot is given back; the
+    /// hosts that were active.
+    pub fn retire(&mut self) -> Vec<String> {
+        let hosts: Vec<String> = self.active.drain().map(|(h, _)| h).collect();
+        for _ in &hosts {
+            self.slots.give_back();
+        }
+        hosts
+    }
+
+    /// Whether `host` is active.
+    pub fn is_active(&self, host: &str) -> bool {
+        self.active.contains_key(host)
+    }
+
+    /// Every host it knows of (active, dormant, held back).
+    pub fn hosts(&self) -> impl Iterator<Item = &str> {
+        self.active
+            .keys()
+            .map(String::as_str)
+            .chain(self.due.hosts())
+            .chain(self.held_back.iter().map(String::as_str))
+    }
+
+    /// Dormant hosts that are neither active nor due: held back.
+    pub fn held_back(&self) -> impl Iterator<Item = &str> {
+        self.held_back.iter().map(String::as_str)
+    }
+
+    /// Hosts without an actor: due, or held back.
+    pub fn dormant_hosts(&self) -> impl Iterator<Item = &str> {
+        self.due
+            .hosts()
+            .filter(|h| !self.active.contains_key(*h))
+            .chain(self.held_back())
+    }
+
+    /// When dormant `host` comes due, if it does.
+    pub fn due_ms(&self, host: &str) -> Option<u64> {
+        self.due.due_ms(host)
+    }
+
+    /// Active hosts.
+    pub fn active_len(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Dormant hosts with work.
+    pub fn due_len(&self) -> usize {
+        self.due.len()
+    }
+
+    /// Dormant hosts waiting for a refresh.
+    pub fn refresh_len(&self) -> usize {
+        self.refresh_waiting.len()
+    }
+
+    /// Draining.
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generations += 1;
+        self.generations
+    }
+}
+
+#[cfg(test)]
+mod tests;

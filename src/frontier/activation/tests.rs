@@ -1,0 +1,142 @@
+use super::*;
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+fn activation(cap: usize, hold_until_ms: u64) -> Activation {
+    Activation::new(ActiveSlots::new(cap), hold_until_ms, TIMEOUT)
+}
+
+fn started(steps: &[Step]) -> Vec<(&str, bool)> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Start { host, crashed, .. } => Some((host.as_str(), *crashed)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn timer(steps: &[Step]) -> Option<u64> {
+    steps.iter().find_map(|s| match s {
+        Step::Timer { at_ms } => Some(*at_ms),
+        _ => None,
+    })
+}
+
+fn generation(steps: &[Step], of: &str) -> u64 {
+    steps
+        .iter()
+        .find_map(|s| match s {
+            Step::Start {
+                host, generation, ..
+            }
+            | Step::Wake {
+                host, generation, ..
+            } if host == of => Some(*generation),
+            _ => None,
+        })
+        .expect("a step for the host")
+}
+
+#[test]
+fn due_hosts_start_earliest_first_while_slots_last_then_a_timer() {
+    let mut a = activation(2, 0);
+    let due = HashMap::from([
+        ("b.test".to_owned(), 1_000),
+        ("c.test".to_owned(), 1_100),
+        ("d.test".to_owned(), 5_000),
+    ]);
+    a.open(
+        ["a.test", "b.test", "c.test", "d.test"],
+        &due,
+        &HashMap::<String, u64>::new(),
+    );
+    let steps = a.activate(1_000, |_| false);
+    assert_eq!(started(&steps), [("a.test", false), ("b.test", false)]);
+    // c is due (within the lead) but no slot is free: looked at again soon.
+    assert_eq!(timer(&steps), Some(1_000 + SLOT_POLL_MS));
+    assert!(a.idle("a.test", generation(&steps, "a.test")));
+    let steps = a.activate(1_000 + SLOT_POLL_MS, |_| false);
+    assert_eq!(started(&steps), [("c.test", false)]);
+    // d is not due yet: a timer the lead before it.
+    assert_eq!(timer(&steps), Some(5_000 - ACTIVATE_AHEAD_MS));
+    assert!(a.idle("b.test", 2));
+    let steps = a.activate(5_000 - ACTIVATE_AHEAD_MS, |_| false);
+    assert_eq!(started(&steps), [("d.test", false)]);
+    assert_eq!(timer(&steps), None, "nothing left");
+}
+
+#[test]
+fn an_idle_report_counts_only_for_the_last_start_or_wake() {
+    let mut a = activation(4, 0);
+    a.wake("a.test", 1, false);
+    let steps = a.activate(0, |_| false);
+    let first = generation(&steps, "a.test");
+    // Work arrives while active: a wake, with a newer generation.
+    let woken = a.wake("a.test", 1, false).expect("a wake");
+    let second = generation(&[woken], "a.test");
+    assert!(second > first);
+    assert!(!a.idle("a.test", first), "the report predates the work");
+    assert!(a.is_active("a.test"));
+    assert!(a.idle("a.test", second));
+    assert!(!a.is_active("a.test"));
+}
+
+#[test]
+fn after_a_takeover_nothing_comes_due_before_the_hold() {
+    let mut a = activation(4, 10_000);
+    a.open(["a.test"], &HashMap::new(), &HashMap::<String, u64>::new());
+    let steps = a.activate(0, |_| false);
+    assert!(started(&steps).is_empty());
+    assert_eq!(timer(&steps), Some(10_000));
+    let steps = a.activate(10_000, |_| false);
+    assert_eq!(started(&steps), [("a.test", false)]);
+}
+
+#[test]
+fn a_host_whose_actor_died_waits_out_its_last_request_and_owes_its_delay() {
+    let mut a = activation(1, 0);
+    a.wake("a.test", 1, false);
+    a.activate(0, |_| false);
+    assert!(a.died("a.test", 1_000));
+    let wait = 1_000 + TIMEOUT.as_millis() as u64 + ACTIVATE_AHEAD_MS;
+    assert_eq!(a.due_ms("a.test"), Some(wait));
+    let steps = a.activate(wait - ACTIVATE_AHEAD_MS, |_| false);
+    assert_eq!(
+        started(&steps),
+        [("a.test", true)],
+        "its slot came back too"
+    );
+}
+
+#[test]
+fn new_work_makes_a_host_waiting_for_a_refresh_due_at_once_not_one_waiting_out_politeness() {
+    let mut a = activation(4, 0);
+    a.due_at("refresh.test", 60_000, true);
+    a.due_at("polite.test", 60_000, false);
+    assert_eq!(a.wake("refresh.test", 1, false), None);
+    assert_eq!(a.wake("polite.test", 1, false), None);
+    assert_eq!(a.due_ms("refresh.test"), Some(0));
+    assert_eq!(a.due_ms("polite.test"), Some(60_000));
+    // Refreshes made due move it too.
+    a.wake("polite.test", RECRAWL_BIT, false);
+    assert_eq!(a.due_ms("polite.test"), Some(0));
+}
+
+#[test]
+fn blocked_hosts_are_held_back_and_a_draining_partition_starts_nobody() {
+    let mut a = activation(4, 0);
+    a.wake("a.test", 1, false);
+    a.wake("b.test", 1, false);
+    let steps = a.activate(0, |h| h == "b.test");
+    assert_eq!(started(&steps), [("a.test", false)]);
+    assert_eq!(a.held_back().collect::<Vec<_>>(), ["b.test"]);
+    // Blocking an active host stops it; unblocked, it owes its delay.
+    assert!(a.block("a.test"));
+    assert_eq!(a.wake("a.test", 1, true), None, "blocked: left alone");
+    a.unblock("a.test");
+    a.wake("a.test", 1, false);
+    a.drain();
+    assert!(a.activate(0, |_| false).is_empty());
+    assert_eq!(a.retire(), Vec::<String>::new());
+}
