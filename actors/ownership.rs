@@ -36,6 +36,7 @@ use crate::cluster::gate::LeaseGate;
 use crate::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, StopReason,
 };
+use crate::cluster::link::Backoff;
 use crate::cluster::manifest::{FileRef, Manifest, MANIFEST_VERSION};
 use crate::store::PartitionStore;
 
@@ -113,7 +114,7 @@ struct Chain {
     /// until then ([`OwnershipActor::give_up_take`]).
     shunned_until: Option<Instant>,
     /// The wait after the next failed take.
-    take_backoff: Duration,
+    take_backoff: Backoff,
 }
 
 /// The actor.
@@ -145,7 +146,7 @@ impl OwnershipActor {
                 taking: Arc::default(),
                 gate: Arc::new(LeaseGate::new(settings.clock.clone())),
                 shunned_until: None,
-                take_backoff: TAKE_RETRY_FIRST,
+                take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
             })
             .collect();
         OwnershipActor {
@@ -467,7 +468,7 @@ impl OwnershipActor {
                 .into_actor(act)
             });
         ctx.spawn(open.map(move |taken, act, ctx| match taken {
-            Ok(()) => act.chains[usize::from(p)].take_backoff = TAKE_RETRY_FIRST,
+            Ok(()) => act.chains[usize::from(p)].take_backoff.reset(),
             Err(err) => act.give_up_take(p, &err, ctx),
         }));
     }
@@ -481,8 +482,7 @@ impl OwnershipActor {
     fn give_up_take(&mut self, p: u16, err: &str, ctx: &mut Context<Self>) {
         let now = self.now();
         let chain = &mut self.chains[usize::from(p)];
-        let wait = chain.take_backoff;
-        chain.take_backoff = (wait * 2).min(TAKE_RETRY_MAX);
+        let wait = chain.take_backoff.next_delay();
         chain.shunned_until = Some(now + wait);
         tracing::error!(
             partition = p,

@@ -26,11 +26,11 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use support::{env_or, free_port, get, metric, rss_kb, write_seeds, Listener};
+use support::{env_or, free_port, get, metric, rss_kb, trawl_run, write_seeds, Listener};
 
 fn write_config(path: &Path, data: &Path, admin: SocketAddr, expected: u64) {
     // TRAWL_SCALE_EXTRA: more TOML, to try other settings.
@@ -62,15 +62,8 @@ data_dir = {data:?}
 
 /// Starts `trawl run` with a seeds file or one seed URL.
 fn spawn(config: &Path, seeds: Option<&Path>, seed: Option<&str>) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
-    cmd.args(["run", "--config"]).arg(config);
-    if let Some(seeds) = seeds {
-        cmd.arg("--seeds").arg(seeds);
-    }
-    if let Some(seed) = seed {
-        cmd.arg("--seed").arg(seed);
-    }
-    cmd.env("RUST_LOG", "warn")
+    trawl_run(config, seeds, seed)
+        .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn trawl")

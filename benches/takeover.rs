@@ -29,10 +29,10 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{env_or, free_port, metric_sum, write_seeds, Listener};
+use support::{env_or, free_port, metric_sum, trawl_run, write_seeds, Listener};
 
 const PARTITIONS: u16 = 16;
 
@@ -90,15 +90,8 @@ checkpoint_interval = "2s"
 }
 
 fn spawn(config: &Path, seeds: Option<&Path>, seed: Option<&str>, log: &Path) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
-    cmd.args(["run", "--config"]).arg(config);
-    if let Some(seeds) = seeds {
-        cmd.arg("--seeds").arg(seeds);
-    }
-    if let Some(seed) = seed {
-        cmd.arg("--seed").arg(seed);
-    }
-    cmd.env("RUST_LOG", "warn,trawl::actors::ownership=info")
+    trawl_run(config, seeds, seed)
+        .env("RUST_LOG", "warn,trawl::actors::ownership=info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())

@@ -34,12 +34,9 @@ use std::time::{Duration, Instant};
 
 use common::moto::Moto;
 use common::netns::Lab;
-use common::{assert_same_urls, audit_log_with_factor, page_requests, wait_exit};
-use futures_util::TryStreamExt;
-use object_store::ObjectStoreExt;
+use common::{archived_uris, assert_same_urls, audit_log_with_factor, page_requests, wait_exit};
 use trawl::cluster::manifest::Manifest;
 use trawl::testweb::{RequestRecord, SyntheticWeb, TestWebServer, WebSpec};
-use trawl::upload::Target;
 
 const NODES: usize = 3;
 const PARTITIONS: usize = 8;
@@ -249,7 +246,7 @@ impl Run {
             report.violations.len(),
             requests_of(&records, &report.violations[0].host)
         );
-        let archived = archived_uris(&self.moto, self.dir.path());
+        let archived = uploaded_uris(&self.moto, self.dir.path());
         let missing: Vec<_> = truth.difference(&archived).collect();
         assert!(
             missing.is_empty(),
@@ -373,33 +370,9 @@ fn requests_of(records: &[RequestRecord], host: &str) -> String {
         .collect()
 }
 
-/// Every object under `prefix` in the bucket, by key.
-fn objects(moto: &Moto, prefix: &str) -> BTreeMap<String, Vec<u8>> {
-    let url = format!("s3://{}/{prefix}", Moto::BUCKET);
-    let target = Target::open(&url, &moto.options(), 3).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let store = target.store();
-        let listed: Vec<_> = store
-            .list(Some(&object_store::path::Path::from(prefix)))
-            .try_collect()
-            .await
-            .unwrap();
-        let mut out = BTreeMap::new();
-        for meta in listed {
-            let bytes = store.get(&meta.location).await.unwrap().bytes().await;
-            out.insert(meta.location.to_string(), bytes.unwrap().to_vec());
-        }
-        out
-    })
-}
-
 /// Every manifest of every partition's chain.
 fn manifests(moto: &Moto) -> Vec<Manifest> {
-    objects(moto, "state/partitions")
+    moto.objects("state/partitions")
         .into_iter()
         .filter(|(key, _)| key.contains("/manifests/"))
         .map(|(key, bytes)| Manifest::decode(&bytes).unwrap_or_else(|e| panic!("{key}: {e}")))
@@ -419,28 +392,13 @@ fn heads(moto: &Moto) -> BTreeMap<u16, Manifest> {
 
 /// The target URIs of the response and revisit records in the WARC
 /// files uploaded to the bucket (copied under `dir` to be read).
-fn archived_uris(moto: &Moto, dir: &Path) -> BTreeSet<String> {
+fn uploaded_uris(moto: &Moto, dir: &Path) -> BTreeSet<String> {
     let copies = dir.join("uploaded");
     std::fs::create_dir_all(&copies).unwrap();
-    let mut uris = BTreeSet::new();
-    for (key, bytes) in objects(moto, "warcs") {
-        if !key.ends_with(".warc.gz") {
-            continue;
-        }
-        let path = copies.join(key.replace('/', "_"));
-        std::fs::write(&path, bytes).unwrap();
-        let reader = warc::WarcReader::from_path_gzip(&path).unwrap();
-        for record in reader.iter_records() {
-            let record = record.unwrap();
-            let kind = record.warc_type().to_string();
-            if kind == "response" || kind == "revisit" {
-                if let Some(uri) = record.header(warc::WarcHeader::TargetURI) {
-                    uris.insert(uri.into_owned());
-                }
-            }
-        }
+    for (key, bytes) in moto.objects("warcs") {
+        std::fs::write(copies.join(key.replace('/', "_")), bytes).unwrap();
     }
-    uris
+    archived_uris(&copies)
 }
 
 #[test]

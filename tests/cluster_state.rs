@@ -19,7 +19,8 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use common::{
-    assert_same_urls, audit_log_with_factor, gossip_addr, page_requests, wait_exit, ANY_BRIDGE,
+    archived_uris, assert_same_urls, audit_log_with_factor, gossip_addr, page_requests, wait_exit,
+    ANY_BRIDGE,
 };
 use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
 
@@ -100,29 +101,6 @@ fn manifests(state: &Path) -> Vec<usize> {
             std::fs::read_dir(dir).map_or(0, |d| d.count())
         })
         .collect()
-}
-
-/// The target URIs of the response and revisit records in the WARC files
-/// of `dir`.
-fn archived_uris(dir: &Path) -> BTreeSet<String> {
-    let mut uris = BTreeSet::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if !path.to_string_lossy().ends_with(".warc.gz") {
-            continue;
-        }
-        let reader = warc::WarcReader::from_path_gzip(&path).unwrap();
-        for record in reader.iter_records() {
-            let record = record.unwrap();
-            let kind = record.warc_type().to_string();
-            if kind == "response" || kind == "revisit" {
-                if let Some(uri) = record.header(warc::WarcHeader::TargetURI) {
-                    uris.insert(uri.into_owned());
-                }
-            }
-        }
-    }
-    uris
 }
 
 /// Waits until a manifest of `node` names checkpoint files.

@@ -18,11 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use common::moto::Moto;
 use common::*;
-use futures_util::TryStreamExt;
-use object_store::ObjectStoreExt;
 use trawl::config::Config;
 use trawl::events::{Event, EventKind};
-use trawl::upload::{Manifest, Target};
+use trawl::upload::Manifest;
 
 const BUCKET: &str = Moto::BUCKET;
 const PREFIX: &str = "crawl/warcs";
@@ -201,30 +199,10 @@ aws_secret_access_key = "test"
 
 /// The bucket, read directly from moto: object bytes by file name.
 fn bucket(moto: &Moto) -> BTreeMap<String, Vec<u8>> {
-    let options = moto.options();
-    let target = Target::open(&format!("s3://{BUCKET}/{PREFIX}"), &options, 3).unwrap();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let store = target.store();
-        let prefix = object_store::path::Path::from(PREFIX);
-        let listed: Vec<_> = store.list(Some(&prefix)).try_collect().await.unwrap();
-        let mut out = BTreeMap::new();
-        for meta in listed {
-            let bytes = store
-                .get(&meta.location)
-                .await
-                .unwrap()
-                .bytes()
-                .await
-                .unwrap();
-            let name = meta.location.filename().unwrap().to_owned();
-            out.insert(name, bytes.to_vec());
-        }
-        out
-    })
+    moto.objects(PREFIX)
+        .into_iter()
+        .map(|(key, bytes)| (key.rsplit('/').next().unwrap_or(&key).to_owned(), bytes))
+        .collect()
 }
 
 fn warc_dir(config: &Config) -> PathBuf {

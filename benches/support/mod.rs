@@ -5,6 +5,7 @@
 use std::io::{BufWriter, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -128,4 +129,17 @@ pub fn metric_sum(admin: SocketAddr, name: &str, labels: &str) -> Option<f64> {
         .filter_map(|l| l.split_whitespace().last()?.parse().ok())
         .collect();
     (!samples.is_empty()).then(|| samples.iter().sum())
+}
+
+/// `trawl run` on `config`, with a seeds file or one seed URL.
+pub fn trawl_run(config: &Path, seeds: Option<&Path>, seed: Option<&str>) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    cmd.args(["run", "--config"]).arg(config);
+    if let Some(seeds) = seeds {
+        cmd.arg("--seeds").arg(seeds);
+    }
+    if let Some(seed) = seed {
+        cmd.arg("--seed").arg(seed);
+    }
+    cmd
 }

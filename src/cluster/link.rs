@@ -64,7 +64,8 @@ pub struct Closed {
     pub progress: bool,
 }
 
-/// Exponential redial backoff between `base` and `max`.
+/// Exponential backoff between `base` and `max` (the link's redials; the
+/// OwnershipActor's retries of a take that failed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     base: Duration,

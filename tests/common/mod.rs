@@ -275,6 +275,30 @@ pub fn cdxj_check(files: &[PathBuf]) -> Vec<String> {
     indexes
 }
 
+/// The target URIs of the response and revisit records in the WARC files
+/// of `dir` (a page archived in full, or as a revisit of a payload stored
+/// before).
+pub fn archived_uris(dir: &Path) -> BTreeSet<String> {
+    let mut uris = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".warc.gz") {
+            continue;
+        }
+        let reader = warc::WarcReader::from_path_gzip(&path).unwrap();
+        for record in reader.iter_records() {
+            let record = record.unwrap();
+            let kind = record.warc_type().to_string();
+            if kind == "response" || kind == "revisit" {
+                if let Some(uri) = record.header(warc::WarcHeader::TargetURI) {
+                    uris.insert(uri.into_owned());
+                }
+            }
+        }
+    }
+    uris
+}
+
 /// Waits for a child process to exit, at most `timeout`.
 pub fn wait_exit(child: &mut std::process::Child, timeout: Duration) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + timeout;

@@ -2,6 +2,9 @@
 //! `moto[server]` into the test virtualenv, `TRAWL_PYTHON`).
 
 use std::collections::BTreeMap;
+
+use futures_util::TryStreamExt;
+use object_store::ObjectStoreExt;
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -69,6 +72,30 @@ impl Moto {
             ("aws_access_key_id".to_owned(), "test".to_owned()),
             ("aws_secret_access_key".to_owned(), "test".to_owned()),
         ])
+    }
+
+    /// Every object of the bucket under `prefix`: its bytes by key.
+    pub fn objects(&self, prefix: &str) -> BTreeMap<String, Vec<u8>> {
+        let url = format!("s3://{}/{prefix}", Self::BUCKET);
+        let target = trawl::upload::Target::open(&url, &self.options(), 3).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store = target.store();
+            let listed: Vec<_> = store
+                .list(Some(&object_store::path::Path::from(prefix)))
+                .try_collect()
+                .await
+                .unwrap();
+            let mut out = BTreeMap::new();
+            for meta in listed {
+                let bytes = store.get(&meta.location).await.unwrap().bytes().await;
+                out.insert(meta.location.to_string(), bytes.unwrap().to_vec());
+            }
+            out
+        })
     }
 
     /// The same options as a TOML table's body.
