@@ -42,7 +42,7 @@ use super::seen::SeenSet;
 use super::upload::{UploadActor, UploadOpenError, Uploads};
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
-use crate::cluster::lease::{StopReason, Watermarks};
+use crate::cluster::lease::StopReason;
 use crate::cluster::wire::WireEntry;
 use crate::config::Config;
 use crate::control::{ControlError, Controls};
@@ -53,6 +53,9 @@ use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::HostSettings;
 use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
+use crate::scheduler::idle::Totals;
+use crate::scheduler::outbox::{Batch, PAGE as OUTBOX_PAGE};
+use crate::scheduler::{MayOpen, NodeScheduler, Opening, Route};
 use crate::store::{
     Manifest, OutboxBatch, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError,
 };
@@ -64,28 +67,16 @@ const MAX_DURABLE_WINDOW: usize = 8192;
 /// How long a stop waits for its partition's store to close before it
 /// gives up waiting (and says so).
 const CLOSE_WAIT: Duration = Duration::from_secs(30);
-/// Every this many outbox passes, each outbox is read from its start:
-/// a batch a writer reserved a lower number for but committed after a
-/// pass read past that number is found within a few seconds.
-const OUTBOX_FULL_PASS_EVERY: u64 = 50;
 /// How often a cluster node sends what waits in its outboxes.
 const OUTBOX_POLL: Duration = Duration::from_millis(100);
-/// Pages of the outbox read per partition per pass, at most.
-const OUTBOX_PAGES_PER_PASS: usize = 64;
-
-/// Outbox batches read per partition per pass.
-const OUTBOX_PAGE: usize = 64;
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
-/// How soon a single node checks again while someone waits for the crawl
-/// to end and the URLs left (at most [`NEAR_IDLE_URLS`]) went down since
-/// the last check: the end of a crawl is seen within a few milliseconds
-/// instead of half an [`IDLE_POLL`] on average (~25 ms of a 4.5 s bench
-/// crawl), for at most one extra poll per URL completed at its very end.
+/// How soon a single node checks again when its scheduler says the end
+/// is near (`scheduler::idle`): the end of a crawl is seen within a few
+/// milliseconds instead of half an [`IDLE_POLL`] on average (~25 ms of a
+/// 4.5 s bench crawl).
 const NEAR_IDLE_POLL: Duration = Duration::from_millis(5);
-/// URLs left (queued or in flight) below which the end is near.
-const NEAR_IDLE_URLS: u64 = 64;
 
 /// Errors starting a node.
 #[derive(Debug, thiserror::Error)]
@@ -122,16 +113,6 @@ pub enum NodeError {
     Upload(#[from] UploadOpenError),
 }
 
-/// How a partition is opened: its hosts held until `hold_until_ms` at
-/// least (Unix ms), its writes counted from `covers`, its requests gated
-/// by `lease` (with a checkpoint chain).
-#[derive(Default)]
-struct Taken {
-    hold_until_ms: u64,
-    covers: u64,
-    lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
-}
-
 /// A partition this node holds: its actor, and its store (open: holding
 /// it is what owning the partition means).
 struct Held {
@@ -140,29 +121,24 @@ struct Held {
     store: Arc<PartitionStore>,
     /// Its lease's gate (with a checkpoint chain), kept across restarts.
     lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
-    /// Where the next outbox pass reads on from: every batch before it
-    /// was sent and is awaiting its acknowledgement (or is acknowledged
-    /// and deleted). `None`: from the start. Without it, each pass would
-    /// read and decode again every batch on its way (with a checkpoint
-    /// chain, a checkpoint interval's worth) and step over the tombstones
-    /// of every batch deleted since the last compaction.
-    outbox_after: Option<[u8; 10]>,
 }
+
+/// The node's decisions ([`NodeScheduler`]) over its handles on held
+/// partitions; what waits on a link batch's durability is its answer.
+type Scheduler = NodeScheduler<Held, oneshot::Sender<()>>;
 
 /// The root actor.
 pub struct Node {
     data_dir: std::path::PathBuf,
-    /// Every partition of the crawl, by id: `Some` if this node holds it
-    /// (on a single node, all of them).
-    partitions: Vec<Option<Held>>,
+    /// What the node holds and decides (on a single node, every
+    /// partition is held).
+    schedule: Scheduler,
     /// To open the partitions a cluster node comes to hold.
     env: Arc<StoreEnv>,
     /// On a cluster node: its links to the others.
     cluster: Option<ClusterLinks>,
     /// What partitions are started with.
     setup: PartitionSetup,
-    /// Partitions restarted after a failure.
-    partition_restarts: u64,
     seen: Addr<SeenSet>,
     /// Routes hosts' digest questions to local partitions (others to us).
     digests: Addr<DigestRouter>,
@@ -183,18 +159,9 @@ pub struct Node {
     /// Threads of the partitions; stopped after shutdown.
     store_arbiters: Vec<Arbiter>,
     idle_waiters: Vec<oneshot::Sender<()>>,
-    /// Last totals seen by the idle poll.
-    last: Totals,
-    /// A near-idle poll is scheduled ([`NEAR_IDLE_POLL`]).
-    near_idle_poll: bool,
     shutting_down: bool,
     /// This actor's own address (futures it spawns send back to it).
     self_addr: Addr<Node>,
-    /// Without a checkpoint chain: who held each partition (see
-    /// `src/cluster/holders.rs`).
-    known_holders: crate::cluster::holders::KnownHolders,
-    /// Partitions assigned here that wait for their holder (logged once).
-    waiting_for: std::collections::BTreeSet<u16>,
     /// The operator's runtime controls, and where they are kept.
     controls: Controls,
     controls_path: std::path::PathBuf,
@@ -209,15 +176,8 @@ struct ClusterLinks {
     controller: Addr<ClusterActor>,
     /// Every partition's owner, as last assigned.
     assignment: Arc<Assignment>,
-    /// Outbox batches on their way: (partition of the outbox, key).
-    sending: std::collections::HashSet<(u16, [u8; 10])>,
-    /// Outbox passes so far (every [`OUTBOX_FULL_PASS_EVERY`]th reads
-    /// every outbox from its start).
-    outbox_passes: u64,
     /// Waiting for a first assignment (see [`WhenAssigned`]).
     assigned_waiters: Vec<oneshot::Sender<()>>,
-    /// Partitions being handed back (draining).
-    releasing: std::collections::BTreeSet<u16>,
     /// With `[cluster] state_url`: the partitions' leases.
     ownership: Option<Ownership>,
     /// The controller's thread (gossip never waits behind the node's).
@@ -227,19 +187,10 @@ struct ClusterLinks {
 /// With `[cluster] state_url`, the checkpoint chains decide what this
 /// node holds ([`OwnershipActor`]); the node opens, drains and stops
 /// partitions as it says, and acknowledges link batches only once a
-/// published checkpoint covers their admission.
+/// published checkpoint covers their admission (the scheduler keeps what
+/// waits).
 struct Ownership {
     addr: Addr<OwnershipActor>,
-    /// Per partition: the answers to link batches admitted and waiting
-    /// for a checkpoint to cover them.
-    acks: Vec<Watermarks<oneshot::Sender<()>>>,
-}
-
-#[derive(Debug, Clone, Copy, Default)]
-struct Totals {
-    queued: u64,
-    completed: u64,
-    active_hosts: usize,
 }
 
 impl Node {
@@ -382,7 +333,6 @@ impl Node {
                     addr,
                     store,
                     lease: None,
-                    outbox_after: None,
                 })
             })
             .collect();
@@ -418,17 +368,24 @@ impl Node {
             false => None,
         };
         let self_addr = node_ctx.address();
-        let known_holders = crate::cluster::holders::KnownHolders::load(&data_dir);
+        let mut schedule = Scheduler::new(
+            config.storage.partitions,
+            config.fetch.timeout,
+            cluster.as_ref().is_some_and(|c| c.ownership.is_some()),
+            crate::cluster::holders::KnownHolders::load(&data_dir),
+        );
+        for (id, held) in partitions.into_iter().enumerate() {
+            if let Some(held) = held {
+                schedule.opened(id as u16, held);
+            }
+        }
         Ok(node_ctx.run(Node {
             self_addr,
-            known_holders,
-            waiting_for: Default::default(),
             data_dir,
-            partitions,
+            schedule,
             env: Arc::new(env),
             cluster,
             setup: restart_setup,
-            partition_restarts: 0,
             seen: seen_addr,
             digests: digests_addr,
             archive,
@@ -442,8 +399,6 @@ impl Node {
             shutdown_timeout: config.crawl.shutdown_timeout,
             store_arbiters,
             idle_waiters: Vec::new(),
-            last: Totals::default(),
-            near_idle_poll: false,
             shutting_down: false,
             controls,
             controls_path,
@@ -512,10 +467,7 @@ impl Node {
             bridge,
             controller,
             assignment: Arc::new(Assignment::compute(config.storage.partitions, &[])),
-            sending: Default::default(),
-            outbox_passes: 0,
             assigned_waiters: Vec::new(),
-            releasing: Default::default(),
             ownership,
             _arbiter: arbiter,
         })
@@ -555,10 +507,7 @@ impl Node {
             tracing::warn!("[cluster] state_url without [upload]: WARC records stay on this node's disk, and a lost disk loses them (the frontier it does not)");
         }
         let addr = OwnershipActor::new(settings, orders, incarnation(&c.node_id)).start();
-        let acks = (0..config.storage.partitions)
-            .map(|_| Watermarks::default())
-            .collect();
-        Ok(Some(Ownership { addr, acks }))
+        Ok(Some(Ownership { addr }))
     }
 
     /// Restarts every partition whose actor is gone (it failed): over the
@@ -569,51 +518,63 @@ impl Node {
         if self.shutting_down {
             return;
         }
-        for id in 0..self.partitions.len() {
-            let Some(held) = &self.partitions[id] else {
-                continue;
-            };
-            if held.addr.connected() {
-                continue;
-            }
+        let failed: Vec<u16> = self
+            .schedule
+            .iter()
+            .filter(|(_, held)| !held.addr.connected())
+            .map(|(id, _)| id)
+            .collect();
+        for id in failed {
             tracing::error!(partition = id, "partition actor failed; restarting it");
-            let mut settings = (*self.setup.settings).clone();
-            settings.crashed = true;
-            // Requests of its former hosts may still be on the wire.
-            let hold = settings.request_timeout.as_millis() as u64;
-            let setup = PartitionSetup {
-                settings: Arc::new(settings),
-                hold_until_ms: self.clock.now().unix_ms() + hold,
-                lease: held.lease.clone(),
-                ..self.setup.clone()
+            let Some(held) = self.schedule.held(id) else {
+                continue;
             };
-            let lease = held.lease.clone();
-            let store = held.store.clone();
-            let actor_store = store.clone();
-            let arbiter = self.store_arbiters[id % self.store_arbiters.len()].handle();
-            let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
-                PartitionActor::new(id as u16, actor_store, setup)
-            });
-            self.reroute(id as u16, Some(&addr));
-            self.partitions[id] = Some(Held {
-                addr,
-                store,
-                lease,
-                outbox_after: None,
-            });
-            self.partition_restarts += 1;
+            let (store, lease) = (held.store.clone(), held.lease.clone());
+            let opening = self.schedule.opening(self.clock.now().unix_ms(), 0, true);
+            let addr = self.start_partition(id, store.clone(), opening, 0, lease.clone());
+            self.schedule.restarted(id, Held { addr, store, lease });
         }
+    }
+
+    /// Starts partition `id`'s actor over `store`, as `opening` says, its
+    /// writes counted from `covers`, its requests gated by `lease`; points
+    /// the SeenSet and the DigestRouter at it.
+    fn start_partition(
+        &self,
+        id: u16,
+        store: Arc<PartitionStore>,
+        opening: Opening,
+        covers: u64,
+        lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
+    ) -> Addr<PartitionActor> {
+        let mut setup = PartitionSetup {
+            hold_until_ms: opening.hold_until_ms,
+            covers,
+            lease,
+            ..self.setup.clone()
+        };
+        if opening.crashed {
+            let mut settings = (*setup.settings).clone();
+            settings.crashed = true;
+            setup.settings = Arc::new(settings);
+        }
+        let arbiter = self.store_arbiters[usize::from(id) % self.store_arbiters.len()].handle();
+        let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
+            PartitionActor::new(id, store, setup)
+        });
+        self.reroute(id, Some(&addr));
+        addr
     }
 
     /// The partitions this node holds.
     fn held(&self) -> impl Iterator<Item = &Held> {
-        self.partitions.iter().flatten()
+        self.schedule.iter().map(|(_, held)| held)
     }
 
     /// The held partition of `host`, if this node holds it.
     fn holder_of(&self, host: &str) -> Option<&Held> {
-        let p = crate::url::partition_of(host, self.partitions.len() as u16);
-        self.partitions.get(usize::from(p))?.as_ref()
+        self.schedule
+            .held(crate::url::partition_of(host, self.schedule.partitions()))
     }
 
     fn poll_partitions(&mut self, ctx: &mut Context<Self>) {
@@ -633,19 +594,18 @@ impl Node {
                 totals.completed += snap.completed;
                 totals.active_hosts += snap.active_hosts;
             }
-            let before = std::mem::replace(&mut act.last, totals).queued;
-            let idle = all_answered && totals.queued == 0;
             // Only a single node decides the end itself (a cluster's end
-            // is the cluster's), and only while the count is going down:
-            // a small crawl that stays under the mark polls no faster.
-            let closing = act.cluster.is_none()
-                && !idle
-                && totals.queued <= NEAR_IDLE_URLS
-                && totals.queued < before;
-            if closing && !act.idle_waiters.is_empty() && !act.near_idle_poll {
-                act.near_idle_poll = true;
+            // is the cluster's).
+            let single = act.cluster.is_none();
+            let awaited = !act.idle_waiters.is_empty();
+            let verdict = act
+                .schedule
+                .idle()
+                .observe(totals, all_answered, single, awaited);
+            let idle = verdict.idle;
+            if verdict.poll_soon {
                 ctx.run_later(NEAR_IDLE_POLL, |act, ctx| {
-                    act.near_idle_poll = false;
+                    act.schedule.idle().polled_soon();
                     act.poll_partitions(ctx);
                 });
             }
@@ -680,44 +640,36 @@ impl Actor for Node {
 impl Node {
     /// Opens partition `id`'s store and starts its actor: this node holds
     /// it from now on. A store whose last run did not end cleanly was
-    /// held by a node that crashed (or was cut off): requests of its hosts
-    /// may still be on the wire, so none of them is contacted before that
-    /// request could have ended, and each owes its last delay again.
+    /// held by a node that crashed (or was cut off): its hosts are held
+    /// as the scheduler's hold rule says.
     fn open_partition(&mut self, id: u16, node: &str) -> Result<(), StoreError> {
-        self.open_held(id, node, Taken::default())
+        self.open_held(id, node, 0, 0, None)
     }
 
-    /// [`Node::open_partition`], as `taken` says.
-    fn open_held(&mut self, id: u16, node: &str, taken: Taken) -> Result<(), StoreError> {
+    /// [`Node::open_partition`], its hosts held until `taken_until_ms` at
+    /// least (Unix ms), its writes counted from `covers`, its requests
+    /// gated by `lease` (with a checkpoint chain).
+    fn open_held(
+        &mut self,
+        id: u16,
+        node: &str,
+        taken_until_ms: u64,
+        covers: u64,
+        lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
+    ) -> Result<(), StoreError> {
         let store = Arc::new(PartitionStore::open(&self.env, &self.data_dir, id)?);
         let crashed = store.begin_run(node)?;
-        let mut setup = self.setup.clone();
-        setup.hold_until_ms = taken.hold_until_ms;
-        setup.covers = taken.covers;
-        setup.lease = taken.lease.clone();
         if crashed {
-            let mut settings = (*setup.settings).clone();
-            settings.crashed = true;
-            let hold = settings.request_timeout.as_millis() as u64;
-            setup.hold_until_ms = setup.hold_until_ms.max(self.clock.now().unix_ms() + hold);
-            setup.settings = Arc::new(settings);
             tracing::warn!(
                 partition = id,
                 "taking over a partition whose last owner did not stop cleanly"
             );
         }
-        let arbiter = self.store_arbiters[usize::from(id) % self.store_arbiters.len()].handle();
-        let actor_store = store.clone();
-        let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
-            PartitionActor::new(id, actor_store, setup)
-        });
-        self.reroute(id, Some(&addr));
-        self.partitions[usize::from(id)] = Some(Held {
-            addr,
-            store,
-            lease: taken.lease,
-            outbox_after: None,
-        });
+        let opening = self
+            .schedule
+            .opening(self.clock.now().unix_ms(), taken_until_ms, crashed);
+        let addr = self.start_partition(id, store.clone(), opening, covers, lease.clone());
+        self.schedule.opened(id, Held { addr, store, lease });
         Ok(())
     }
 
@@ -726,13 +678,11 @@ impl Node {
     /// run is marked ended cleanly and its store closes with its actor,
     /// freeing its lock for the next owner.
     fn release_partition(&mut self, id: u16, ctx: &mut Context<Self>) {
-        let Some(held) = self.partitions[usize::from(id)].take() else {
+        let Some(held) = self.schedule.closed(id).0 else {
             return;
         };
         self.reroute(id, None);
-        if let Some(c) = &mut self.cluster {
-            c.releasing.insert(id);
-        }
+        self.schedule.releasing(id);
         let drain = held.addr.send(Drain {
             timeout: self.shutdown_timeout,
         });
@@ -742,117 +692,95 @@ impl Node {
             held.addr.do_send(super::messages::Retire);
             tracing::info!(partition = id, clean, "partition handed back");
         };
-        ctx.spawn(handed.into_actor(self).map(move |(), act, _| {
-            if let Some(c) = &mut act.cluster {
-                c.releasing.remove(&id);
-            }
-        }));
+        ctx.spawn(
+            handed
+                .into_actor(self)
+                .map(move |(), act, _| act.schedule.released(id)),
+        );
     }
 
     /// Sends what waits in the held partitions' outboxes to the owners of
     /// its partitions (this node's own partitions included), and deletes
-    /// each batch once its owner admitted it.
+    /// each batch once its owner admitted it; what is read and sent is the
+    /// scheduler's (`scheduler::outbox`).
     fn send_outboxes(&mut self, ctx: &mut Context<Self>) {
-        let Some(passes) = self.cluster.as_mut().map(|c| {
-            c.outbox_passes += 1;
-            c.outbox_passes
-        }) else {
+        if self.cluster.is_none() {
             return;
-        };
-        let full_pass = passes % OUTBOX_FULL_PASS_EVERY == 0;
-        let Some(cluster) = &self.cluster else {
-            return;
-        };
+        }
+        let pass = self.schedule.outbox_mut().pass();
         let mut sends = Vec::new();
-        let mut resume = Vec::new();
-        for (id, held) in self.partitions.iter().enumerate() {
-            let Some(held) = held else { continue };
-            // Batches on their way may wait a checkpoint interval for
-            // their acknowledgement: read past them, so that they do not
-            // hold back the ones behind (a bounded number of pages), and
-            // read on from where the last pass stopped.
-            let mut after = held.outbox_after.filter(|_| !full_pass);
-            // Every batch read is sent or on its way: the next pass may
-            // start after them.
-            let mut all_sent = true;
-            let mut new = 0;
-            for _ in 0..OUTBOX_PAGES_PER_PASS {
-                let page = match held.store.outbox_page(after.as_ref(), OUTBOX_PAGE) {
+        let mut readings = Vec::new();
+        for (id, held) in self.schedule.iter() {
+            let mut reading = self.schedule.outbox().read(id, pass);
+            loop {
+                let page = match held.store.outbox_page(reading.after(), OUTBOX_PAGE) {
                     Ok(page) => page,
                     Err(err) => {
                         tracing::error!(partition = id, error = %err, "cannot read the outbox");
-                        all_sent = false;
+                        reading.held_back();
                         break;
                     }
                 };
                 let full = page.len() == OUTBOX_PAGE;
                 for pending in page {
-                    let slot = (id as u16, pending.key);
-                    after = Some(pending.key);
-                    if cluster.sending.contains(&slot) {
+                    let key = pending.key;
+                    if self.schedule.outbox().saw(&mut reading, key) == Batch::OnItsWay {
                         continue;
                     }
                     let Some(send) = self.deliver(pending.batch) else {
-                        all_sent = false;
+                        reading.held_back();
                         continue;
                     };
-                    new += 1;
-                    sends.push((slot, held.store.clone(), send));
+                    reading.sent();
+                    sends.push(((id, key), held.store.clone(), send));
                 }
-                if !full || new >= OUTBOX_PAGE {
+                if !reading.more(full) {
                     break;
                 }
             }
-            resume.push((id, if all_sent { after } else { None }));
+            readings.push(reading);
         }
-        for (id, after) in resume {
-            if let Some(held) = &mut self.partitions[id] {
-                held.outbox_after = after;
-            }
+        for reading in readings {
+            self.schedule.outbox_mut().finish(reading);
         }
-        for (slot, store, send) in sends {
-            if let Some(c) = &mut self.cluster {
-                c.sending.insert(slot);
-            }
+        for ((id, key), store, send) in sends {
+            self.schedule.outbox_mut().sending(id, key);
             ctx.spawn(send.into_actor(self).map(move |result, act, _| {
                 let done = result
                     .map_err(|e| e.to_string())
-                    .and_then(|()| store.outbox_done(&[slot.1]).map_err(|e| e.to_string()));
-                if let Err(err) = done {
-                    tracing::debug!(partition = slot.0, error = %err, "an outbox batch is sent again");
-                    // Read again from the start on the next pass.
-                    if let Some(held) = &mut act.partitions[usize::from(slot.0)] {
-                        held.outbox_after = None;
-                    }
+                    .and_then(|()| store.outbox_done(&[key]).map_err(|e| e.to_string()));
+                if let Err(err) = &done {
+                    tracing::debug!(partition = id, error = %err, "an outbox batch is sent again");
                 }
-                if let Some(c) = &mut act.cluster {
-                    c.sending.remove(&slot);
-                }
+                act.schedule.outbox_mut().answered(id, key, done.is_ok());
             }));
         }
     }
 
-    /// Delivers `batch` to its partition's owner: admitted here if this
-    /// node holds it, sent through the bridge otherwise. `None` while the
-    /// partition has no owner (or is being opened here).
+    /// Delivers `batch` to its partition's owner, where the scheduler
+    /// routes it: admitted here if this node holds it, sent through the
+    /// bridge if another owns it. `None` while it has nowhere to go.
     fn deliver(
         &self,
         batch: OutboxBatch,
     ) -> Option<futures_util::future::BoxFuture<'static, Result<(), Failure>>> {
         let cluster = self.cluster.as_ref()?;
-        let owner = cluster.assignment.owner(batch.partition)?;
-        if owner == cluster.node_id {
-            self.partitions
-                .get(usize::from(batch.partition))?
-                .as_ref()?;
-            return Some(self.admit_durably(batch.partition, batch.entries));
+        let owner = cluster.assignment.owner(batch.partition);
+        match self
+            .schedule
+            .route(batch.partition, owner, &cluster.node_id)
+        {
+            Route::Here => Some(self.admit_durably(batch.partition, batch.entries)),
+            Route::Peer(peer) => {
+                let send = cluster.bridge.send(SendBatch {
+                    peer,
+                    partition: batch.partition,
+                    entries: batch.entries.iter().map(WireEntry::from).collect(),
+                });
+                Some(Box::pin(async move { send.await? }))
+            }
+            Route::Nowhere => None,
         }
-        let send = cluster.bridge.send(SendBatch {
-            peer: owner.to_owned(),
-            partition: batch.partition,
-            entries: batch.entries.iter().map(WireEntry::from).collect(),
-        });
-        Some(Box::pin(async move { send.await? }))
     }
 }
 
@@ -875,7 +803,7 @@ impl Handler<Hold> for Node {
         }
         let (take, release) = msg
             .assignment
-            .changes_for(&msg.node, |p| self.partitions[usize::from(p)].is_some());
+            .changes_for(&msg.node, |p| self.schedule.held(p).is_some());
         self.learn_holders(&msg.holders);
         for id in take {
             if !self.may_open(id, &msg.node) {
@@ -910,27 +838,25 @@ impl Node {
     /// Remembers who gossip shows holding each partition (restart-in-place,
     /// see `src/cluster/holders.rs`).
     fn learn_holders(&mut self, holders: &std::collections::BTreeMap<u16, String>) {
-        if self.known_holders.learn(holders) {
-            if let Err(err) = self.known_holders.save(&self.data_dir) {
+        if self.schedule.learn_holders(holders) {
+            if let Err(err) = self.schedule.holders().save(&self.data_dir) {
                 tracing::error!(error = %err, "cannot save the partitions' holders");
             }
         }
     }
 
-    /// Whether partition `id` may be opened here: its store is on this
-    /// node's disk, or no other node is known to have held it. Says once
-    /// per partition which ones it wants and cannot take.
+    /// Whether partition `id` may be opened here (the scheduler's
+    /// [`NodeScheduler::may_open`]); says once per partition which ones
+    /// it wants and cannot take.
     fn may_open(&mut self, id: u16, me: &str) -> bool {
-        if PartitionStore::dir(&self.data_dir, id).exists() {
-            return true;
-        }
-        match self.known_holders.may_create(id, me) {
-            Ok(()) => true,
-            Err(elsewhere) => {
-                if self.waiting_for.insert(id) {
+        let on_disk = PartitionStore::dir(&self.data_dir, id).exists();
+        match self.schedule.may_open(id, me, on_disk) {
+            MayOpen::Yes => true,
+            MayOpen::Wait { holder, first } => {
+                if first {
                     tracing::warn!(
                         partition = id,
-                        holder = %elsewhere.holder,
+                        %holder,
                         "partition assigned here, but its state is on its last holder's disk: it waits for that node (set [cluster] state_url for partitions that outlive their node)"
                     );
                 }
@@ -941,17 +867,12 @@ impl Node {
 
     /// The partitions this node holds.
     fn held_ids(&self) -> Vec<u16> {
-        (0..self.partitions.len() as u16)
-            .filter(|&id| self.partitions[usize::from(id)].is_some())
-            .collect()
+        self.schedule.held_ids()
     }
-}
 
-impl Node {
     /// Nothing waits in the held partitions' outboxes or on its way.
     fn outboxes_empty(&self) -> bool {
-        let sending = self.cluster.as_ref().is_some_and(|c| !c.sending.is_empty());
-        !sending
+        self.schedule.outbox_quiet()
             && self
                 .held()
                 .all(|h| h.store.outbox_page(None, 1).is_ok_and(|p| p.is_empty()))
@@ -988,7 +909,7 @@ impl Handler<GetCluster> for Node {
         let Some(c) = &self.cluster else {
             return Box::pin(async { None });
         };
-        let count = self.partitions.len() as u16;
+        let count = self.schedule.partitions();
         let owners: Vec<Option<String>> = (0..count)
             .map(|p| c.assignment.owner(p).map(str::to_owned))
             .collect();
@@ -998,7 +919,7 @@ impl Handler<GetCluster> for Node {
             .filter(|p| !held.contains(p))
             .collect();
         let node = c.node_id.clone();
-        let handing_back = c.releasing.iter().copied().collect();
+        let handing_back = self.schedule.handing_back();
         let members = c.controller.send(super::messages::GetMembers);
         Box::pin(async move {
             Some(ClusterStatus {
@@ -1068,10 +989,10 @@ impl Node {
         id: u16,
         entries: Vec<crate::store::AdmitEntry>,
     ) -> futures_util::future::BoxFuture<'static, Result<(), Failure>> {
-        let Some(Some(held)) = self.partitions.get(usize::from(id)) else {
+        let Some(held) = self.schedule.held(id) else {
             return Box::pin(async move { Err(Failure::NotHeld { partition: id }) });
         };
-        if self.ownership().is_none() {
+        if !self.schedule.durable() {
             let admit = held.addr.send(AdmitBatch { entries });
             return Box::pin(async move { admit.await?.map(drop) });
         }
@@ -1098,11 +1019,7 @@ impl Node {
         let Some(c) = &self.cluster else {
             return true;
         };
-        c.ownership.is_none()
-            || c.assignment
-                .held_by(&c.node_id)
-                .into_iter()
-                .all(|p| self.partitions[usize::from(p)].is_some())
+        c.ownership.is_none() || self.schedule.holds_all(&c.assignment.held_by(&c.node_id))
     }
 
     /// Answers [`WhenAssigned`] once every partition has an owner (and,
@@ -1122,10 +1039,6 @@ impl Node {
     fn ownership(&self) -> Option<&Ownership> {
         self.cluster.as_ref()?.ownership.as_ref()
     }
-
-    fn ownership_mut(&mut self) -> Option<&mut Ownership> {
-        self.cluster.as_mut()?.ownership.as_mut()
-    }
 }
 
 /// Registers for the durability of write `seq` of partition `id`: a
@@ -1144,13 +1057,12 @@ impl Handler<AwaitDurable> for Node {
     type Result = Option<oneshot::Receiver<()>>;
 
     fn handle(&mut self, msg: AwaitDurable, _: &mut Self::Context) -> Self::Result {
-        let held = self.partitions.get(usize::from(msg.id))?.as_ref()?;
+        let held = self.schedule.held(msg.id)?;
         if held.addr != msg.admitter {
             return None;
         }
-        let acks = self.ownership_mut()?.acks.get_mut(usize::from(msg.id))?;
         let (tx, rx) = oneshot::channel();
-        if let Some(tx) = acks.admitted(msg.seq, tx) {
+        if let Some(tx) = self.schedule.admitted(msg.id, msg.seq, tx) {
             let _ = tx.send(());
         }
         Some(rx)
@@ -1161,13 +1073,8 @@ impl Handler<super::messages::DurableUpTo> for Node {
     type Result = ();
 
     fn handle(&mut self, msg: super::messages::DurableUpTo, _: &mut Self::Context) {
-        let Some(o) = self.ownership_mut() else {
-            return;
-        };
-        if let Some(acks) = o.acks.get_mut(usize::from(msg.id)) {
-            for tx in acks.durable(msg.covers) {
-                let _ = tx.send(());
-            }
+        for tx in self.schedule.covered(msg.id, msg.covers) {
+            let _ = tx.send(());
         }
     }
 }
@@ -1183,26 +1090,24 @@ impl Handler<super::messages::TakePartition> for Node {
         if self.shutting_down {
             return Err(Failure::Mailbox("shutting down".into()));
         }
-        if self.partitions[usize::from(msg.id)].is_some() {
+        if self.schedule.held(msg.id).is_some() {
             return Ok(());
-        }
-        if let Some(o) = self.ownership_mut() {
-            // A new owner's watermarks count on from its checkpoint.
-            o.acks[usize::from(msg.id)] = Watermarks::default();
-            o.acks[usize::from(msg.id)].durable(msg.covers);
         }
         let node = self
             .cluster
             .as_ref()
             .map(|c| c.node_id.clone())
             .unwrap_or_default();
-        let taken = Taken {
-            hold_until_ms: msg.hold_until_ms,
-            covers: msg.covers,
-            lease: Some(msg.lease),
-        };
-        self.open_held(msg.id, &node, taken)
-            .map_err(|e| Failure::Store(e.to_string()))?;
+        self.open_held(
+            msg.id,
+            &node,
+            msg.hold_until_ms,
+            msg.covers,
+            Some(msg.lease),
+        )
+        .map_err(|e| Failure::Store(e.to_string()))?;
+        // A new owner's watermarks count on from its checkpoint.
+        self.schedule.taken(msg.id, msg.covers);
         tracing::info!(partition = msg.id, "partition taken");
         self.wake_assigned_waiters();
         Ok(())
@@ -1217,7 +1122,7 @@ impl Handler<super::messages::CheckpointPartition> for Node {
         msg: super::messages::CheckpointPartition,
         _: &mut Self::Context,
     ) -> Self::Result {
-        let Some(Some(held)) = self.partitions.get(usize::from(msg.id)) else {
+        let Some(held) = self.schedule.held(msg.id) else {
             let reason = format!("partition {} is not open here", msg.id);
             return Box::pin(async move { Err(Failure::Peer(reason)) });
         };
@@ -1263,7 +1168,7 @@ impl Handler<super::messages::DrainPartition> for Node {
         msg: super::messages::DrainPartition,
         _: &mut Self::Context,
     ) -> Self::Result {
-        let Some(Some(held)) = self.partitions.get(usize::from(msg.id)) else {
+        let Some(held) = self.schedule.held(msg.id) else {
             return Box::pin(async { true });
         };
         let drain = held.addr.send(Drain {
@@ -1290,13 +1195,10 @@ impl Handler<super::messages::StopPartition> for Node {
         msg: super::messages::StopPartition,
         _: &mut Self::Context,
     ) -> Self::Result {
-        if let Some(o) = self.ownership_mut() {
-            if let Some(acks) = o.acks.get_mut(usize::from(msg.id)) {
-                // Dropped, each waiter's admission fails `NotHeld`.
-                drop(acks.forget());
-            }
-        }
-        let Some(held) = self.partitions[usize::from(msg.id)].take() else {
+        // Dropped, each waiter's admission fails `NotHeld`.
+        let (held, waiting) = self.schedule.closed(msg.id);
+        drop(waiting);
+        let Some(held) = held else {
             return Box::pin(async {});
         };
         self.reroute(msg.id, None);
@@ -1355,7 +1257,7 @@ impl Node {
     /// of its owner over the bridge if another node does; `None` while it
     /// has no owner (or is being opened here).
     fn ask_partition(&self, partition: u16, query: DigestQuery) -> Option<digests::Asked> {
-        if let Some(Some(held)) = self.partitions.get(usize::from(partition)) {
+        if let Some(held) = self.schedule.held(partition) {
             let ask = held.addr.send(query);
             return Some(Box::pin(async move { ask.await? }));
         }
@@ -1379,7 +1281,7 @@ impl Handler<DigestQuery> for Node {
     /// Questions the DigestRouter could not answer here: for a partition
     /// another node owns (or none does yet).
     fn handle(&mut self, msg: DigestQuery, _: &mut Self::Context) -> Self::Result {
-        let partition = digest_partition(&msg.digest, self.partitions.len() as u16);
+        let partition = digest_partition(&msg.digest, self.schedule.partitions());
         let asked = self.ask_partition(partition, msg);
         let metrics = self.metrics.clone();
         Box::pin(async move { Ok(digests::answer(asked, metrics).await) })
@@ -1390,7 +1292,7 @@ impl Handler<RemoteDigest> for Node {
     type Result = ResponseFuture<Result<DigestReply, Failure>>;
 
     fn handle(&mut self, msg: RemoteDigest, _: &mut Self::Context) -> Self::Result {
-        let Some(Some(held)) = self.partitions.get(usize::from(msg.partition)) else {
+        let Some(held) = self.schedule.held(msg.partition) else {
             let partition = msg.partition;
             return Box::pin(async move { Err(Failure::NotHeld { partition }) });
         };
@@ -1479,7 +1381,7 @@ impl Node {
                 if d.remote.is_empty() {
                     return Ok((admission, outcomes, Vec::new()));
                 }
-                if let Some(held) = act.held().next() {
+                if let Some(held) = act.schedule.seed_outbox() {
                     held.store
                         .complete_with_outbox(&[], &[], &d.remote, &[])
                         .map_err(|e| Failure::Store(e.to_string()))?;
@@ -1583,7 +1485,7 @@ impl Handler<GetStatus> for Node {
         let uptime = (self.clock.now().at - self.started.at).as_secs_f64();
         let shutting_down = self.shutting_down;
         let (peak, cap) = (self.slots.peak(), self.slots.cap());
-        let partition_restarts = self.partition_restarts;
+        let partition_restarts = self.schedule.restarts();
         let controls = self.controls;
         Box::pin(async move {
             let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
@@ -1619,8 +1521,8 @@ impl Handler<SetBlock> for Node {
     type Result = ResponseFuture<Result<BlockOutcome, Failure>>;
 
     fn handle(&mut self, msg: SetBlock, _: &mut Self::Context) -> Self::Result {
-        let partition = crate::url::partition_of(msg.target.name(), self.partitions.len() as u16);
-        let Some(Some(held)) = self.partitions.get(usize::from(partition)) else {
+        let partition = crate::url::partition_of(msg.target.name(), self.schedule.partitions());
+        let Some(held) = self.schedule.held(partition) else {
             return Box::pin(async move { Err(Failure::NotHeld { partition }) });
         };
         let set = held.addr.send(msg);
@@ -1748,9 +1650,9 @@ impl Handler<Shutdown> for Node {
             // The node's own handles on the stores are taken first, so the
             // last ones are dropped below, not when the node is.
             let stores: Vec<Arc<PartitionStore>> = act
-                .partitions
-                .iter_mut()
-                .filter_map(|held| held.take().map(|h| h.store))
+                .held_ids()
+                .into_iter()
+                .filter_map(|id| act.schedule.closed(id).0.map(|h| h.store))
                 .collect();
             // The partitions' actors, and their handles, end with their
             // threads; wait for that.
@@ -1836,7 +1738,7 @@ impl Handler<CrashPartition> for Node {
     type Result = ();
 
     fn handle(&mut self, msg: CrashPartition, _: &mut Self::Context) {
-        if let Some(Some(held)) = self.partitions.get(usize::from(msg.id)) {
+        if let Some(held) = self.schedule.held(msg.id) {
             held.addr.do_send(Crash);
         }
     }
@@ -1869,7 +1771,7 @@ impl Handler<AskHost> for Node {
     fn handle(&mut self, mut msg: AskHost, _: &mut Self::Context) -> Self::Result {
         msg.host = msg.host.to_ascii_lowercase();
         let Some(held) = self.holder_of(&msg.host) else {
-            let partition = crate::url::partition_of(&msg.host, self.partitions.len() as u16);
+            let partition = crate::url::partition_of(&msg.host, self.schedule.partitions());
             return Box::pin(async move { Err(Failure::NotHeld { partition }) });
         };
         let ask = held.addr.send(msg);

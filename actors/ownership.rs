@@ -36,7 +36,6 @@ use crate::cluster::gate::LeaseGate;
 use crate::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, StopReason,
 };
-use crate::cluster::link::Backoff;
 use crate::cluster::manifest::{FileRef, Manifest, MANIFEST_VERSION};
 use crate::store::PartitionStore;
 
@@ -46,11 +45,6 @@ const STATE_CACHE: &str = "state-cache";
 
 /// How often the leases' timers are looked at.
 const TICK: Duration = Duration::from_millis(100);
-/// After a first failed take, the partition is not taken again here for
-/// this long; the wait doubles with each failure in a row, up to
-/// [`TAKE_RETRY_MAX`].
-const TAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
-const TAKE_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// What the actor needs.
 pub struct OwnershipSettings {
@@ -110,11 +104,6 @@ struct Chain {
     /// The lease's end as the partition's requests see it, moved after
     /// every event of the lease.
     gate: Arc<LeaseGate>,
-    /// After a take that failed, advice to take the partition is ignored
-    /// until then ([`OwnershipActor::give_up_take`]).
-    shunned_until: Option<Instant>,
-    /// The wait after the next failed take.
-    take_backoff: Backoff,
 }
 
 /// The actor.
@@ -145,8 +134,6 @@ impl OwnershipActor {
                 stops: 0,
                 taking: Arc::default(),
                 gate: Arc::new(LeaseGate::new(settings.clock.clone())),
-                shunned_until: None,
-                take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
             })
             .collect();
         OwnershipActor {
@@ -468,29 +455,23 @@ impl OwnershipActor {
                 .into_actor(act)
             });
         ctx.spawn(open.map(move |taken, act, ctx| match taken {
-            Ok(()) => act.chains[usize::from(p)].take_backoff.reset(),
+            Ok(()) => act.chains[usize::from(p)].lease.on_opened(),
             Err(err) => act.give_up_take(p, &err, ctx),
         }));
     }
 
-    /// A claimed partition could not be restored or opened (a chain file
-    /// missing or unreadable, the store down, a full disk): held, it would
-    /// be renewed and never crawled. It is handed back instead (a release
-    /// naming the claimed files again, so nothing is lost), and not wanted
-    /// again here for a backoff that doubles with each failure, so another
-    /// node, or this one later, tries again.
+    /// A claimed partition could not be restored or opened: the lease
+    /// hands it back and shuns it for a while
+    /// ([`PartitionLease::on_open_failed`]).
     fn give_up_take(&mut self, p: u16, err: &str, ctx: &mut Context<Self>) {
         let now = self.now();
-        let chain = &mut self.chains[usize::from(p)];
-        let wait = chain.take_backoff.next_delay();
-        chain.shunned_until = Some(now + wait);
+        let wait = self.chains[usize::from(p)].lease.on_open_failed(now);
         tracing::error!(
             partition = p,
             error = %err,
             retry_in_s = wait.as_secs_f64(),
             "cannot open a claimed partition; handing it back"
         );
-        chain.lease.want(now, false);
         self.effects(p, ctx);
     }
 
@@ -647,9 +628,9 @@ impl Handler<Advice> for OwnershipActor {
         let wanted: BTreeSet<u16> = msg.wanted.into_iter().collect();
         let now = self.now();
         for p in 0..self.chains.len() as u16 {
-            let chain = &mut self.chains[usize::from(p)];
-            let shunned = chain.shunned_until.is_some_and(|until| now < until);
-            chain.lease.want(now, wanted.contains(&p) && !shunned);
+            self.chains[usize::from(p)]
+                .lease
+                .want(now, wanted.contains(&p));
             self.effects(p, ctx);
         }
     }

@@ -35,6 +35,7 @@ use super::messages::{
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
 use crate::frontier::activation::{Activation, Step};
+use crate::frontier::batching::{CompletionBatching, Flush};
 use crate::frontier::blocks::BlockList;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
@@ -111,6 +112,8 @@ pub struct PartitionActor {
     completed: u64,
     /// Completions waiting for the next write.
     pending: PendingCompletions,
+    /// When the pending completions are written.
+    batching: CompletionBatching,
     /// Refresh counts last added to the node's gauges.
     refresh_due: DueCounts,
     /// This partition's part of exact dedup.
@@ -140,11 +143,7 @@ const CLAIM_TTL_MS: u64 = 10_000;
 /// How often expired claims are looked for.
 const CLAIM_SWEEP: Duration = Duration::from_secs(1);
 
-/// Completions are written together: those arriving within
-/// [`COMPLETE_AFTER`] (or [`COMPLETE_AT`] of them) share one write batch,
-/// and each is acknowledged once that batch is written. A crash before the
-/// write leaves them queued, to be fetched again, like any request in
-/// flight.
+/// Completions written together, as `frontier::batching` decides.
 #[derive(Default)]
 struct PendingCompletions {
     completions: Vec<Completion>,
@@ -156,13 +155,7 @@ struct PendingCompletions {
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
     /// The archive tickets the completions vouch for.
     tickets: Vec<crate::durable::Ticket>,
-    armed: bool,
 }
-
-/// Completions written at once at most...
-const COMPLETE_AT: usize = 256;
-/// ...or after this wait since the first one.
-const COMPLETE_AFTER: Duration = Duration::from_millis(1);
 
 impl PartitionActor {
     /// A partition over an opened store.
@@ -194,6 +187,7 @@ impl PartitionActor {
             queued: 0,
             completed: 0,
             pending: PendingCompletions::default(),
+            batching: CompletionBatching::default(),
             refresh_due: DueCounts::default(),
             digests: Digests {
                 claims: ClaimBook::new(CLAIM_TTL_MS),
@@ -578,6 +572,7 @@ impl PartitionActor {
     /// senders.
     fn flush_completions(&mut self) {
         let pending = std::mem::take(&mut self.pending);
+        self.batching.written();
         if pending.completions.is_empty() && pending.digests.is_empty() {
             return;
         }
@@ -657,11 +652,13 @@ impl Handler<Complete> for PartitionActor {
 impl PartitionActor {
     /// Writes the pending batch now if it is full, or arms its timer.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
-        if self.pending.completions.len() + self.pending.digests.len() >= COMPLETE_AT {
-            self.flush_completions();
-        } else if !self.pending.armed {
-            self.pending.armed = true;
-            ctx.run_later(COMPLETE_AFTER, |act, _| act.flush_completions());
+        let pending = self.pending.completions.len() + self.pending.digests.len();
+        match self.batching.added(pending) {
+            Flush::Now => self.flush_completions(),
+            Flush::After(wait) => {
+                ctx.run_later(wait, |act, _| act.flush_completions());
+            }
+            Flush::Wait => {}
         }
     }
 

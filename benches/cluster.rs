@@ -13,12 +13,15 @@
 //! cluster is not expected to be faster here: the figure that matters is
 //! CPU per page, the cost of being a cluster.
 //!
-//! The third run is the same cluster with `[cluster] state_url` on a
-//! `file://` store and `[upload]` to another, each node on a data
-//! directory of its own (checkpoints every `checkpoint_interval`, 5 s by
-//! default, or the fourth argument in ms): the cost of checkpointing, and
-//! the object-store writes it makes per page (every object in the two
-//! stores is one PUT).
+//! The third and fourth runs are the cost of checkpointing, side by side:
+//! the same cluster, each node on a data directory of its own with
+//! `[upload]` to a `file://` store, first without `state_url`
+//! (checkpointing off: restart-in-place), then with `[cluster] state_url`
+//! on another `file://` store (checkpoints every `checkpoint_interval`,
+//! 5 s by default, or the fourth argument in ms). Only checkpointing
+//! differs between them; the figures are their ratios, and the
+//! object-store writes per page (every object in the two stores is one
+//! PUT).
 //!
 //! The failover run kills one node (SIGKILL) a third into the crawl and
 //! reports how long until a survivor has taken one of its partitions over
@@ -134,7 +137,17 @@ struct Run {
 
 /// Crawls `web` with `nodes` processes (0: one single node).
 fn crawl(web: &SyntheticWeb, delay_ms: u64, nodes: usize) -> Run {
-    crawl_as(web, delay_ms, nodes, None)
+    crawl_as(web, delay_ms, nodes, Disks::Shared)
+}
+
+/// Where a cluster's nodes keep their state.
+#[derive(Clone, Copy)]
+enum Disks {
+    /// One data directory for every node, no uploads.
+    Shared,
+    /// A data directory each and `[upload]`; with `Some(ms)`, also
+    /// `state_url`, checkpointing every `ms`.
+    Own(Option<u64>),
 }
 
 /// Objects (files) under `dir`, recursively.
@@ -150,10 +163,9 @@ fn objects(dir: &Path) -> usize {
     })
 }
 
-/// [`crawl`]; with `checkpoint_ms`, three nodes on data directories of
-/// their own with a `file://` state store and uploads; the objects the two
-/// stores hold afterwards in `Run::objects`.
-fn crawl_as(web: &SyntheticWeb, delay_ms: u64, nodes: usize, checkpoint_ms: Option<u64>) -> Run {
+/// [`crawl`], the nodes' state kept as `disks` says; the objects the
+/// state and upload stores hold afterwards in `Run::objects`.
+fn crawl_as(web: &SyntheticWeb, delay_ms: u64, nodes: usize, disks: Disks) -> Run {
     let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1).unwrap();
     let port = server.addr().port();
     let dir = tempfile::tempdir().unwrap();
@@ -173,15 +185,19 @@ fn crawl_as(web: &SyntheticWeb, delay_ms: u64, nodes: usize, checkpoint_ms: Opti
     let warcs = dir.path().join("warcs");
     let mut children: Vec<Child> = (0..nodes.max(1))
         .map(|i| {
-            let cfg = match checkpoint_ms {
-                None => config(dir.path(), &data, delay_ms, &all, i),
-                Some(ms) => {
-                    let lease = (4 * ms).max(2000);
+            let cfg = match disks {
+                Disks::Shared => config(dir.path(), &data, delay_ms, &all, i),
+                Disks::Own(checkpoint_ms) => {
+                    let chain = checkpoint_ms.map_or(String::new(), |ms| {
+                        let lease = (4 * ms).max(2000);
+                        format!(
+                            "state_url = \"file://{}\"\ncheckpoint_interval = \"{ms}ms\"\n\
+                             lease = \"{lease}ms\"\n",
+                            state.display()
+                        )
+                    });
                     let more = format!(
-                        "state_url = \"file://{}\"\ncheckpoint_interval = \"{ms}ms\"\n\
-                         lease = \"{lease}ms\"\n\
-                         [upload]\nenabled = true\nurl = \"file://{}\"\nverify = \"size\"\n",
-                        state.display(),
+                        "{chain}[upload]\nenabled = true\nurl = \"file://{}\"\nverify = \"size\"\n",
                         warcs.display()
                     );
                     let own = dir.path().join(format!("data{i}"));
@@ -303,10 +319,12 @@ fn main() {
     let checkpoint_ms = arg(3, 5000);
     let one = crawl(&web, delay_ms, 0);
     let three = crawl(&web, delay_ms, 3);
-    let durable = crawl_as(&web, delay_ms, 3, Some(checkpoint_ms));
+    let local = crawl_as(&web, delay_ms, 3, Disks::Own(None));
+    let durable = crawl_as(&web, delay_ms, 3, Disks::Own(Some(checkpoint_ms)));
     for (name, run) in [
         ("1 node", &one),
         ("3 nodes", &three),
+        ("3 local", &local),
         ("3 durable", &durable),
     ] {
         println!(
@@ -324,12 +342,13 @@ fn main() {
         three.wall.as_secs_f64() / one.wall.as_secs_f64()
     );
     println!(
-        "state_url (checkpoints every {checkpoint_ms} ms)/shared directory: CPU per page × {:.2}, \
-         pages/s × {:.2}; {} objects written = {:.3} PUTs per page",
-        (durable.cpu / durable.pages as f64) / (three.cpu / three.pages as f64),
-        three.wall.as_secs_f64() / durable.wall.as_secs_f64(),
+        "checkpointing on (every {checkpoint_ms} ms)/off, both with [upload]: CPU per page × {:.2}, \
+         pages/s × {:.2}; {} objects written = {:.3} PUTs per page (off: {:.3})",
+        (durable.cpu / durable.pages as f64) / (local.cpu / local.pages as f64),
+        local.wall.as_secs_f64() / durable.wall.as_secs_f64(),
         durable.objects,
-        durable.objects as f64 / durable.pages as f64
+        durable.objects as f64 / durable.pages as f64,
+        local.objects as f64 / local.pages as f64
     );
     let (taken, crawling) = failover(&web, delay_ms);
     println!(

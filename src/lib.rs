@@ -20,9 +20,13 @@
 //! - [`frontier`]: priorities, entry kinds, the choice between queues, the
 //!   host state machine ([`frontier::host`]), what a response means
 //!   ([`frontier::response`]), a URL's life ([`frontier::lifecycle`]) and
-//!   its refresh interval ([`frontier::recrawl`])
-//! - [`cluster`]: membership by gossip, partition assignment and the
-//!   bridge's wire protocol
+//!   its refresh interval ([`frontier::recrawl`]), a partition's
+//!   activations ([`frontier::activation`])
+//! - [`scheduler`]: the node's decisions over its partitions: what it
+//!   holds, the hold rule, where batches go, outbox delivery, idleness
+//! - [`cluster`]: membership by gossip, partition assignment, the lease
+//!   over a partition's checkpoint chain, the peer link and the bridge's
+//!   wire protocol
 //! - [`sitemap`]: sitemap parsing
 //! - [`store`]: the RocksDB partition store and its atomic admit
 //! - [`fetch`]: the HTTP client, resolver and limits
@@ -50,6 +54,7 @@ pub mod metrics;
 pub mod parse;
 pub mod politeness;
 pub mod robots;
+pub mod scheduler;
 pub mod sitemap;
 pub mod store;
 pub mod testweb;

@@ -9,10 +9,12 @@
 //! millions). After FoundationDB's simulation testing and TigerBeetle's
 //! VOPR.
 //!
-//! The same [`PartitionLease`] machine the node runs is driven here, and
-//! the same [`PeerLink`] the bridge runs carries link batches between
-//! nodes; the driver below plays the rest of the node (gossip's advice,
-//! checkpoints, hosts that fetch, the outbox, acknowledgements) and TCP:
+//! The same [`PartitionLease`] machine the node runs is driven here, the
+//! same [`PeerLink`] the bridge runs carries link batches between nodes,
+//! and the node scheduler's [`OutboxSchedule`] decides which outbox
+//! batches go out on each pass; the driver below plays the rest of the
+//! node (gossip's advice, checkpoints, hosts that fetch, the outbox's
+//! storage, acknowledgements) and TCP:
 //! a connection between two processes delivers in order and loses
 //! nothing while it lives; a lost packet, a crash, a pause or a cut
 //! breaks it, and the dialer dials again after its link's backoff.
@@ -35,6 +37,7 @@ use trawl::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, Watermarks,
 };
 use trawl::cluster::link::{Backoff, Closed, PeerLink, Transmit};
+use trawl::scheduler::outbox::{Batch as OutboxBatch, OutboxSchedule, PAGE as OUTBOX_PAGE};
 
 const NODES: usize = 3;
 const PARTITIONS: usize = 4;
@@ -254,9 +257,10 @@ struct Node {
     /// Per peer: the link's bookkeeping, as the bridge keeps it (reply
     /// handles: outbox batch ids).
     links: Vec<PeerLink<u64>>,
-    /// Outbox batches on their way (handed to a link, or admitted here),
-    /// not sent again until answered or failed.
-    sending: BTreeSet<u64>,
+    /// Which outbox batches go out on a pass, as the node schedules them
+    /// (one outbox per node here): a batch on its way (handed to a link,
+    /// or admitted here) is not sent again until answered or failed.
+    schedule: OutboxSchedule<u64>,
     /// Per peer: no dial before this.
     redial_at: Vec<Instant>,
     /// Store requests awaiting their answer: partition, and the number of
@@ -357,7 +361,7 @@ impl Sim {
                 local: Vec::new(),
                 outbox: BTreeMap::new(),
                 links: Vec::new(),
-                sending: BTreeSet::new(),
+                schedule: OutboxSchedule::new(1),
                 redial_at: Vec::new(),
                 pending: HashMap::new(),
             });
@@ -395,7 +399,7 @@ impl Sim {
         node.links = (0..NODES)
             .map(|_| PeerLink::new(WINDOW, Backoff::new(REDIAL_BASE, REDIAL_MAX)))
             .collect();
-        node.sending.clear();
+        node.schedule = OutboxSchedule::new(1);
         node.redial_at = vec![self.now; NODES];
         node.pending.clear();
         let first = self.rng.millis(0, 50);
@@ -776,7 +780,7 @@ impl Sim {
             if !self.believed_alive(n, m) {
                 let failed = self.nodes[n].links[m].leave();
                 for batch in failed {
-                    self.nodes[n].sending.remove(&batch);
+                    self.nodes[n].schedule.answered(0, batch, false);
                 }
                 self.break_conn(key);
                 continue;
@@ -903,15 +907,9 @@ impl Sim {
     /// advised owner, admitted here if that is this node.
     fn send_outbox(&mut self, n: usize) {
         let inc = self.nodes[n].inc;
-        let due: Vec<(u64, usize)> = self.nodes[n]
-            .outbox
-            .iter()
-            .filter(|(id, _)| !self.nodes[n].sending.contains(id))
-            .map(|(id, b)| (*id, b.p))
-            .collect();
+        let due = self.outbox_pass(n);
         for (batch, p) in due {
             let to = self.advised_owner(n, p);
-            self.nodes[n].sending.insert(batch);
             if to == n {
                 let e = Event::Links {
                     to,
@@ -931,6 +929,40 @@ impl Sim {
                 .expect("a batch id encodes");
             self.transmit(n, to, out);
         }
+    }
+
+    /// Reads node `n`'s outbox as the node's scheduler says (from its
+    /// cursor, a page budget per pass), marking what it sends as on its
+    /// way: (batch, partition) of each.
+    fn outbox_pass(&mut self, n: usize) -> Vec<(u64, usize)> {
+        let node = &mut self.nodes[n];
+        let pass = node.schedule.pass();
+        let mut reading = node.schedule.read(0, pass);
+        let mut due = Vec::new();
+        loop {
+            let from = reading.after().map_or(0, |k| k + 1);
+            let page: Vec<(u64, usize)> = node
+                .outbox
+                .range(from..)
+                .take(OUTBOX_PAGE)
+                .map(|(id, b)| (*id, b.p))
+                .collect();
+            let full = page.len() == OUTBOX_PAGE;
+            for (batch, p) in page {
+                if node.schedule.saw(&mut reading, batch) == OutboxBatch::Send {
+                    reading.sent();
+                    due.push((batch, p));
+                }
+            }
+            if !reading.more(full) {
+                break;
+            }
+        }
+        node.schedule.finish(reading);
+        for &(batch, _) in &due {
+            node.schedule.sending(0, batch);
+        }
+        due
     }
 
     /// The owner admits a batch (or refuses it: not held here).
@@ -1008,7 +1040,7 @@ impl Sim {
             }
             self.transmit(n, by, out);
         }
-        self.nodes[n].sending.remove(&batch);
+        self.nodes[n].schedule.answered(0, batch, acked);
         if !acked {
             return Ok(());
         }

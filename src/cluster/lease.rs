@@ -59,7 +59,15 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::link::Backoff;
 use super::manifest::{Manifest, Owner};
+
+/// After a first partition this node claimed but could not open, gossip's
+/// advice to take it is ignored here for this long; the wait doubles with
+/// each failure in a row, up to [`TAKE_RETRY_MAX`].
+pub const TAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait after failed takes.
+pub const TAKE_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// The protocol's timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,6 +363,11 @@ pub struct PartitionLease {
     settings: LeaseSettings,
     /// Gossip's advice: this node should own the partition.
     wanted: bool,
+    /// After a take that could not be opened here, advice to take the
+    /// partition is ignored until then ([`PartitionLease::on_open_failed`]).
+    shunned_until: Option<Instant>,
+    /// The wait after the next take that fails.
+    take_backoff: Backoff,
     phase: Phase,
     effects: VecDeque<Effect>,
 }
@@ -383,6 +396,8 @@ impl PartitionLease {
             incarnation,
             settings,
             wanted: false,
+            shunned_until: None,
+            take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
             phase: Phase::Idle,
             effects: VecDeque::new(),
         }
@@ -459,8 +474,10 @@ impl PartitionLease {
     }
 
     /// Gossip's advice changed (or is repeated): this node should (or
-    /// should not) own the partition.
+    /// should not) own the partition. Advice to take it is ignored while
+    /// a failed take shuns it ([`PartitionLease::on_open_failed`]).
     pub fn want(&mut self, now: Instant, wanted: bool) {
+        let wanted = wanted && self.shunned_until.is_none_or(|until| now >= until);
         self.wanted = wanted;
         match &mut self.phase {
             Phase::Idle if wanted => self.observe(now),
@@ -471,6 +488,26 @@ impl PartitionLease {
             }
             _ => {}
         }
+    }
+
+    /// The partition taken ([`Effect::Take`]) is open here: the next
+    /// failed take waits the shortest backoff again.
+    pub fn on_opened(&mut self) {
+        self.take_backoff.reset();
+    }
+
+    /// The partition taken could not be restored or opened here (a chain
+    /// file missing or unreadable, the store down, a full disk). Held, it
+    /// would be renewed and never crawled: it is handed back instead (a
+    /// release naming the claimed files again, so nothing is lost), and
+    /// advice to take it is ignored for a backoff that doubles with each
+    /// failure in a row, so another node, or this one later, tries again.
+    /// Returns that wait.
+    pub fn on_open_failed(&mut self, now: Instant) -> Duration {
+        let wait = self.take_backoff.next_delay();
+        self.shunned_until = Some(now + wait);
+        self.want(now, false);
+        wait
     }
 
     /// The chain's head was read (`Err(())`: the read failed).

@@ -8,6 +8,7 @@
 //! gets one turn in fifteen while the others are busy.
 
 pub mod activation;
+pub mod batching;
 pub mod blocks;
 pub mod budget;
 pub mod due;

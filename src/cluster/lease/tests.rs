@@ -452,3 +452,29 @@ fn requests_may_start_until_the_lease_ends_and_not_while_handing_back() {
     drain(&mut m);
     assert_eq!(m.fetch_until(), None);
 }
+
+#[test]
+fn a_take_that_cannot_be_opened_is_handed_back_and_shunned_for_a_doubling_while() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    assert_eq!(m.on_open_failed(t0), TAKE_RETRY_FIRST);
+    // Handed back, through a drain (its final checkpoint follows).
+    assert!(drain(&mut m).contains(&Effect::Drain));
+    assert!(!m.snapshot().wanted);
+    // Advice to take it again is ignored until the wait is over...
+    m.want(t0 + TAKE_RETRY_FIRST / 2, true);
+    assert!(!m.snapshot().wanted);
+    // ...and heeded after it.
+    m.want(t0 + TAKE_RETRY_FIRST, true);
+    assert!(m.snapshot().wanted);
+    // Each failure in a row waits twice as long, up to the cap; an open
+    // that works starts over.
+    let t1 = t0 + secs(100);
+    assert_eq!(m.on_open_failed(t1), TAKE_RETRY_FIRST * 2);
+    for _ in 0..10 {
+        m.on_open_failed(t1);
+    }
+    assert_eq!(m.on_open_failed(t1), TAKE_RETRY_MAX);
+    m.on_opened();
+    assert_eq!(m.on_open_failed(t1), TAKE_RETRY_FIRST);
+}

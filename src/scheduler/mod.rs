@@ -1,0 +1,327 @@
+//! The node's decisions over its partitions, with no I/O: which
+//! partitions it holds, how long a partition's hosts are held when it
+//! opens, where a link batch or a seed goes, when its outboxes are read
+//! and what of them is sent, when a link batch is acknowledged, whether a
+//! partition may be opened here at all, and when the node is idle.
+//!
+//! The node actor (`actors/node.rs`) carries these out: it opens stores,
+//! starts and stops partition actors, reads outboxes, sends over the
+//! bridge. Within a partition, the same kind of decisions (when a host
+//! wakes or activates, its generations, the hold) are the partition's
+//! [`Activation`](crate::frontier::activation::Activation), which starts
+//! from the hold decided here. The scheduler is generic over the node's
+//! handle on a held partition (`H`: its actor and store) and over what
+//! waits on a link batch's durability (`T`: the answer to its sender), so
+//! it is tested, and simulated, without either.
+//!
+//! ## The hold rule, in one place
+//!
+//! A partition's hosts make no request before the partition's *hold*
+//! ([`NodeScheduler::opening`]):
+//! - taken from another owner through the checkpoint chain: until that
+//!   owner's lease and requests have certainly run out (the lease
+//!   machine's hold, `cluster::lease`, carried in the partition's durable
+//!   state so no hand-back forgets it);
+//! - opened from a store whose last run did not end cleanly (a crash, a
+//!   kill, a cut-off owner without a chain), or restarted after its actor
+//!   failed: until one request timeout from now, since a request of the
+//!   last life may still be on the wire; each host then also owes its last
+//!   delay again.
+
+pub mod idle;
+pub mod outbox;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::cluster::holders::{HeldElsewhere, KnownHolders};
+use crate::cluster::lease::Watermarks;
+
+use idle::IdleWatch;
+use outbox::OutboxSchedule;
+
+/// An outbox batch's key in the partition store.
+pub type OutboxKey = [u8; 10];
+
+/// How a partition opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opening {
+    /// No host requests before this (Unix ms; 0: no hold).
+    pub hold_until_ms: u64,
+    /// The last life may have a request on the wire: each host owes its
+    /// last delay again.
+    pub crashed: bool,
+}
+
+/// Where a batch for a partition goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Admitted here: this node holds the partition.
+    Here,
+    /// Sent to the node that owns it.
+    Peer(String),
+    /// Nowhere yet: no owner, or this node is its owner but has not
+    /// opened it yet. The batch waits in its outbox.
+    Nowhere,
+}
+
+/// Whether a partition may be opened here (without a checkpoint chain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MayOpen {
+    /// Yes: its store is on this disk, or nobody else is known to hold it.
+    Yes,
+    /// No: its state is on another node's disk; it waits for that node.
+    /// `first`: the first time this partition was refused (say so once).
+    Wait { holder: String, first: bool },
+}
+
+/// The node's scheduler.
+#[derive(Debug)]
+pub struct NodeScheduler<H, T> {
+    /// Per partition: this node's handle on it, if it holds it.
+    partitions: Vec<Option<H>>,
+    /// A request's timeout: how long a crashed life's request may last.
+    request_timeout: Duration,
+    /// Partitions restarted after their actor failed.
+    restarts: u64,
+    /// Partitions being handed back (draining).
+    releasing: BTreeSet<u16>,
+    /// The outboxes' delivery.
+    outbox: OutboxSchedule<OutboxKey>,
+    /// With a checkpoint chain, per partition: the answers to link
+    /// batches admitted and waiting for a checkpoint to cover them.
+    acks: Option<Vec<Watermarks<T>>>,
+    /// Without a checkpoint chain: who held each partition.
+    holders: KnownHolders,
+    /// Partitions refused because another node holds their state.
+    waiting_for: BTreeSet<u16>,
+    idle: IdleWatch,
+}
+
+impl<H, T> NodeScheduler<H, T> {
+    /// A scheduler for `partitions` partitions, none held yet. `durable`:
+    /// link batches are acknowledged only once a checkpoint covers them
+    /// (a checkpoint chain).
+    pub fn new(
+        partitions: u16,
+        request_timeout: Duration,
+        durable: bool,
+        holders: KnownHolders,
+    ) -> Self {
+        let n = usize::from(partitions);
+        Self {
+            partitions: (0..n).map(|_| None).collect(),
+            request_timeout,
+            restarts: 0,
+            releasing: BTreeSet::new(),
+            outbox: OutboxSchedule::new(n),
+            acks: durable.then(|| (0..n).map(|_| Watermarks::default()).collect()),
+            holders,
+            waiting_for: BTreeSet::new(),
+            idle: IdleWatch::default(),
+        }
+    }
+
+    /// How many partitions the crawl has.
+    pub fn partitions(&self) -> u16 {
+        self.partitions.len() as u16
+    }
+
+    /// This node's handle on partition `id`, if it holds it.
+    pub fn held(&self, id: u16) -> Option<&H> {
+        self.partitions.get(usize::from(id))?.as_ref()
+    }
+
+    /// The partitions this node holds, with their handles.
+    pub fn iter(&self) -> impl Iterator<Item = (u16, &H)> {
+        self.partitions
+            .iter()
+            .enumerate()
+            .filter_map(|(id, h)| Some((id as u16, h.as_ref()?)))
+    }
+
+    /// The partitions this node holds.
+    pub fn held_ids(&self) -> Vec<u16> {
+        self.iter().map(|(id, _)| id).collect()
+    }
+
+    /// Whether this node holds every partition of `assigned`.
+    pub fn holds_all(&self, assigned: &[u16]) -> bool {
+        assigned.iter().all(|&p| self.held(p).is_some())
+    }
+
+    /// How partition `id` opens now (Unix ms `now_ms`): held until
+    /// `taken_until_ms` (the lease machine's hold of a takeover, 0 if
+    /// none), and one request timeout from now at least if its last life
+    /// may have a request in flight (`crashed`). See the module's docs.
+    pub fn opening(&self, now_ms: u64, taken_until_ms: u64, crashed: bool) -> Opening {
+        let hold_until_ms = match crashed {
+            true => taken_until_ms.max(now_ms + self.request_timeout.as_millis() as u64),
+            false => taken_until_ms,
+        };
+        Opening {
+            hold_until_ms,
+            crashed,
+        }
+    }
+
+    /// Partition `id` is open here, through `handle`: the next outbox
+    /// pass reads its outbox from the start.
+    pub fn opened(&mut self, id: u16, handle: H) {
+        if let Some(slot) = self.partitions.get_mut(usize::from(id)) {
+            *slot = Some(handle);
+            self.outbox.restart(id);
+        }
+    }
+
+    /// Partition `id`'s actor failed and was started again over its
+    /// store, through `handle`. Its hosts open as [`Self::opening`] says
+    /// of a crash.
+    pub fn restarted(&mut self, id: u16, handle: H) {
+        self.opened(id, handle);
+        self.restarts += 1;
+    }
+
+    /// Partitions restarted after a failure.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// Partition `id` is closed here (stopped, or handed back): its
+    /// handle, and the answers that waited on its durability. Dropping
+    /// those refuses their batches (`NotHeld`): a later owner's write
+    /// numbers say nothing of this one's writes, and the senders send
+    /// them again, to the next owner.
+    pub fn closed(&mut self, id: u16) -> (Option<H>, Vec<T>) {
+        let handle = self
+            .partitions
+            .get_mut(usize::from(id))
+            .and_then(Option::take);
+        self.outbox.restart(id);
+        let waiting = self
+            .acks_mut(id)
+            .map(Watermarks::forget)
+            .unwrap_or_default();
+        (handle, waiting)
+    }
+
+    /// Partition `id` is being handed back: it drains.
+    pub fn releasing(&mut self, id: u16) {
+        self.releasing.insert(id);
+    }
+
+    /// Partition `id` was handed back.
+    pub fn released(&mut self, id: u16) {
+        self.releasing.remove(&id);
+    }
+
+    /// The partitions being handed back.
+    pub fn handing_back(&self) -> Vec<u16> {
+        self.releasing.iter().copied().collect()
+    }
+
+    /// Where a batch for `partition` goes, on node `me`, with `owner` as
+    /// the partition's assigned owner.
+    pub fn route(&self, partition: u16, owner: Option<&str>, me: &str) -> Route {
+        match owner {
+            Some(o) if o == me && self.held(partition).is_some() => Route::Here,
+            Some(o) if o != me => Route::Peer(o.to_owned()),
+            _ => Route::Nowhere,
+        }
+    }
+
+    /// Where seeds of partitions held elsewhere wait, durably, to go to
+    /// their owners as links do: the outbox of a partition this node
+    /// holds (`None` if it holds none yet; they are sent at once then).
+    pub fn seed_outbox(&self) -> Option<&H> {
+        self.iter().map(|(_, held)| held).next()
+    }
+
+    /// Whether partition `id` may be opened here, by node `me`, without a
+    /// checkpoint chain: its store is on this node's disk (`on_disk`), or
+    /// no other node is known to have held it. A node that opened an
+    /// empty store for a partition whose state is on another's disk would
+    /// crawl it from nothing beside its state, and strand what it did.
+    pub fn may_open(&mut self, id: u16, me: &str, on_disk: bool) -> MayOpen {
+        if on_disk {
+            return MayOpen::Yes;
+        }
+        match self.holders.may_create(id, me) {
+            Ok(()) => MayOpen::Yes,
+            Err(HeldElsewhere { holder, .. }) => MayOpen::Wait {
+                holder,
+                first: self.waiting_for.insert(id),
+            },
+        }
+    }
+
+    /// Learns who gossip shows holding each partition; `true` if that
+    /// changed what is known (to be saved: [`Self::holders`]).
+    pub fn learn_holders(&mut self, holders: &BTreeMap<u16, String>) -> bool {
+        self.holders.learn(holders)
+    }
+
+    /// Who held each partition, as known.
+    pub fn holders(&self) -> &KnownHolders {
+        &self.holders
+    }
+
+    /// Whether link batches wait for a checkpoint before acknowledgement.
+    pub fn durable(&self) -> bool {
+        self.acks.is_some()
+    }
+
+    /// Partition `id` was taken with its checkpoint covering its writes
+    /// up to `covers`: its acknowledgements count on from there.
+    pub fn taken(&mut self, id: u16, covers: u64) {
+        if let Some(acks) = self.acks_mut(id) {
+            *acks = Watermarks::default();
+            acks.durable(covers);
+        }
+    }
+
+    /// A link batch was admitted into partition `id` as its write `seq`:
+    /// `answer` is given back at once if a published checkpoint already
+    /// covers it (or there is no chain), kept until one does otherwise.
+    pub fn admitted(&mut self, id: u16, seq: u64, answer: T) -> Option<T> {
+        match self.acks_mut(id) {
+            Some(acks) => acks.admitted(seq, answer),
+            None => Some(answer),
+        }
+    }
+
+    /// A published checkpoint of partition `id` covers its writes up to
+    /// `covers`: the answers now due.
+    pub fn covered(&mut self, id: u16, covers: u64) -> Vec<T> {
+        self.acks_mut(id)
+            .map(|acks| acks.durable(covers))
+            .unwrap_or_default()
+    }
+
+    fn acks_mut(&mut self, id: u16) -> Option<&mut Watermarks<T>> {
+        self.acks.as_mut()?.get_mut(usize::from(id))
+    }
+
+    /// The outboxes' delivery schedule.
+    pub fn outbox(&self) -> &OutboxSchedule<OutboxKey> {
+        &self.outbox
+    }
+
+    /// The outboxes' delivery schedule, to move on.
+    pub fn outbox_mut(&mut self) -> &mut OutboxSchedule<OutboxKey> {
+        &mut self.outbox
+    }
+
+    /// Nothing of the outboxes is on its way.
+    pub fn outbox_quiet(&self) -> bool {
+        self.outbox.quiet()
+    }
+
+    /// The node's idleness, poll by poll.
+    pub fn idle(&mut self) -> &mut IdleWatch {
+        &mut self.idle
+    }
+}

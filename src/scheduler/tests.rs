@@ -1,0 +1,309 @@
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::idle::{IdleWatch, Totals};
+use super::outbox::{Batch, OutboxSchedule, FULL_PASS_EVERY, PAGE};
+use super::*;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+fn scheduler(durable: bool) -> NodeScheduler<&'static str, u32> {
+    NodeScheduler::new(4, TIMEOUT, durable, KnownHolders::default())
+}
+
+#[test]
+fn a_crashed_life_holds_one_request_timeout_and_a_takeover_its_lease_hold() {
+    let s = scheduler(true);
+    assert_eq!(
+        s.opening(1_000, 0, false),
+        Opening {
+            hold_until_ms: 0,
+            crashed: false
+        }
+    );
+    assert_eq!(s.opening(1_000, 0, true).hold_until_ms, 31_000);
+    // A takeover's hold is kept when it is the later one, and the crash
+    // hold when that is.
+    assert_eq!(s.opening(1_000, 90_000, true).hold_until_ms, 90_000);
+    assert_eq!(s.opening(1_000, 5_000, true).hold_until_ms, 31_000);
+    assert_eq!(s.opening(1_000, 5_000, false).hold_until_ms, 5_000);
+}
+
+#[test]
+fn batches_go_to_their_owner_and_wait_while_no_one_can_admit_them() {
+    let mut s = scheduler(false);
+    assert_eq!(s.route(1, Some("n2"), "n1"), Route::Peer("n2".into()));
+    assert_eq!(s.route(1, None, "n1"), Route::Nowhere);
+    // Assigned here, but not open yet.
+    assert_eq!(s.route(1, Some("n1"), "n1"), Route::Nowhere);
+    s.opened(1, "p1");
+    assert_eq!(s.route(1, Some("n1"), "n1"), Route::Here);
+    assert_eq!(s.seed_outbox(), Some(&"p1"));
+    assert_eq!(s.held_ids(), vec![1]);
+    assert!(s.holds_all(&[1]) && !s.holds_all(&[1, 2]));
+}
+
+#[test]
+fn a_closed_partition_refuses_what_waited_on_its_durability() {
+    let mut s = scheduler(true);
+    s.opened(2, "p2");
+    s.taken(2, 10);
+    // Covered by the checkpoint it was taken with: answered at once.
+    assert_eq!(s.admitted(2, 9, 1), Some(1));
+    assert_eq!(s.admitted(2, 11, 2), None);
+    assert_eq!(s.admitted(2, 12, 3), None);
+    assert_eq!(s.covered(2, 11), vec![2]);
+    let (handle, waiting) = s.closed(2);
+    assert_eq!((handle, waiting), (Some("p2"), vec![3]));
+    assert_eq!(s.held(2), None);
+    // Taken again from a later checkpoint: counted from there.
+    s.opened(2, "p2'");
+    s.taken(2, 20);
+    assert_eq!(s.admitted(2, 15, 4), Some(4));
+}
+
+#[test]
+fn without_a_chain_an_admission_is_answered_at_once() {
+    let mut s = scheduler(false);
+    s.opened(0, "p0");
+    assert!(!s.durable());
+    assert_eq!(s.admitted(0, 5, 7), Some(7));
+    assert_eq!(s.closed(0), (Some("p0"), vec![]));
+}
+
+#[test]
+fn a_partition_whose_state_is_on_another_disk_waits_and_is_said_once() {
+    let mut s = scheduler(false);
+    let gossip = BTreeMap::from([(3, "n2".to_owned())]);
+    assert!(s.learn_holders(&gossip));
+    assert!(!s.learn_holders(&gossip));
+    assert_eq!(s.may_open(0, "n1", false), MayOpen::Yes);
+    assert_eq!(s.may_open(3, "n1", true), MayOpen::Yes);
+    assert_eq!(
+        s.may_open(3, "n1", false),
+        MayOpen::Wait {
+            holder: "n2".into(),
+            first: true
+        }
+    );
+    assert_eq!(
+        s.may_open(3, "n1", false),
+        MayOpen::Wait {
+            holder: "n2".into(),
+            first: false
+        }
+    );
+    assert_eq!(s.may_open(3, "n2", false), MayOpen::Yes);
+}
+
+#[test]
+fn restarts_are_counted_and_hand_backs_listed() {
+    let mut s = scheduler(false);
+    s.opened(0, "a");
+    s.restarted(0, "b");
+    assert_eq!((s.restarts(), s.held(0)), (1, Some(&"b")));
+    s.releasing(0);
+    assert_eq!(s.handing_back(), vec![0]);
+    s.released(0);
+    assert!(s.handing_back().is_empty());
+}
+
+/// Reads `outbox` as the node does: pages of [`PAGE`] after the cursor.
+fn read_pass(
+    schedule: &mut OutboxSchedule<u64>,
+    outbox: &BTreeMap<u64, ()>,
+    deliverable: impl Fn(u64) -> bool,
+) -> Vec<u64> {
+    let pass = schedule.pass();
+    let mut reading = schedule.read(0, pass);
+    let mut sent = Vec::new();
+    loop {
+        let page: Vec<u64> = match reading.after() {
+            Some(&k) => outbox.range(k + 1..).take(PAGE).map(|(k, _)| *k).collect(),
+            None => outbox.keys().take(PAGE).copied().collect(),
+        };
+        let full = page.len() == PAGE;
+        for key in page {
+            if schedule.saw(&mut reading, key) == Batch::OnItsWay {
+                continue;
+            }
+            if !deliverable(key) {
+                reading.held_back();
+                continue;
+            }
+            reading.sent();
+            sent.push(key);
+        }
+        if !reading.more(full) {
+            break;
+        }
+    }
+    schedule.finish(reading);
+    for &key in &sent {
+        schedule.sending(0, key);
+    }
+    sent
+}
+
+#[test]
+fn a_pass_reads_on_from_where_the_last_stopped_and_from_the_start_after_a_failure() {
+    let mut schedule = OutboxSchedule::new(1);
+    let mut outbox: BTreeMap<u64, ()> = (0..10).map(|k| (k, ())).collect();
+    assert_eq!(
+        read_pass(&mut schedule, &outbox, |_| true),
+        (0..10).collect::<Vec<_>>()
+    );
+    // Nothing new: nothing sent, and nothing read again.
+    assert!(read_pass(&mut schedule, &outbox, |_| true).is_empty());
+    outbox.insert(10, ());
+    assert_eq!(read_pass(&mut schedule, &outbox, |_| true), vec![10]);
+    // Batch 3 is refused: the next pass starts over and finds it.
+    schedule.answered(0, 3, false);
+    assert_eq!(read_pass(&mut schedule, &outbox, |_| true), vec![3]);
+    // A batch with no owner yet holds the cursor back.
+    outbox.insert(11, ());
+    assert!(read_pass(&mut schedule, &outbox, |k| k != 11).is_empty());
+    assert_eq!(read_pass(&mut schedule, &outbox, |_| true), vec![11]);
+    assert_eq!(schedule.on_way(), 12);
+    assert!(!schedule.quiet());
+}
+
+#[test]
+fn a_batch_committed_behind_the_cursor_is_found_by_a_full_pass() {
+    let mut schedule = OutboxSchedule::new(1);
+    let mut outbox: BTreeMap<u64, ()> = [(1, ()), (5, ())].into();
+    assert_eq!(read_pass(&mut schedule, &outbox, |_| true), vec![1, 5]);
+    // Key 3 was reserved before 5 and committed after the pass read 5.
+    outbox.insert(3, ());
+    let mut passes = 1;
+    loop {
+        passes += 1;
+        if read_pass(&mut schedule, &outbox, |_| true) == vec![3] {
+            break;
+        }
+        assert!(passes <= FULL_PASS_EVERY, "batch 3 never found");
+    }
+    assert_eq!(passes, FULL_PASS_EVERY);
+}
+
+#[test]
+fn a_pass_sends_at_most_a_page_of_new_batches_per_outbox() {
+    let mut schedule = OutboxSchedule::new(1);
+    let outbox: BTreeMap<u64, ()> = (0..(3 * PAGE as u64)).map(|k| (k, ())).collect();
+    assert_eq!(read_pass(&mut schedule, &outbox, |_| true).len(), PAGE);
+    assert_eq!(read_pass(&mut schedule, &outbox, |_| true)[0], PAGE as u64);
+}
+
+/// A deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// Writers reserve keys in order but commit them in any order; sends fail
+/// or wait; owners come and go. Every batch is delivered, and no batch is
+/// ever on its way twice at once.
+#[test]
+fn every_batch_is_delivered_once_on_its_way_whatever_the_order() {
+    for seed in 1..=200u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut schedule = OutboxSchedule::new(1);
+        let mut outbox = BTreeMap::new();
+        let mut reserved = Vec::new();
+        let mut next_key = 0u64;
+        let mut in_flight = BTreeSet::new();
+        let mut delivered = BTreeSet::new();
+        for step in 0..400 {
+            let writing = step < 300;
+            if writing && rng.chance(60) {
+                reserved.push(next_key);
+                next_key += 1;
+            }
+            if !reserved.is_empty() && rng.chance(50) {
+                let at = (rng.next() % reserved.len() as u64) as usize;
+                outbox.insert(reserved.swap_remove(at), ());
+            }
+            if !writing {
+                for key in reserved.drain(..) {
+                    outbox.insert(key, ());
+                }
+            }
+            let owned = rng.chance(80);
+            for key in read_pass(&mut schedule, &outbox, |_| owned) {
+                assert!(
+                    in_flight.insert(key),
+                    "seed {seed}: batch {key} sent twice at once"
+                );
+            }
+            let answered: Vec<u64> = in_flight
+                .iter()
+                .copied()
+                .filter(|_| rng.chance(40))
+                .collect();
+            for key in answered {
+                in_flight.remove(&key);
+                let ok = rng.chance(70);
+                if ok {
+                    outbox.remove(&key);
+                    delivered.insert(key);
+                }
+                schedule.answered(0, key, ok);
+            }
+        }
+        // Drain: every owner up, every send succeeds.
+        for _ in 0..(4 * FULL_PASS_EVERY) {
+            for key in read_pass(&mut schedule, &outbox, |_| true) {
+                assert!(
+                    in_flight.insert(key),
+                    "seed {seed}: batch {key} sent twice at once"
+                );
+            }
+            for key in std::mem::take(&mut in_flight) {
+                outbox.remove(&key);
+                delivered.insert(key);
+                schedule.answered(0, key, true);
+            }
+        }
+        assert!(
+            outbox.is_empty(),
+            "seed {seed}: left behind {:?}",
+            outbox.keys()
+        );
+        assert_eq!(delivered.len() as u64, next_key, "seed {seed}");
+        assert!(schedule.quiet());
+    }
+}
+
+#[test]
+fn the_end_is_polled_for_sooner_only_on_a_single_node_that_is_awaited() {
+    let mut watch = IdleWatch::default();
+    let totals = |queued| Totals {
+        queued,
+        ..Totals::default()
+    };
+    let v = watch.observe(totals(100), true, true, true);
+    assert!(!v.idle && !v.poll_soon);
+    // Near the end and going down: once, until that poll runs.
+    assert!(watch.observe(totals(10), true, true, true).poll_soon);
+    assert!(!watch.observe(totals(5), true, true, true).poll_soon);
+    watch.polled_soon();
+    assert!(watch.observe(totals(3), true, true, true).poll_soon);
+    watch.polled_soon();
+    // Not going down, nobody waiting, or a cluster node: no soon poll.
+    assert!(!watch.observe(totals(3), true, true, true).poll_soon);
+    assert!(!watch.observe(totals(2), true, true, false).poll_soon);
+    assert!(!watch.observe(totals(1), true, false, true).poll_soon);
+    // A partition that did not answer may hold work.
+    assert!(!watch.observe(totals(0), false, true, true).idle);
+    assert!(watch.observe(totals(0), true, true, true).idle);
+}
