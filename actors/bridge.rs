@@ -29,22 +29,19 @@
 //! - **Digest questions** ([`SendDigest`]) share the batches' numbering,
 //!   window and resending; their answer (`Answer`) resolves the sender's
 //!   request with the peer's reply. Inbound, a `Digest` becomes a
-//!   [`RemoteDigest`]; a failure other than `NotHeld` is answered
-//!   `Unclaimed` (the asker stores the payload in full), never by closing.
+//!   [`RemoteDigest`].
 //! - **Inbound.** An `Admit` becomes a [`RemoteAdmit`] to the inbound
-//!   recipient; `Ok` is acked. `Err(Failure::NotHeld)` (this node does not
-//!   hold the partition: the sender's view of the cluster is not ours) is
-//!   answered `Nack`, and the sender's `SendBatch` fails with the same
-//!   typed `NotHeld`, so the sender routes the batch again by its next view
-//!   (sending it to the same node forever would never end while the views
-//!   differ). Any other `Err` is no refusal: the bridge closes the
-//!   connection (`rejected`, logged) rather than leave the batch unacked on
-//!   a healthy link, where the sender would hold it, and a slot of its
-//!   window, until some unrelated reconnect: closing makes the sender
-//!   resend it, to the same node, after its backoff, which paces retries
-//!   while the failure lasts. At most `window` inbound batches per
-//!   connection are being admitted or acked at once; beyond that the
-//!   bridge stops reading and TCP pushes back.
+//!   recipient. What it gets back is [`link::answer`]'s rule: admitted is
+//!   acked; `Failure::NotHeld` (this node does not hold the partition: the
+//!   sender's view of the cluster is not ours) is answered `Nack`, and the
+//!   sender's `SendBatch` fails with the same typed `NotHeld`, so the
+//!   sender routes the batch again by its next view; any other failure
+//!   closes the connection (`rejected`, logged), so the sender resends it,
+//!   to the same node, after its backoff, which paces retries while the
+//!   failure lasts. A question that fails here other than `NotHeld` is
+//!   answered `Unclaimed` (the asker stores the payload in full). At most
+//!   `window` inbound batches per connection are being admitted or acked
+//!   at once; beyond that the bridge stops reading and TCP pushes back.
 //! - **Liveness.** A side that wrote nothing for a heartbeat interval sends
 //!   a heartbeat; a connection silent for three intervals (or whose peer
 //!   takes no bytes for that long) is closed, and the dialer dials again.
@@ -83,7 +80,7 @@ use super::messages::{
     BridgeInbound, BridgeStatus, DigestQuery, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit,
     RemoteDigest, SendBatch, SendDigest, SetPeers,
 };
-use crate::cluster::link::{self, Backoff, PeerLink, Transmit};
+use crate::cluster::link::{self, Backoff, Handled, PeerLink, Transmit};
 use crate::cluster::valid_node_id;
 use crate::cluster::wire::{
     self, Message as WireMessage, Refusal, WireError, WireReply, MAX_FRAME,
@@ -866,9 +863,9 @@ enum Closed {
     /// Reading or writing failed.
     #[error("i/o: {0}")]
     Io(io::Error),
-    /// A batch from the peer was not admitted.
+    /// A batch from the peer was not admitted (why).
     #[error("a batch was not admitted: {0}")]
-    Rejected(Failure),
+    Rejected(String),
     /// A dial failed to connect.
     #[error("cannot connect: {0}")]
     Connect(io::Error),
@@ -1119,9 +1116,18 @@ struct LinkIo<'a> {
 }
 
 /// A batch from the peer being admitted (or a question being answered):
-/// its number, the result (`None`: admitted), and the permit that holds
-/// its place among the connection's `window`.
-type Answer = (u64, Outcome, OwnedSemaphorePermit);
+/// its number, what became of it, and the permit that holds its place
+/// among the connection's `window`.
+type Answer = (u64, Handled, OwnedSemaphorePermit);
+
+/// What a failure here is to the peer: "not held" is a refusal, anything
+/// else a failure ([`link::answer`] says what each gets).
+fn handled(failure: Failure) -> Handled {
+    match failure {
+        Failure::NotHeld { .. } => Handled::NotHeld(failure.to_string()),
+        other => Handled::Failed(other.to_string()),
+    }
+}
 
 async fn admit(
     request: RecipientRequest<RemoteAdmit>,
@@ -1129,25 +1135,27 @@ async fn admit(
     permit: OwnedSemaphorePermit,
 ) -> Answer {
     let result = request.await.map_err(Failure::from).and_then(|r| r);
-    (seq, result.map(|()| None), permit)
+    (
+        seq,
+        result.map_or_else(handled, |()| Handled::Admitted),
+        permit,
+    )
 }
 
-/// Answers a question: "not held here" stays a refusal (the asker gives
-/// up on it); any other failure is answered `Unclaimed`.
 async fn answer(
     request: RecipientRequest<RemoteDigest>,
     seq: u64,
     permit: OwnedSemaphorePermit,
 ) -> Answer {
-    let result = match request.await.map_err(Failure::from).and_then(|r| r) {
-        Ok(reply) => Ok(Some(reply.into())),
-        Err(not_held @ Failure::NotHeld { .. }) => Err(not_held),
+    let result = request.await.map_err(Failure::from).and_then(|r| r);
+    let outcome = match result {
+        Ok(reply) => Handled::Answered(reply.into()),
         Err(failure) => {
             tracing::debug!(error = %failure, "bridge: a digest question failed here");
-            Ok(Some(WireReply::Unclaimed))
+            handled(failure).question()
         }
     };
-    (seq, result, permit)
+    (seq, outcome, permit)
 }
 
 impl LinkIo<'_> {
@@ -1287,32 +1295,21 @@ impl LinkIo<'_> {
         }
     }
 
-    /// A batch from the peer was admitted (its ack goes to the writer) or
-    /// not (the connection closes: see the module doc).
+    /// A batch from the peer was admitted, or refused, or failed: its
+    /// answer goes to the writer, or the connection closes, as
+    /// [`link::answer`] rules.
     fn on_answer(
         &self,
-        (seq, result, place): Answer,
+        (seq, handled, place): Answer,
         acks: &mpsc::UnboundedSender<AckPlace>,
     ) -> Result<(), Closed> {
-        match result {
-            Ok(answer) => {
-                self.progress.set(true);
-                let reply = match answer {
-                    None => Reply::Ack(seq),
-                    Some(reply) => Reply::Answer(seq, reply),
-                };
-                acks.send((reply, place)).map_err(|_| Closed::Stopping)
-            }
-            Err(not_held @ Failure::NotHeld { .. }) => {
-                self.count_batch("nacked");
-                acks.send((Reply::Nack(seq, not_held.to_string()), place))
-                    .map_err(|_| Closed::Stopping)
-            }
-            Err(failure) => {
-                self.count_batch("rejected");
-                Err(Closed::Rejected(failure))
-            }
+        match &handled {
+            Handled::Admitted | Handled::Answered(_) => self.progress.set(true),
+            Handled::NotHeld(_) => self.count_batch("nacked"),
+            Handled::Failed(_) => self.count_batch("rejected"),
         }
+        let reply = link::answer(seq, handled).map_err(Closed::Rejected)?;
+        acks.send((reply, place)).map_err(|_| Closed::Stopping)
     }
 
     /// Writes acks (first: they free the peer's window), batches from the
@@ -1332,7 +1329,7 @@ impl LinkIo<'_> {
             let (frame, place) = tokio::select! {
                 biased;
                 ack = acks.recv() => match ack {
-                    Some((reply, place)) => match encode(&reply.message()) {
+                    Some((reply, place)) => match encode(&reply) {
                         Ok(frame) => (frame, Some(place)),
                         Err(closed) => return closed,
                     },
@@ -1356,33 +1353,7 @@ impl LinkIo<'_> {
 }
 
 /// An answer to write, and the place its batch holds until it is written.
-type AckPlace = (Reply, OwnedSemaphorePermit);
-
-/// The answer to a batch from the peer.
-enum Reply {
-    /// Admitted.
-    Ack(u64),
-    /// Not held here (the reason).
-    Nack(u64, String),
-    /// A question's answer.
-    Answer(u64, WireReply),
-}
-
-impl Reply {
-    fn message(&self) -> WireMessage {
-        match self {
-            Reply::Ack(seq) => WireMessage::Ack { seq: *seq },
-            Reply::Nack(seq, reason) => WireMessage::Nack {
-                seq: *seq,
-                reason: reason.clone(),
-            },
-            Reply::Answer(seq, reply) => WireMessage::Answer {
-                seq: *seq,
-                reply: reply.clone(),
-            },
-        }
-    }
-}
+type AckPlace = (WireMessage, OwnedSemaphorePermit);
 
 #[cfg(test)]
 mod tests {
@@ -1481,11 +1452,7 @@ mod tests {
             (Closed::Unexpected("hello"), "unexpected", true),
             (Closed::Silent(Duration::from_secs(3)), "silent", false),
             (Closed::Eof, "eof", false),
-            (
-                Closed::Rejected(Failure::Store("x".into())),
-                "rejected",
-                false,
-            ),
+            (Closed::Rejected("store: x".into()), "rejected", false),
         ] {
             assert_eq!((closed.label(), closed.is_refusal()), (label, refusal));
         }

@@ -756,6 +756,16 @@ pub struct Advice {
     pub wanted: Vec<u16>,
 }
 
+/// Link batches wait on checkpoints of these partitions and the node has
+/// nothing left to fetch: checkpoint them soon (the node to its
+/// OwnershipActor; see `PartitionLease::hurry`).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct Hurry {
+    /// Partition ids.
+    pub partitions: Vec<u16>,
+}
+
 /// The partition is this node's: open its store (restored from the chain
 /// into its directory already, if the chain had a checkpoint) and start
 /// it, every host held until `hold_until_ms`.

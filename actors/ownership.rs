@@ -126,8 +126,9 @@ impl OwnershipActor {
     /// start).
     pub fn new(settings: OwnershipSettings, orders: NodeOrders, incarnation: u64) -> Self {
         let chains = (0..settings.partitions)
-            .map(|_| Chain {
-                lease: PartitionLease::new(&settings.node, incarnation, settings.lease),
+            .map(|p| Chain {
+                lease: PartitionLease::new(&settings.node, incarnation, settings.lease)
+                    .staggered(p, settings.partitions),
                 head: None,
                 uploaded: None,
                 waiting_on: None,
@@ -632,6 +633,20 @@ impl Handler<Advice> for OwnershipActor {
                 .lease
                 .want(now, wanted.contains(&p));
             self.effects(p, ctx);
+        }
+    }
+}
+
+impl Handler<super::messages::Hurry> for OwnershipActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: super::messages::Hurry, ctx: &mut Self::Context) {
+        let now = self.now();
+        for p in msg.partitions {
+            if let Some(chain) = self.chains.get_mut(usize::from(p)) {
+                chain.lease.hurry(now);
+                self.effects(p, ctx);
+            }
         }
     }
 }

@@ -490,20 +490,30 @@ impl Handler<AdmitMarked> for PartitionActor {
 }
 
 impl Handler<TakeCheckpoint> for PartitionActor {
-    type Result = Result<(Vec<CheckpointFile>, u64), Failure>;
+    type Result = ResponseFuture<Result<(Vec<CheckpointFile>, u64), Failure>>;
 
-    /// Runs on the partition's thread, between two of its writes: the
-    /// checkpoint covers exactly the writes counted so far. RocksDB
-    /// flushes the memtables and hard-links the files (milliseconds for a
-    /// small partition; the flush is the cost of a large one).
+    /// The pending completions are written first, and the writes counted
+    /// so far are what the checkpoint is said to cover. RocksDB then
+    /// flushes the memtables and hard-links the files on a blocking
+    /// thread, not this one: the flush waits on the disk (milliseconds
+    /// each, every partition every `checkpoint_interval`), and the hosts
+    /// and partitions sharing this thread go on meanwhile. Their writes
+    /// may land in the checkpoint too (RocksDB's checkpoint is consistent
+    /// at some point after the call began): a checkpoint holds every write
+    /// it covers, and maybe a few more, which the next owner keeps; the
+    /// count is only ever an under-statement, so nothing acknowledged on
+    /// its strength can be missing.
     fn handle(&mut self, msg: TakeCheckpoint, _: &mut Self::Context) -> Self::Result {
         self.flush_completions();
         let covers = self.writes;
-        let files = self
-            .store
-            .checkpoint(&msg.dir)
-            .map_err(|err| Failure::Store(err.to_string()))?;
-        Ok((files, covers))
+        let store = self.store.clone();
+        Box::pin(async move {
+            let made = tokio::task::spawn_blocking(move || store.checkpoint(&msg.dir))
+                .await
+                .map_err(|err| Failure::Store(format!("checkpoint task: {err}")))?;
+            let files = made.map_err(|err| Failure::Store(err.to_string()))?;
+            Ok((files, covers))
+        })
     }
 }
 

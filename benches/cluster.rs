@@ -23,6 +23,9 @@
 //! object-store writes per page (every object in the two stores is one
 //! PUT).
 //!
+//! With `TRAWL_BENCH_TIMELINE=1` each run also prints the requests the
+//! server saw per half second.
+//!
 //! The failover run kills one node (SIGKILL) a third into the crawl and
 //! reports how long until a survivor has taken one of its partitions over
 //! and how long until the first request to a host of that partition (the
@@ -222,6 +225,9 @@ fn crawl_as(web: &SyntheticWeb, delay_ms: u64, nodes: usize, disks: Disks) -> Ru
     }
     let wall = started.elapsed();
     let pages = server.log().len();
+    if std::env::var_os("TRAWL_BENCH_TIMELINE").is_some() {
+        eprintln!("requests per 0.5 s: {:?}", timeline(&server, started, wall));
+    }
     server.stop();
     Run {
         wall,
@@ -229,6 +235,18 @@ fn crawl_as(web: &SyntheticWeb, delay_ms: u64, nodes: usize, disks: Disks) -> Ru
         pages,
         objects: objects(&state) + objects(&warcs),
     }
+}
+
+/// Requests the server saw in each half second since `started`: where a
+/// crawl slowed down, and its tail (a stall every checkpoint, say).
+fn timeline(server: &TestWebServer, started: Instant, wall: Duration) -> Vec<usize> {
+    let mut bins = vec![0usize; (wall.as_millis() / 500 + 1) as usize];
+    let last = bins.len() - 1;
+    for r in server.log().records() {
+        let at = r.start.saturating_duration_since(started).as_millis() / 500;
+        bins[(at as usize).min(last)] += 1;
+    }
+    bins
 }
 
 /// Kills one of three nodes a third into the crawl: (death → a survivor

@@ -629,6 +629,14 @@ impl Sim {
         for p in 0..PARTITIONS {
             let wanted = self.advised_owner(n, p) == n;
             self.nodes[n].leases[p].want(self.now, wanted);
+            // As a node with nothing left to fetch does: a checkpoint
+            // now for a partition whose admitted batches wait on one.
+            let waiting = self.nodes[n].local[p]
+                .as_ref()
+                .is_some_and(|l| l.acks.waiting() > 0);
+            if waiting && self.rng.chance(50) {
+                self.nodes[n].leases[p].hurry(self.now);
+            }
             self.nodes[n].leases[p].handle_timeout(self.now);
             self.effects(n, p)?;
             self.dispatch(n, p)?;

@@ -68,6 +68,9 @@ use super::manifest::{Manifest, Owner};
 pub const TAKE_RETRY_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait after failed takes.
 pub const TAKE_RETRY_MAX: Duration = Duration::from_secs(60);
+/// A hurried checkpoint ([`PartitionLease::hurry`]) comes no sooner than
+/// this fraction of `checkpoint_interval` after the last publication.
+pub const HURRY_GAP: f64 = 0.1;
 
 /// The protocol's timing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,6 +371,10 @@ pub struct PartitionLease {
     shunned_until: Option<Instant>,
     /// The wait after the next take that fails.
     take_backoff: Backoff,
+    /// The first checkpoint after a take comes this fraction (in
+    /// 1/65536ths) of `checkpoint_every` early: see
+    /// [`PartitionLease::staggered`].
+    stagger: u16,
     phase: Phase,
     effects: VecDeque<Effect>,
 }
@@ -398,9 +405,23 @@ impl PartitionLease {
             wanted: false,
             shunned_until: None,
             take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
+            stagger: 0,
             phase: Phase::Idle,
             effects: VecDeque::new(),
         }
+    }
+
+    /// The machine of partition `slot` of `of` on one node: its first
+    /// checkpoint after a take comes between half an interval and a whole
+    /// one after it, spread by `slot`. A node takes many partitions at
+    /// once (at its start, or a dead peer's); checkpointed in step, each
+    /// round would flush and upload all of them in one burst, a stall of
+    /// the crawl every `checkpoint_interval`. Spread once, they stay
+    /// spread: each next checkpoint counts from its own last publication.
+    pub fn staggered(mut self, slot: u16, of: u16) -> Self {
+        let of = u32::from(of.max(1));
+        self.stagger = ((u32::from(slot) % of) * 32_768 / of) as u16;
+        self
     }
 
     /// The next effect to carry out.
@@ -508,6 +529,24 @@ impl PartitionLease {
         self.shunned_until = Some(now + wait);
         self.want(now, false);
         wait
+    }
+
+    /// Link batches admitted into the partition wait for a checkpoint to
+    /// cover them, and the node has nothing left to fetch: checkpoint now
+    /// rather than at the interval's end, so their senders may forget
+    /// them and the crawl's end is seen (the batches' acknowledgements
+    /// are all that keeps the cluster busy then). Not sooner than
+    /// [`HURRY_GAP`] of an interval after the last publication: a node
+    /// that keeps going idle checkpoints at most that much more often,
+    /// and only while it has nothing else to do.
+    pub fn hurry(&mut self, now: Instant) {
+        let gap = self.settings.checkpoint_every.mul_f64(HURRY_GAP);
+        if let Phase::Held(h) = &mut self.phase {
+            if matches!(h.step, Step::Waiting) && !h.releasing {
+                h.next_checkpoint = h.next_checkpoint.min(now.max(h.lease_from + gap));
+                self.advance(now);
+            }
+        }
     }
 
     /// The chain's head was read (`Err(())`: the read failed).
@@ -769,7 +808,11 @@ impl PartitionLease {
             number,
             lease_from: sent,
             hold_until,
-            next_checkpoint: sent + self.settings.checkpoint_every,
+            next_checkpoint: sent + self.settings.checkpoint_every
+                - self
+                    .settings
+                    .checkpoint_every
+                    .mul_f64(f64::from(self.stagger) / 65_536.0),
             step: Step::Waiting,
             releasing: false,
             drained: None,

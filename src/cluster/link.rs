@@ -23,6 +23,15 @@
 //!   refusing is not hammered and a healthy one is redialled at once.
 //! - **Leaving.** A peer that leaves the cluster gives back every reply
 //!   handle, to be failed: their senders route the batches again.
+//! - **Answering the peer** ([`answer`]). A batch admitted is acked and a
+//!   question answered; a batch for a partition this node does not hold
+//!   is refused with a typed `Nack` (the sender routes it again by its
+//!   next view of the cluster); any other failure gets no answer at all:
+//!   the connection closes, and the sender resends after its backoff
+//!   (re-routing a batch the owner merely failed to store would send it
+//!   around the cluster forever). A question that fails here other than
+//!   "not held" is answered `Unclaimed` instead (the asker stores the
+//!   payload in full), never by closing.
 //!
 //! The reply handle `R` is whatever the driver resolves (a oneshot sender
 //! in the bridge, a batch id in the simulator); the frame is opaque bytes.
@@ -32,6 +41,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+
+use super::wire::{Message as WireMessage, WireReply};
 
 /// A batch (or question) on its way to the peer.
 #[derive(Debug)]
@@ -256,6 +267,42 @@ fn transmit<R>(pending: &mut Pending<R>) -> Transmit {
         seq: pending.seq,
         frame: pending.frame.clone(),
         resent,
+    }
+}
+
+/// What became, on this node, of a batch or question a peer sent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// A batch was admitted.
+    Admitted,
+    /// A question was answered.
+    Answered(WireReply),
+    /// This node does not hold the partition (the reason, for the peer's
+    /// log).
+    NotHeld(String),
+    /// It failed otherwise (the reason).
+    Failed(String),
+}
+
+impl Handled {
+    /// A question's outcome: a failure other than "not held" becomes the
+    /// answer `Unclaimed` (see the module's docs).
+    pub fn question(self) -> Handled {
+        match self {
+            Handled::Failed(_) => Handled::Answered(WireReply::Unclaimed),
+            other => other,
+        }
+    }
+}
+
+/// The frame that answers request `seq` of the peer, as the module's
+/// docs say; `Err(reason)`: none, the connection closes.
+pub fn answer(seq: u64, handled: Handled) -> Result<WireMessage, String> {
+    match handled {
+        Handled::Admitted => Ok(WireMessage::Ack { seq }),
+        Handled::Answered(reply) => Ok(WireMessage::Answer { seq, reply }),
+        Handled::NotHeld(reason) => Ok(WireMessage::Nack { seq, reason }),
+        Handled::Failed(reason) => Err(reason),
     }
 }
 

@@ -301,6 +301,19 @@ impl<H, T> NodeScheduler<H, T> {
             .unwrap_or_default()
     }
 
+    /// The partitions whose admitted link batches wait for a checkpoint
+    /// to cover them. When the node has nothing left to fetch, these are
+    /// checkpointed at once (`PartitionLease::hurry`): the acknowledgements
+    /// are all their senders, and the crawl's end, wait for.
+    pub fn awaiting_checkpoint(&self) -> Vec<u16> {
+        let Some(acks) = &self.acks else {
+            return Vec::new();
+        };
+        (0..acks.len() as u16)
+            .filter(|&id| acks[usize::from(id)].waiting() > 0)
+            .collect()
+    }
+
     fn acks_mut(&mut self, id: u16) -> Option<&mut Watermarks<T>> {
         self.acks.as_mut()?.get_mut(usize::from(id))
     }

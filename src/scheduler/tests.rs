@@ -307,3 +307,22 @@ fn the_end_is_polled_for_sooner_only_on_a_single_node_that_is_awaited() {
     assert!(!watch.observe(totals(0), false, true, true).idle);
     assert!(watch.observe(totals(0), true, true, true).idle);
 }
+
+#[test]
+fn partitions_with_batches_awaiting_a_checkpoint_are_named() {
+    let mut s = scheduler(true);
+    s.opened(1, "p1");
+    s.opened(2, "p2");
+    s.taken(1, 0);
+    s.taken(2, 0);
+    assert!(s.awaiting_checkpoint().is_empty());
+    assert_eq!(s.admitted(2, 3, 9), None);
+    assert_eq!(s.awaiting_checkpoint(), vec![2]);
+    assert_eq!(s.covered(2, 3), vec![9]);
+    assert!(s.awaiting_checkpoint().is_empty());
+    // Without a chain nothing ever waits.
+    let mut s = scheduler(false);
+    s.opened(1, "p1");
+    assert_eq!(s.admitted(1, 3, 9), Some(9));
+    assert!(s.awaiting_checkpoint().is_empty());
+}

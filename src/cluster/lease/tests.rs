@@ -66,7 +66,11 @@ fn renew_until(m: &mut PartitionLease, until: Instant) {
 
 /// A machine of node n1 holding a new partition (epoch 1) since `t0`.
 fn owner(t0: Instant) -> PartitionLease {
-    let mut m = PartitionLease::new("n1", 1, S);
+    owner_as(PartitionLease::new("n1", 1, S), t0)
+}
+
+/// Machine `m` of node n1, holding a new partition (epoch 1) since `t0`.
+fn owner_as(mut m: PartitionLease, t0: Instant) -> PartitionLease {
     m.want(t0, true);
     assert_eq!(drain(&mut m), [Effect::ReadHead]);
     m.on_head(t0, Ok(None));
@@ -477,4 +481,56 @@ fn a_take_that_cannot_be_opened_is_handed_back_and_shunned_for_a_doubling_while(
     assert_eq!(m.on_open_failed(t1), TAKE_RETRY_MAX);
     m.on_opened();
     assert_eq!(m.on_open_failed(t1), TAKE_RETRY_FIRST);
+}
+
+/// The checkpoint a held machine asks for next, and when.
+fn next_checkpoint(m: &mut PartitionLease) -> (Instant, u64) {
+    let at = m.poll_timeout().expect("a held machine has a timer");
+    m.handle_timeout(at);
+    match drain(m)[..] {
+        [Effect::Checkpoint { number }] => (at, number),
+        ref other => panic!("no checkpoint at {at:?}: {other:?}"),
+    }
+}
+
+#[test]
+fn an_idle_owner_checkpoints_at_once_but_not_sooner_than_the_gap() {
+    let t0 = Instant::now();
+    let gap = S.checkpoint_every.mul_f64(HURRY_GAP);
+    // Hurried right after the take: at the gap.
+    let mut m = owner(t0);
+    m.hurry(t0 + gap / 2);
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(next_checkpoint(&mut m), (t0 + gap, 2));
+    // Hurried later: at once.
+    let mut m = owner(t0);
+    m.hurry(t0 + secs(1));
+    assert_eq!(drain(&mut m), [Effect::Checkpoint { number: 2 }]);
+    // Not hurried: a whole interval.
+    let mut m = owner(t0);
+    assert_eq!(next_checkpoint(&mut m), (t0 + S.checkpoint_every, 2));
+    // A hurry while a checkpoint is under way changes nothing.
+    m.hurry(t0 + secs(4));
+    assert!(drain(&mut m).is_empty());
+}
+
+#[test]
+fn partitions_taken_together_checkpoint_spread_over_half_an_interval() {
+    let t0 = Instant::now();
+    let firsts: Vec<Duration> = (0..4)
+        .map(|slot| {
+            let mut m = owner_as(PartitionLease::new("n1", 1, S).staggered(slot, 4), t0);
+            next_checkpoint(&mut m).0 - t0
+        })
+        .collect();
+    let every = S.checkpoint_every;
+    assert_eq!(
+        firsts,
+        vec![
+            every,
+            every.mul_f64(0.875),
+            every.mul_f64(0.75),
+            every.mul_f64(0.625)
+        ]
+    );
 }

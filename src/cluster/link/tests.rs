@@ -288,3 +288,47 @@ fn every_reply_comes_back_exactly_once_whatever_the_order_of_events() {
         );
     }
 }
+
+#[test]
+fn only_not_held_is_refused_and_other_failures_close_the_connection() {
+    assert_eq!(
+        answer(7, Handled::Admitted),
+        Ok(WireMessage::Ack { seq: 7 })
+    );
+    assert_eq!(
+        answer(8, Handled::Answered(WireReply::Claimed)),
+        Ok(WireMessage::Answer {
+            seq: 8,
+            reply: WireReply::Claimed
+        })
+    );
+    assert_eq!(
+        answer(9, Handled::NotHeld("partition 3 is not held here".into())),
+        Ok(WireMessage::Nack {
+            seq: 9,
+            reason: "partition 3 is not held here".into()
+        })
+    );
+    // A store that failed, a mailbox gone: no answer, the connection
+    // closes and the sender resends to the same node after its backoff.
+    assert_eq!(
+        answer(10, Handled::Failed("store: disk full".into())),
+        Err("store: disk full".into())
+    );
+}
+
+#[test]
+fn a_question_that_fails_here_is_answered_unclaimed_unless_not_held() {
+    assert_eq!(
+        Handled::Failed("mailbox closed".into()).question(),
+        Handled::Answered(WireReply::Unclaimed)
+    );
+    assert_eq!(
+        Handled::NotHeld("p".into()).question(),
+        Handled::NotHeld("p".into())
+    );
+    assert_eq!(
+        Handled::Answered(WireReply::Claimed).question(),
+        Handled::Answered(WireReply::Claimed)
+    );
+}
