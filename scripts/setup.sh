@@ -7,9 +7,9 @@
 # Prometheus for the monitoring test (tests/monitoring.rs runs the
 # dashboard's queries on a real one). With TRAWL_NEED_NETNS=1, iproute2
 # (tests/cluster_hosts.rs and the cluster demo make network namespaces).
-# With TRAWL_NEED_BENCH=1, nginx and
-# GNU time for the side-by-side bench (benches/sidebyside/run.sh serves its
-# web with nginx and measures each crawler with /usr/bin/time). Checks
+# With TRAWL_NEED_BENCH=1, nginx (with its echo module, for a delayed
+# web) and GNU time for the side-by-side bench (benches/sidebyside/run.sh
+# serves its web with nginx and measures each crawler with /usr/bin/time). Checks
 # first, installs only what is missing. Sourced by demo.sh, test.sh and
 # the side-by-side bench.
 set -euo pipefail
@@ -33,6 +33,8 @@ if command -v dpkg >/dev/null 2>&1; then
   fi
   if [ "${TRAWL_NEED_BENCH:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    # echo_sleep: the bench's --latency.
+    have_pkg libnginx-mod-http-echo || missing+=(libnginx-mod-http-echo)
     [ -x /usr/bin/time ] || missing+=(time)
     command -v python3 >/dev/null 2>&1 || missing+=(python3)
   fi

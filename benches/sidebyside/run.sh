@@ -3,8 +3,14 @@
 # by nginx on loopback addresses, one after the other in one run.
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
-#          [--only trawl|spider-rs] [--trawl-settings FILE] [--profile dist]
-#          [--trawl-bin PATH] [--trawl-wrap 'CMD ...']
+#          [--latency MS] [--only trawl|spider-rs] [--trawl-settings FILE]
+#          [--profile dist] [--trawl-bin PATH] [--trawl-wrap 'CMD ...']
+#
+# --latency delays every response (robots.txt included) by MS
+# milliseconds before nginx serves it (the echo module's `echo_sleep`,
+# which waits on a timer, not on a worker), as the real web's round trips
+# and server time do: the crawler's job then is to keep enough requests in
+# flight, one per host at a time. 0 (the default): served at once.
 #
 # --profile is the cargo profile both crawlers are built in: `dist` (the
 # default: release with fat LTO and one codegen unit, the build to deploy;
@@ -52,13 +58,14 @@
 # handover sizes, the store's batches).
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
+hosts=500 pages=40 size=15000 runs=1 latency=0 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
   --pages) pages=$2; shift 2 ;;
   --size) size=$2; shift 2 ;;
   --runs) runs=$2; shift 2 ;;
+  --latency) latency=$2; shift 2 ;;
   --only) only=$2; shift 2 ;;
   --profile) profile=$2; shift 2 ;;
   --trawl-wrap) trawl_wrap=$2; shift 2 ;;
@@ -105,7 +112,9 @@ python3 "$here/gen_web.py" "$web" --hosts "$hosts" --pages "$pages" --size "$siz
 # at once (unbuffered) so a run's lines are all there when it exits.
 ngx=$work/nginx
 rm -rf "$ngx"; mkdir -p "$ngx/logs" "$ngx/tmp"
+echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
 {
+  [ "$latency" -gt 0 ] && echo "load_module $echo_module;"
   echo "worker_processes 2;"
   # Workers run as the user running the bench, so they can read the web.
   [ "$(id -u)" = 0 ] && echo "user root;"
@@ -125,6 +134,12 @@ rm -rf "$ngx"; mkdir -p "$ngx/logs" "$ngx/tmp"
   while read -r ip; do echo "    listen $ip:$port backlog=4096;"; done < "$web/hosts.txt"
   echo "    root $web/\$host;"
   echo "    index index.html;"
+  if [ "$latency" -gt 0 ]; then
+    # Wait, then serve the file (or the directory's index.html) from a
+    # named location, so the wait is not taken twice.
+    echo "    location / { echo_sleep $(awk -v ms="$latency" 'BEGIN { printf "%.3f", ms / 1000 }'); echo_exec @file; }"
+    echo "    location @file { try_files \$uri \$uri/index.html =404; }"
+  fi
   echo "  }"
   echo "}"
 } > "$ngx/nginx.conf"
@@ -208,7 +223,7 @@ for run in $(seq "$runs"); do
 done
 
 {
-  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), profile $profile, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), ${latency} ms latency, profile $profile, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
   python3 "$here/bench.py" table "$out/results.jsonl"
   echo
   echo "trawl's backlog over time: $out/backlog-run*.csv"
