@@ -3,7 +3,7 @@
 # by nginx on loopback addresses, one after the other in one run.
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
-#          [--latency MS] [--only trawl|spider-rs] [--trawl-settings FILE]
+#          [--latency MS | --latency-mix] [--only trawl|spider-rs] [--trawl-settings FILE]
 #          [--profile dist] [--trawl-bin PATH] [--trawl-wrap 'CMD ...']
 #
 # --latency delays every response (robots.txt included) by MS
@@ -11,6 +11,9 @@
 # which waits on a timer, not on a worker), as the real web's round trips
 # and server time do: the crawler's job then is to keep enough requests in
 # flight, one per host at a time. 0 (the default): served at once.
+# --latency-mix gives each host a delay of its own, a heavy tail: nine
+# hosts in ten 50-200 ms, one in ten 1-3 s (drawn from a fixed seed by
+# awk, in hosts.txt's order: the same web for both crawlers).
 #
 # --profile is the cargo profile both crawlers are built in: `dist` (the
 # default: release with fat LTO and one codegen unit, the build to deploy;
@@ -58,7 +61,7 @@
 # handover sizes, the store's batches).
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1 latency=0 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
+hosts=500 pages=40 size=15000 runs=1 latency=0 mix=0 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
@@ -66,6 +69,7 @@ while [ $# -gt 0 ]; do
   --size) size=$2; shift 2 ;;
   --runs) runs=$2; shift 2 ;;
   --latency) latency=$2; shift 2 ;;
+  --latency-mix) mix=1; shift ;;
   --only) only=$2; shift 2 ;;
   --profile) profile=$2; shift 2 ;;
   --trawl-wrap) trawl_wrap=$2; shift 2 ;;
@@ -114,7 +118,7 @@ ngx=$work/nginx
 rm -rf "$ngx"; mkdir -p "$ngx/logs" "$ngx/tmp"
 echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
 {
-  [ "$latency" -gt 0 ] && echo "load_module $echo_module;"
+  if [ "$latency" -gt 0 ] || [ "$mix" = 1 ]; then echo "load_module $echo_module;"; fi
   echo "worker_processes 2;"
   # Workers run as the user running the bench, so they can read the web.
   [ "$(id -u)" = 0 ] && echo "user root;"
@@ -130,14 +134,24 @@ echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
   echo "  sendfile on; tcp_nopush on; tcp_nodelay on;"
   echo "  keepalive_timeout 65; keepalive_requests 1000000;"
   echo "  server_tokens off;"
+  if [ "$mix" = 1 ]; then
+    echo "  map \$host \$delay {"
+    awk 'BEGIN { srand(34) } {
+      slow = rand() < 0.1
+      printf "    %s %.3f;\n", $1, slow ? 1 + 2 * rand() : 0.05 + 0.15 * rand()
+    }' "$web/hosts.txt"
+    echo "  }"
+  elif [ "$latency" -gt 0 ]; then
+    echo "  map \$host \$delay { default $(awk -v ms="$latency" 'BEGIN { printf "%.3f", ms / 1000 }'); }"
+  fi
   echo "  server {"
   while read -r ip; do echo "    listen $ip:$port backlog=4096;"; done < "$web/hosts.txt"
   echo "    root $web/\$host;"
   echo "    index index.html;"
-  if [ "$latency" -gt 0 ]; then
+  if [ "$latency" -gt 0 ] || [ "$mix" = 1 ]; then
     # Wait, then serve the file (or the directory's index.html) from a
     # named location, so the wait is not taken twice.
-    echo "    location / { echo_sleep $(awk -v ms="$latency" 'BEGIN { printf "%.3f", ms / 1000 }'); echo_exec @file; }"
+    echo "    location / { echo_sleep \$delay; echo_exec @file; }"
     echo "    location @file { try_files \$uri \$uri/index.html =404; }"
   fi
   echo "  }"
@@ -192,6 +206,8 @@ measure() { # LABEL RUN CMD...
     ${sampled:+"$dir/backlog.json"} >> "$out/results.jsonl"
 }
 
+latency_label="${latency} ms"
+[ "$mix" = 1 ] && latency_label="mix (90 % 50-200 ms, 10 % 1-3 s)"
 data=$work/trawl-data
 cat > "$out/trawl.toml" <<TOML
 # The side-by-side bench's settings, layered on trawl's defaults.
@@ -223,7 +239,7 @@ for run in $(seq "$runs"); do
 done
 
 {
-  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), ${latency} ms latency, profile $profile, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "side-by-side: $hosts hosts x $pages pages of ~$size bytes ($expected pages), latency ${latency_label}, profile $profile, $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ)"
   python3 "$here/bench.py" table "$out/results.jsonl"
   echo
   echo "trawl's backlog over time: $out/backlog-run*.csv"
