@@ -886,7 +886,7 @@ impl Node {
 
     /// Nothing waits in the held partitions' outboxes or on its way.
     fn outboxes_empty(&self) -> bool {
-        self.schedule.outbox_quiet()
+        self.schedule.outbox().quiet()
             && self
                 .held()
                 .all(|h| h.store.outbox_page(None, 1).is_ok_and(|p| p.is_empty()))

@@ -371,10 +371,9 @@ pub struct PartitionLease {
     shunned_until: Option<Instant>,
     /// The wait after the next take that fails.
     take_backoff: Backoff,
-    /// The first checkpoint after a take comes this fraction (in
-    /// 1/65536ths) of `checkpoint_every` early: see
-    /// [`PartitionLease::staggered`].
-    stagger: u16,
+    /// The first checkpoint after a take comes this much before a whole
+    /// interval: see [`PartitionLease::staggered`].
+    stagger: Duration,
     phase: Phase,
     effects: VecDeque<Effect>,
 }
@@ -405,7 +404,7 @@ impl PartitionLease {
             wanted: false,
             shunned_until: None,
             take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
-            stagger: 0,
+            stagger: Duration::ZERO,
             phase: Phase::Idle,
             effects: VecDeque::new(),
         }
@@ -420,7 +419,7 @@ impl PartitionLease {
     /// spread: each next checkpoint counts from its own last publication.
     pub fn staggered(mut self, slot: u16, of: u16) -> Self {
         let of = u32::from(of.max(1));
-        self.stagger = ((u32::from(slot) % of) * 32_768 / of) as u16;
+        self.stagger = self.settings.checkpoint_every * (u32::from(slot) % of) / (2 * of);
         self
     }
 
@@ -808,11 +807,7 @@ impl PartitionLease {
             number,
             lease_from: sent,
             hold_until,
-            next_checkpoint: sent + self.settings.checkpoint_every
-                - self
-                    .settings
-                    .checkpoint_every
-                    .mul_f64(f64::from(self.stagger) / 65_536.0),
+            next_checkpoint: sent + self.settings.checkpoint_every - self.stagger,
             step: Step::Waiting,
             releasing: false,
             drained: None,

@@ -328,11 +328,6 @@ impl<H, T> NodeScheduler<H, T> {
         &mut self.outbox
     }
 
-    /// Nothing of the outboxes is on its way.
-    pub fn outbox_quiet(&self) -> bool {
-        self.outbox.quiet()
-    }
-
     /// The node's idleness, poll by poll.
     pub fn idle(&mut self) -> &mut IdleWatch {
         &mut self.idle
