@@ -2,7 +2,10 @@
 //!
 //! Runs HTTP requests and never decides what to fetch. At most
 //! `fetch.concurrency` requests run at once across all hosts; more wait for
-//! a slot in arrival order. Before its slot, a request passes the node's
+//! a slot in arrival order. Under `concurrency = "auto"` the pool measures
+//! each quarter second (requests ended, the time they held their slots,
+//! their bodies, pages fetched, the process's CPU) and resizes its slots
+//! and the pipeline's places to what [`InFlightSizer`] says. Before its slot, a request passes the node's
 //! [`FetchGate`]: held while the operator paused the node, metered by the
 //! node-wide rate limit. Before the gate, a page request takes its place in
 //! the node's pipeline ([`PipelineBound`]), handed over with its response:
@@ -11,26 +14,50 @@
 //! arbiter because awc's client is bound to its thread; a single thread
 //! drives thousands of connections.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::sync::Semaphore;
 
 use super::messages::{CloseConnections, Fetch};
-use crate::config::Config;
+use crate::config::{Concurrency, Config};
 use crate::fetch::gate::FetchGate;
+use crate::fetch::inflight::{self, AutoBounds, InFlightSizer, Window};
 use crate::fetch::pipeline::PipelineBound;
 use crate::fetch::{FetchError, FetchResponse, HttpClient};
 use crate::metrics::Metrics;
+
+/// How often the automatic limit is measured and applied.
+const SIZING_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The fetch slots and the HTTP client.
 pub struct FetcherPool {
     client: Rc<HttpClient>,
     slots: Rc<Semaphore>,
+    /// Slots that exist (free or held).
+    slot_count: usize,
     pipeline: PipelineBound,
+    /// `[fetch] max_pipeline_pages`: the pipeline's places beyond the slots.
+    processing_places: usize,
+    /// Under `concurrency = "auto"`: the sizer and the window it is fed.
+    sizing: Option<Sizing>,
     gate: Arc<FetchGate>,
     metrics: Arc<Metrics>,
+}
+
+/// The automatic limit's state.
+struct Sizing {
+    sizer: InFlightSizer,
+    /// What the requests ending in this window measured (the requests run
+    /// on this actor's thread).
+    window: Rc<Cell<Window>>,
+    /// Requests waiting for a slot now.
+    waiting: Rc<Cell<u64>>,
+    /// The process's CPU seconds at the window's start.
+    cpu_at: f64,
 }
 
 impl FetcherPool {
@@ -42,16 +69,56 @@ impl FetcherPool {
         gate: Arc<FetchGate>,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let (sizing, slot_count) = match config.fetch.concurrency {
+            Concurrency::Fixed(n) => (None, n),
+            Concurrency::Auto => {
+                let bounds = AutoBounds::of_this_process(config.fetch.max_inflight_bytes);
+                let sizer = InFlightSizer::new(bounds);
+                let limit = sizer.limit();
+                let sizing = Sizing {
+                    sizer,
+                    window: Rc::new(Cell::new(Window::default())),
+                    waiting: Rc::new(Cell::new(0)),
+                    cpu_at: inflight::cpu_seconds(),
+                };
+                (Some(sizing), limit)
+            }
+        };
+        let processing_places = config.fetch.max_pipeline_pages;
+        metrics.fetch_concurrency_limit.set(slot_count as i64);
         FetcherPool {
             client: Rc::new(HttpClient::new(config, tls, metrics.clone())),
-            slots: Rc::new(Semaphore::new(config.fetch.concurrency)),
+            slots: Rc::new(Semaphore::new(slot_count)),
+            slot_count,
             pipeline: PipelineBound::new(
-                config.fetch.max_pipeline_pages,
+                slot_count.saturating_add(processing_places),
+                config.fetch.max_pipeline_bytes,
                 metrics.pipeline_pages.clone(),
+                metrics.pipeline_bytes.clone(),
             ),
+            processing_places,
+            sizing,
             gate,
             metrics,
         }
+    }
+
+    /// Ends the sizing window: feeds it to the sizer and moves the slots
+    /// and the pipeline's places to the new limit.
+    fn resize(&mut self) {
+        let Some(sizing) = &mut self.sizing else {
+            return;
+        };
+        let cpu = inflight::cpu_seconds();
+        let mut window = sizing.window.take();
+        window.cpu_seconds = cpu - sizing.cpu_at;
+        window.waiting = sizing.waiting.get();
+        sizing.cpu_at = cpu;
+        let limit = sizing.sizer.observe(&window);
+        self.slot_count = inflight::resize(&self.slots, self.slot_count, limit);
+        self.pipeline
+            .resize(limit.saturating_add(self.processing_places));
+        self.metrics.fetch_concurrency_limit.set(limit as i64);
     }
 }
 
@@ -63,6 +130,9 @@ impl Actor for FetcherPool {
         // is bounded all the same: one request per permit of an active host,
         // and active hosts are capped (`[frontier] max_active_hosts`).
         ctx.set_mailbox_capacity(usize::MAX);
+        if self.sizing.is_some() {
+            ctx.run_interval(SIZING_INTERVAL, |pool, _| pool.resize());
+        }
     }
 }
 
@@ -89,6 +159,8 @@ impl Handler<Fetch> for FetcherPool {
         let pipeline = self.pipeline.clone();
         let gate = self.gate.clone();
         let metrics = self.metrics.clone();
+        let window = self.sizing.as_ref().map(|s| s.window.clone());
+        let waiting = self.sizing.as_ref().map(|s| s.waiting.clone());
         Box::pin(async move {
             // First the place, then the gate: a request held here spends
             // no turn of the rate limit.
@@ -104,7 +176,10 @@ impl Handler<Fetch> for FetcherPool {
                 false => None,
             };
             gate.pass().await;
-            let _slot = slots.acquire().await.expect("semaphore is never closed");
+            let _slot = {
+                let _waiting = waiting.as_deref().map(Waiting::new);
+                slots.acquire().await.expect("semaphore is never closed")
+            };
             metrics
                 .queue_wait
                 .observe(msg.released.elapsed().as_secs_f64());
@@ -118,9 +193,16 @@ impl Handler<Fetch> for FetcherPool {
                 // may own the host by now.
                 return Err(FetchError::NotSent("the partition's lease ended".into()));
             }
+            let started = Instant::now();
             let mut result = client.get_with(&msg.url, &msg.validators).await;
+            if let Some(window) = window {
+                window.set(measured(window.get(), started.elapsed(), &result, msg.page));
+            }
             match &mut result {
                 Ok(resp) => {
+                    if let Some(place) = &place {
+                        place.hold_bytes(resp.body.len());
+                    }
                     resp.pipeline = place.map(Arc::new);
                     metrics.count_status(resp.status);
                     metrics.fetched_bytes.inc_by(resp.body.len() as u64);
@@ -133,5 +215,38 @@ impl Handler<Fetch> for FetcherPool {
             }
             result
         })
+    }
+}
+
+/// `window` with one more request that held its slot for `held`.
+fn measured(
+    mut window: Window,
+    held: Duration,
+    result: &Result<FetchResponse, FetchError>,
+    page: bool,
+) -> Window {
+    window.requests += 1;
+    window.request_seconds += held.as_secs_f64();
+    if let Ok(resp) = result {
+        window.body_bytes += resp.body.len() as u64;
+        window.pages += u64::from(page);
+    }
+    window
+}
+
+/// One request counted as waiting for a slot while this lives (a request
+/// dropped while it waits is uncounted too).
+struct Waiting<'a>(&'a Cell<u64>);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a Cell<u64>) -> Self {
+        count.set(count.get() + 1);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
     }
 }

@@ -593,6 +593,7 @@ impl Runner {
             .parse_sitemap
             .send(ParseSitemap {
                 body: job.response.body.clone(),
+                content_encoding: job.response.header("content-encoding").map(str::to_owned),
                 limits: settings.limits,
             })
             .await?;

@@ -461,6 +461,8 @@ pub struct Fetch {
 pub struct ParseSitemap {
     /// The body as fetched (gzip or not).
     pub body: Bytes,
+    /// The Content-Encoding header (undone before reading).
+    pub content_encoding: Option<String>,
     /// Per-file limits.
     pub limits: SitemapLimits,
 }

@@ -19,7 +19,7 @@ use crate::fetch::decode::decode_body;
 use crate::metrics::Metrics;
 use crate::parse::charset::decode_html;
 use crate::parse::{parse_html, ParseLimits, ParsedPage};
-use crate::sitemap::parse_sitemap;
+use crate::sitemap::read_sitemap;
 
 /// One parser thread.
 pub struct ParserPool {
@@ -104,6 +104,10 @@ impl Handler<ParseSitemap> for ParserPool {
     type Result = MessageResult<ParseSitemap>;
 
     fn handle(&mut self, msg: ParseSitemap, _: &mut Self::Context) -> Self::Result {
-        MessageResult(parse_sitemap(&msg.body, msg.limits))
+        MessageResult(read_sitemap(
+            &msg.body,
+            msg.content_encoding.as_deref(),
+            msg.limits,
+        ))
     }
 }

@@ -7,7 +7,8 @@
 //! ```
 //! A loopback server answers every robots.txt at once (404: everything
 //! allowed) and holds every page request; `trawl run` (the binary, its
-//! defaults but `[fetch] concurrency` and `max_pipeline_pages` = N) is
+//! defaults but a fixed `[fetch] concurrency` = N, since `"auto"` stops at
+//! its memory budget, ~4,700 requests by default) is
 //! seeded with one page on each of N hosts (`held<i>.test`, resolved to
 //! loopback). Once N requests are held, the bench reads trawl's RSS and,
 //! over the next five seconds, its CPU time (what waiting costs: timers,
@@ -140,7 +141,7 @@ struct Sample {
 fn run(n: u64, dir: &Path) -> Sample {
     let server = serve();
     let data = dir.join(format!("data-{n}"));
-    let extra = format!("[fetch]\nconcurrency = {n}\nmax_pipeline_pages = {n}\n");
+    let extra = format!("[fetch]\nconcurrency = {n}\n");
     let config = dir.join(format!("inflight-{n}.toml"));
     std::fs::write(&config, trawl::testweb::config_layer(&data, 0, &extra)).unwrap();
     let seeds = dir.join(format!("seeds-{n}"));

@@ -220,7 +220,8 @@ pub struct RecrawlConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrontierConfig {
-    /// Host actors alive at once per node (0 = 4 × `fetch.concurrency`).
+    /// Host actors alive at once per node (0 = 4 × a fixed
+    /// `fetch.concurrency`, or [`Concurrency::AUTO_ACTIVE_HOSTS`]).
     pub max_active_hosts: usize,
     /// A host whose next possible request is further away than this is
     /// passivated (its state goes to the store) and revived by the due
@@ -231,11 +232,11 @@ pub struct FrontierConfig {
 
 impl FrontierConfig {
     /// `max_active_hosts` with 0 resolved against `concurrency`.
-    pub fn active_hosts_cap(&self, concurrency: usize) -> usize {
-        if self.max_active_hosts == 0 {
-            concurrency.saturating_mul(4).max(1)
-        } else {
-            self.max_active_hosts
+    pub fn active_hosts_cap(&self, concurrency: Concurrency) -> usize {
+        match (self.max_active_hosts, concurrency) {
+            (0, Concurrency::Fixed(n)) => n.saturating_mul(4).max(1),
+            (0, Concurrency::Auto) => Concurrency::AUTO_ACTIVE_HOSTS,
+            (cap, _) => cap,
         }
     }
 }
@@ -443,16 +444,83 @@ pub enum ResolverKind {
     System,
 }
 
+/// `[fetch] concurrency`: the requests a node keeps in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// Follows the web's latency and the node's processing rate, within
+    /// `max_inflight_bytes` ([`crate::fetch::inflight`]).
+    Auto,
+    /// At most this many, whatever the web does.
+    Fixed(usize),
+}
+
+impl Concurrency {
+    /// Host actors alive at once under `max_active_hosts = 0` and `auto`:
+    /// as many as a fixed 1,024 requests in flight would have. A host is
+    /// contacted a fraction of the time (politeness delays are ten times
+    /// its response time by default), so a web that needs N requests in
+    /// flight needs many times N active hosts; the store's due index keeps
+    /// the rest.
+    pub const AUTO_ACTIVE_HOSTS: usize = 4096;
+}
+
+impl Serialize for Concurrency {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Concurrency::Auto => serializer.serialize_str("auto"),
+            Concurrency::Fixed(n) => serializer.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Concurrency {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u64),
+            Word(String),
+        }
+        const EXPECTED: &str = "\"auto\" or a number of requests (at least 1)";
+        match Written::deserialize(deserializer)
+            .map_err(|_| serde::de::Error::custom(format!("expected {EXPECTED}")))?
+        {
+            Written::Word(word) if word == "auto" => Ok(Concurrency::Auto),
+            Written::Number(n) if n >= 1 => usize::try_from(n)
+                .map(Concurrency::Fixed)
+                .map_err(|_| serde::de::Error::custom(format!("{n} is too large"))),
+            Written::Word(word) => Err(serde::de::Error::custom(format!(
+                "expected {EXPECTED}, found \"{word}\""
+            ))),
+            Written::Number(n) => Err(serde::de::Error::custom(format!(
+                "expected {EXPECTED}, found {n}"
+            ))),
+        }
+    }
+}
+
 /// `[fetch]`: the HTTP client.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FetchConfig {
-    /// Global requests in flight.
-    pub concurrency: usize,
-    /// Pages in the node's pipeline at once, from before their request
-    /// starts until their processing ends (see [`crate::fetch::pipeline`]):
-    /// back-pressure from parsing and archiving to fetching.
+    /// Global requests in flight: `"auto"` (sized by the measured latency
+    /// and the node's processing rate, see [`crate::fetch::inflight`]) or
+    /// a fixed number.
+    pub concurrency: Concurrency,
+    /// Under `concurrency = "auto"`, the memory budget of the requests in
+    /// flight, in bytes: the limit never exceeds it divided by a request's
+    /// cost (its buffers and its mean body).
+    pub max_inflight_bytes: usize,
+    /// Pages fetched and being processed at once beyond the requests in
+    /// flight (see [`crate::fetch::pipeline`]): back-pressure from parsing
+    /// and archiving to fetching.
     pub max_pipeline_pages: usize,
+    /// Body bytes the pages in the pipeline may hold before new requests
+    /// wait (the page count alone would let large bodies fill memory).
+    pub max_pipeline_bytes: usize,
+    /// The `Accept-Encoding` sent (empty: none): only codings trawl
+    /// decodes ([`crate::fetch::decode`]).
+    pub accept_encoding: String,
     /// TCP connect timeout.
     #[serde(with = "humantime_serde")]
     pub connect_timeout: Duration,
@@ -852,11 +920,29 @@ impl Config {
         if self.fetch.max_throttled_attempts == 0 {
             return invalid("fetch.max_throttled_attempts must be at least 1");
         }
-        if self.fetch.concurrency == 0 {
-            return invalid("fetch.concurrency must be at least 1");
-        }
         if self.fetch.max_pipeline_pages == 0 {
             return invalid("fetch.max_pipeline_pages must be at least 1");
+        }
+        for coding in self.fetch.accept_encoding.split(',').map(str::trim) {
+            // A quality value (`gzip;q=0.5`) is allowed after the coding.
+            let name = coding.split(';').next().unwrap_or("").trim();
+            let known = ["gzip", "x-gzip", "br", "zstd", "deflate", "identity"];
+            if !(coding.is_empty() || known.contains(&name.to_ascii_lowercase().as_str()))
+                || !coding.bytes().all(|b| (0x20..0x7f).contains(&b))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "fetch.accept_encoding: trawl cannot decode \"{coding}\" (it decodes gzip, br, zstd and deflate)"
+                )));
+            }
+        }
+        if self.fetch.max_pipeline_bytes == 0 {
+            return invalid("fetch.max_pipeline_bytes must be at least 1");
+        }
+        if self.fetch.max_inflight_bytes < crate::fetch::inflight::REQUEST_COST {
+            return Err(ConfigError::Invalid(format!(
+                "fetch.max_inflight_bytes must be at least {} (one request)",
+                crate::fetch::inflight::REQUEST_COST
+            )));
         }
         match self.warc.compression {
             WarcCompression::Gzip if self.warc.compression_level > 9 => {
@@ -1100,7 +1186,7 @@ mod tests {
 
     #[test]
     fn the_pipeline_bound_is_at_least_one_page() {
-        assert_eq!(Config::defaults().fetch.max_pipeline_pages, 512);
+        assert_eq!(Config::defaults().fetch.max_pipeline_pages, 256);
         let err = layer("[fetch]\nmax_pipeline_pages = 0\n").unwrap_err();
         assert!(
             err.to_string().contains("fetch.max_pipeline_pages"),
@@ -1108,6 +1194,50 @@ mod tests {
         );
         let one = layer("[fetch]\nmax_pipeline_pages = 1\n").unwrap();
         assert_eq!(one.fetch.max_pipeline_pages, 1);
+    }
+
+    #[test]
+    fn concurrency_is_auto_by_default_and_a_number_is_still_accepted() {
+        let defaults = Config::defaults();
+        assert_eq!(defaults.fetch.concurrency, Concurrency::Auto);
+        assert_eq!(
+            defaults.frontier.active_hosts_cap(Concurrency::Auto),
+            Concurrency::AUTO_ACTIVE_HOSTS
+        );
+        let fixed = layer("[fetch]\nconcurrency = 64\n").unwrap();
+        assert_eq!(fixed.fetch.concurrency, Concurrency::Fixed(64));
+        assert_eq!(
+            fixed.frontier.active_hosts_cap(fixed.fetch.concurrency),
+            256
+        );
+        let printed = fixed.to_toml();
+        assert!(printed.contains("concurrency = 64"), "{printed}");
+        assert!(defaults.to_toml().contains("concurrency = \"auto\""));
+        for bad in ["0", "\"many\"", "-3", "1.5"] {
+            let err = layer(&format!("[fetch]\nconcurrency = {bad}\n")).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains("fetch.concurrency"), "{bad}: {text}");
+            assert!(text.contains("\"auto\" or a number"), "{bad}: {text}");
+        }
+        let err = layer("[fetch]\nmax_inflight_bytes = 1000\n").unwrap_err();
+        assert!(
+            err.to_string().contains("fetch.max_inflight_bytes"),
+            "{err}"
+        );
+        let codings = layer("[fetch]\naccept_encoding = \"gzip;q=1.0, br\"\n").unwrap();
+        assert_eq!(codings.fetch.accept_encoding, "gzip;q=1.0, br");
+        assert_eq!(Config::defaults().fetch.accept_encoding, "gzip, br, zstd");
+        assert!(
+            layer("[fetch]\naccept_encoding = \"\"\n").is_ok(),
+            "none asked"
+        );
+        let err = layer("[fetch]\naccept_encoding = \"gzip, compress\"\n").unwrap_err();
+        assert!(err.to_string().contains("\"compress\""), "{err}");
+        let err = layer("[fetch]\nmax_pipeline_bytes = 0\n").unwrap_err();
+        assert!(
+            err.to_string().contains("fetch.max_pipeline_bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -61,9 +61,15 @@ pub struct Metrics {
     pub pipeline_backlog: Arc<HeldGauge>,
     /// Pages in the pipeline: page requests holding a pipeline permit,
     /// from before the request starts until the page's processing ends
-    /// (see [`crate::fetch::pipeline`]); at most `[fetch]
-    /// max_pipeline_pages`.
+    /// (see [`crate::fetch::pipeline`]); at most the requests in flight
+    /// plus `[fetch] max_pipeline_pages`.
     pub pipeline_pages: Arc<HeldGauge>,
+    /// Body bytes held by pages in the pipeline (`[fetch]
+    /// max_pipeline_bytes` holds new requests past it).
+    pub pipeline_bytes: IntGauge,
+    /// The fetch slots: `[fetch] concurrency` as a number, or the limit
+    /// `"auto"` chose last ([`crate::fetch::inflight`]).
+    pub fetch_concurrency_limit: IntGauge,
     /// URLs queued and not yet completed, by partition (a node's own
     /// partitions only; a partition's series goes when it stops here).
     pub partition_queued: IntGaugeVec,
@@ -304,13 +310,21 @@ impl Metrics {
             pipeline_pages: Arc::new(HeldGauge::new(
                 gauge(
                     "trawl_pipeline_pages",
-                    "Pages in the pipeline: page requests holding a pipeline permit, from before the request starts until the page is completed or dropped (at most fetch.max_pipeline_pages).",
+                    "Pages in the pipeline: page requests holding a pipeline permit, from before the request starts until the page is completed or dropped (at most the fetch slots plus fetch.max_pipeline_pages).",
                 ),
                 gauge(
                     "trawl_pipeline_peak_pages",
                     "The largest trawl_pipeline_pages since the node started.",
                 ),
             )),
+            pipeline_bytes: gauge(
+                "trawl_pipeline_bytes",
+                "Body bytes held by pages in the pipeline (new page requests wait past fetch.max_pipeline_bytes).",
+            ),
+            fetch_concurrency_limit: gauge(
+                "trawl_fetch_concurrency_limit",
+                "Fetch slots: requests allowed in flight at once (fetch.concurrency, or the limit \"auto\" chose last from the measured latency and CPU per page).",
+            ),
             warc_bytes: counter(
                 "trawl_warc_bytes_total",
                 "Compressed bytes written to WARC files.",

@@ -64,6 +64,30 @@ pub struct ParsedSitemap {
     pub error: Option<String>,
 }
 
+/// Reads a sitemap response's body: its Content-Encoding undone first
+/// (bounded by `limits.max_bytes`: trawl asks for gzip, br and zstd), then
+/// [`parse_sitemap`] (a `.xml.gz` file sent as such is still gzip after
+/// that, and detected by its magic bytes). A body that cannot be decoded
+/// yields nothing, with the reason in `error`.
+pub fn read_sitemap(
+    body: &[u8],
+    content_encoding: Option<&str>,
+    limits: SitemapLimits,
+) -> ParsedSitemap {
+    match crate::fetch::decode::decode_body(body, content_encoding, limits.max_bytes) {
+        Ok(decoded) => {
+            let mut parsed = parse_sitemap(&decoded.bytes, limits);
+            parsed.truncated |= decoded.truncated;
+            parsed
+        }
+        Err(err) => {
+            let mut parsed = empty(SitemapKind::Text);
+            parsed.error = Some(err.to_string());
+            parsed
+        }
+    }
+}
+
 /// Reads a sitemap body (gzip is detected by its magic bytes).
 pub fn parse_sitemap(body: &[u8], limits: SitemapLimits) -> ParsedSitemap {
     let (bytes, truncated, gzip_error) = decompress(body, limits.max_bytes);
@@ -334,6 +358,43 @@ mod tests {
         );
         assert_eq!(p.entries[2].lastmod, None);
         assert_eq!(p.error, None);
+    }
+
+    #[test]
+    fn a_content_encoded_sitemap_is_decoded_first() {
+        let xml = "<urlset><url><loc>http://a.test/b</loc></url></urlset>";
+        let brotli = {
+            let mut out = Vec::new();
+            let mut w = brotli::CompressorWriter::new(&mut out, 4096, 5, 22);
+            w.write_all(xml.as_bytes()).unwrap();
+            drop(w);
+            out
+        };
+        let p = read_sitemap(&brotli, Some("br"), LIMITS);
+        assert_eq!(p.kind, SitemapKind::UrlSet);
+        assert_eq!(locs(&p), ["http://a.test/b"]);
+        assert_eq!(p.error, None);
+        // A .xml.gz file sent gzip-encoded: gzip twice, both undone.
+        let gz = |bytes: &[u8]| {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(bytes).unwrap();
+            gz.finish().unwrap()
+        };
+        let p = read_sitemap(&gz(&gz(xml.as_bytes())), Some("gzip"), LIMITS);
+        assert_eq!(locs(&p), ["http://a.test/b"]);
+        // Plain, no coding.
+        assert_eq!(
+            locs(&read_sitemap(xml.as_bytes(), None, LIMITS)),
+            ["http://a.test/b"]
+        );
+        // A body its coding does not describe: nothing, and why.
+        let p = read_sitemap(xml.as_bytes(), Some("gzip"), LIMITS);
+        assert!(p.entries.is_empty());
+        assert!(
+            p.error.as_deref().is_some_and(|e| e.contains("gzip")),
+            "{:?}",
+            p.error
+        );
     }
 
     #[test]

@@ -155,24 +155,28 @@ def parse_time(path):
     }
 
 
-LOG = re.compile(r'^\S+ \S+ "(\S+) (\S+) [^"]*" (\d+)')
+LOG = re.compile(r'^\S+ \S+ "(\S+) (\S+) [^"]*" (\d+) (\d+)')
 
 
 def stats(label, run, expected, time_txt, access, sample_json=None):
-    pages = robots = other = 0
+    pages = robots = other = page_bytes = 0
     for line in open(access, errors="replace"):
         m = LOG.match(line)
         if not m:
             continue
-        _method, path, status = m.groups()
+        _method, path, status, sent = m.groups()
         if path == "/robots.txt":
             robots += 1
         elif status == "200":
             pages += 1
+            page_bytes += int(sent)
         else:
             other += 1
+    # Body bytes nginx sent per page (compressed when the crawler asked
+    # and --gzip made compressed copies).
     r = {"label": label, "run": int(run), "expected": int(expected), "pages": pages,
-         "robots": robots, "other": other}
+         "robots": robots, "other": other,
+         "wire_kb_per_page": page_bytes / pages / 1000 if pages else 0.0}
     r.update(parse_time(time_txt))
     r["pages_per_s"] = pages / r["wall_s"] if r["wall_s"] else 0.0
     r["cpu_ms_per_page"] = r["cpu_s"] / pages * 1000 if pages else 0.0
@@ -184,14 +188,14 @@ def stats(label, run, expected, time_txt, access, sample_json=None):
 
 def table(path):
     runs = [json.loads(line) for line in open(path) if line.strip()]
-    head = "%-10s %3s %7s %8s %8s %7s %8s %8s %8s %8s %8s" % (
+    head = "%-10s %3s %7s %8s %8s %7s %8s %8s %8s %8s %8s %8s" % (
         "crawler", "run", "pages", "expected", "wall_s", "pages/s", "cpu_s", "cpu_ms/p",
-        "rss_MB", "backlog", "pipeline")
+        "rss_MB", "wire_KB/p", "backlog", "pipeline")
     print(head)
     for r in runs:
-        print("%-10s %3d %7d %8d %8.2f %7.0f %8.2f %8.3f %8.1f %8s %8s" % (
+        print("%-10s %3d %7d %8d %8.2f %7.0f %8.2f %8.3f %8.1f %9.2f %8s %8s" % (
             r["label"], r["run"], r["pages"], r["expected"], r["wall_s"], r["pages_per_s"],
-            r["cpu_s"], r["cpu_ms_per_page"], r["peak_rss_mb"],
+            r["cpu_s"], r["cpu_ms_per_page"], r["peak_rss_mb"], r.get("wire_kb_per_page", 0.0),
             r.get("backlog_max", "-"), r.get("pipeline_max", "-")))
         if r["exit"] != 0:
             print("  ! %s run %d exited with status %d" % (r["label"], r["run"], r["exit"]))

@@ -3,7 +3,7 @@
 # by nginx on loopback addresses, one after the other in one run.
 #
 # usage: benches/sidebyside/run.sh [--hosts 500] [--pages 40] [--size 15000] [--runs 1]
-#          [--latency MS | --latency-mix] [--only trawl|spider-rs] [--trawl-settings FILE]
+#          [--latency MS | --latency-mix] [--gzip] [--only trawl|spider-rs] [--trawl-settings FILE]
 #          [--profile dist] [--trawl-bin PATH] [--trawl-wrap 'CMD ...']
 #
 # --latency delays every response (robots.txt included) by MS
@@ -14,6 +14,12 @@
 # --latency-mix gives each host a delay of its own, a heavy tail: nine
 # hosts in ten 50-200 ms, one in ten 1-3 s (drawn from a fixed seed by
 # awk, in hosts.txt's order: the same web for both crawlers).
+#
+# --gzip writes a gzip copy of every page beside it (level 9, made once
+# before the runs) and serves it, with Content-Encoding: gzip, to a crawler
+# that asks (nginx's gzip_static: no compression on the shared cores while
+# the crawlers run). The table's wire_KB/p is the body bytes nginx sent
+# per page, compressed or not.
 #
 # --profile is the cargo profile both crawlers are built in: `dist` (the
 # default: release with fat LTO and one codegen unit, the build to deploy;
@@ -61,7 +67,7 @@
 # handover sizes, the store's batches).
 set -euo pipefail
 
-hosts=500 pages=40 size=15000 runs=1 latency=0 mix=0 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
+hosts=500 pages=40 size=15000 runs=1 latency=0 mix=0 gzip=0 only="" settings="" profile=dist trawl_bin="" trawl_wrap=""
 while [ $# -gt 0 ]; do
   case $1 in
   --hosts) hosts=$2; shift 2 ;;
@@ -70,6 +76,7 @@ while [ $# -gt 0 ]; do
   --runs) runs=$2; shift 2 ;;
   --latency) latency=$2; shift 2 ;;
   --latency-mix) mix=1; shift ;;
+  --gzip) gzip=1; shift ;;
   --only) only=$2; shift 2 ;;
   --profile) profile=$2; shift 2 ;;
   --trawl-wrap) trawl_wrap=$2; shift 2 ;;
@@ -110,6 +117,9 @@ web=$work/web
 echo "== generating the web: $hosts hosts x $pages pages, port $port" >&2
 rm -rf "$web"
 python3 "$here/gen_web.py" "$web" --hosts "$hosts" --pages "$pages" --size "$size" --port "$port" >&2
+if [ "$gzip" = 1 ]; then
+  find "$web" -name '*.html' -exec gzip -9 -k -n {} +
+fi
 
 # nginx: one listen socket per host address (loopback only), the document
 # root chosen by the Host header, one access log line per request written
@@ -148,6 +158,7 @@ echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
   while read -r ip; do echo "    listen $ip:$port backlog=4096;"; done < "$web/hosts.txt"
   echo "    root $web/\$host;"
   echo "    index index.html;"
+  [ "$gzip" = 1 ] && echo "    gzip_static on; gzip_vary on;"
   if [ "$latency" -gt 0 ] || [ "$mix" = 1 ]; then
     # Wait, then serve the file (or the directory's index.html) from a
     # named location, so the wait is not taken twice.
@@ -208,6 +219,7 @@ measure() { # LABEL RUN CMD...
 
 latency_label="${latency} ms"
 [ "$mix" = 1 ] && latency_label="mix (90 % 50-200 ms, 10 % 1-3 s)"
+[ "$gzip" = 1 ] && latency_label="$latency_label, gzip served when asked"
 data=$work/trawl-data
 cat > "$out/trawl.toml" <<TOML
 # The side-by-side bench's settings, layered on trawl's defaults.

@@ -1279,11 +1279,17 @@ impl HostMachine {
             return false;
         };
         let fetch_result = match &result {
-            Ok(resp) => FetchResult {
-                status: Some(resp.status),
-                location: resp.header("location").map(str::to_owned),
-                body: resp.body.to_vec(),
-            },
+            Ok(resp) => robots_result(resp).unwrap_or_else(|err| {
+                // Rules that cannot be read are not an empty file (which
+                // would allow everything): the origin waits as if its
+                // robots.txt were unreachable, and is asked again.
+                tracing::debug!(host = %self.host, error = %err, "robots.txt body cannot be decoded; treated as unreachable");
+                FetchResult {
+                    status: None,
+                    location: None,
+                    body: Vec::new(),
+                }
+            }),
             Err(FetchError::SsrfDenied(reason)) => {
                 // The same next time: nothing of this origin is fetched.
                 tracing::debug!(host = %self.host, origin, reason, "robots.txt address denied; the origin's urls are recorded denied");
@@ -1659,6 +1665,28 @@ pub struct PolitenessSnapshot {
     pub max_in_flight: u32,
     /// The operator's slow-down, if any.
     pub slowdown: Option<Slowdown>,
+}
+
+/// A robots.txt response as the rules are read from: its body with its
+/// Content-Encoding undone (trawl asks for gzip, br and zstd), at most
+/// [`robots::MAX_ROBOTS_BYTES`] of it.
+fn robots_result(resp: &FetchResponse) -> Result<FetchResult, crate::fetch::decode::DecodeError> {
+    let body = if (200..300).contains(&resp.status) {
+        crate::fetch::decode::decode_body(
+            &resp.body,
+            resp.header("content-encoding"),
+            robots::MAX_ROBOTS_BYTES,
+        )?
+        .bytes
+        .into_owned()
+    } else {
+        Vec::new()
+    };
+    Ok(FetchResult {
+        status: Some(resp.status),
+        location: resp.header("location").map(str::to_owned),
+        body,
+    })
 }
 
 #[cfg(test)]

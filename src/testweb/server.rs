@@ -74,6 +74,8 @@ struct ServerState {
     changing: ChangingSpec,
     /// The clock `changing.test` changes by, started with the server.
     timeline: Timeline,
+    /// See [`ServerOptions::compress`].
+    compress: bool,
 }
 
 impl ServerState {
@@ -95,6 +97,11 @@ pub struct ServerOptions {
     pub tls: Option<TestPki>,
     /// When `changing.test` changes what.
     pub changing: ChangingSpec,
+    /// Compress the synthetic hosts' 200 answers (pages, robots.txt,
+    /// sitemaps) when the request's Accept-Encoding allows: host N uses
+    /// gzip, br or zstd by N mod 3 if asked, else the first coding asked
+    /// of those three ([`compressed`]).
+    pub compress: bool,
 }
 
 /// A running synthetic web server (on its own thread and actix system).
@@ -160,6 +167,7 @@ impl TestWebServer {
             hostile: options.hostile,
             changing: options.changing,
             timeline,
+            compress: options.compress,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -288,6 +296,12 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         }
         None => (not_found(), None),
     };
+    let response = match host {
+        Some(host) if state.compress => {
+            compressed(response, host, header_list(&req, header::ACCEPT_ENCODING)).await
+        }
+        _ => response,
+    };
     let end = Instant::now();
     let etag = response
         .headers()
@@ -311,6 +325,69 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         client: req.peer_addr().map(|a| a.ip()),
     });
     response
+}
+
+/// The codings the synthetic web can send, host N preferring the N mod 3rd.
+const CODINGS: [&str; 3] = ["gzip", "br", "zstd"];
+
+/// `response` compressed with a coding `accept` (the request's
+/// Accept-Encoding) allows, host `host`'s if it does; as it is when it is
+/// not a 200 or nothing is allowed.
+async fn compressed(response: HttpResponse, host: u32, accept: Option<String>) -> HttpResponse {
+    let asked: Vec<String> = accept
+        .unwrap_or_default()
+        .split(',')
+        .map(|c| {
+            c.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let preferred = CODINGS[host as usize % CODINGS.len()];
+    let coding = std::iter::once(preferred)
+        .chain(CODINGS)
+        .find(|c| asked.iter().any(|a| a == c));
+    let Some(coding) = coding.filter(|_| response.status() == actix_web::http::StatusCode::OK)
+    else {
+        return response;
+    };
+    let (mut head, body) = response.into_parts();
+    let Ok(bytes) = actix_web::body::to_bytes(body).await else {
+        return HttpResponse::InternalServerError().finish();
+    };
+    let encoded = encode(coding, &bytes);
+    let headers = head.headers_mut();
+    headers.insert(
+        header::CONTENT_ENCODING,
+        header::HeaderValue::from_static(coding),
+    );
+    headers.insert(
+        header::VARY,
+        header::HeaderValue::from_static("Accept-Encoding"),
+    );
+    head.set_body(actix_web::body::BoxBody::new(encoded))
+}
+
+/// `bytes` in `coding` (one of [`CODINGS`]).
+fn encode(coding: &str, bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    match coding {
+        "gzip" => {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            gz.write_all(bytes).expect("writing to memory");
+            gz.finish().expect("writing to memory")
+        }
+        "br" => {
+            let mut out = Vec::new();
+            let mut br = brotli::CompressorWriter::new(&mut out, 4096, 4, 22);
+            br.write_all(bytes).expect("writing to memory");
+            drop(br);
+            out
+        }
+        _ => zstd::bulk::compress(bytes, 3).expect("zstd in memory"),
+    }
 }
 
 /// `changing.test`'s answer to `request`, which reached the handler at
