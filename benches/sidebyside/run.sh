@@ -13,7 +13,12 @@
 # flight, one per host at a time. 0 (the default): served at once.
 # --latency-mix gives each host a delay of its own, a heavy tail: nine
 # hosts in ten 50-200 ms, one in ten 1-3 s (drawn from a fixed seed by
-# awk, in hosts.txt's order: the same web for both crawlers).
+# awk, in hosts.txt's order: the same web for both crawlers); and faults:
+# on one host in a hundred the pages numbered ...7 (4 of 40) reset the
+# connection (nginx's 444) when asked on a connection that served a
+# request before, on another one in a hundred they stall 25 s there (past
+# trawl's 20 s first-byte timeout). Asked again on a new connection, they
+# are served: a crawler that retries gets every page.
 #
 # --gzip writes a gzip copy of every page beside it (level 9, made once
 # before the runs) and serves it, with Content-Encoding: gzip, to a crawler
@@ -151,8 +156,24 @@ echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
       printf "    %s %.3f;\n", $1, slow ? 1 + 2 * rand() : 0.05 + 0.15 * rand()
     }' "$web/hosts.txt"
     echo "  }"
+    # The faulty hosts: their pages numbered ...7 (4 of 40), when asked on
+    # a connection that served a request before, reset it (nginx's 444:
+    # closed, no answer) or stall 25 s, past trawl's first-byte timeout
+    # (20 s): what servers that drop idle keep-alive connections, or choke
+    # now and then, do. A retry on a new connection is served.
+    echo "  map \$host \$fault {"
+    echo "    default ok;"
+    awk 'BEGIN { srand(35) } {
+      r = rand()
+      if (r < 0.01) printf "    %s reset;\n", $1
+      else if (r < 0.02) printf "    %s stall;\n", $1
+    }' "$web/hosts.txt"
+    echo "  }"
+    echo "  map \$fault:\$connection_requests:\$uri \$wait { \"~^stall:([2-9]|[0-9][0-9]+):/p/[0-9]*7\\.html\$\" 25; default \$delay; }"
+    echo "  map \$fault:\$connection_requests:\$uri \$reset { \"~^reset:([2-9]|[0-9][0-9]+):/p/[0-9]*7\\.html\$\" 1; default 0; }"
   elif [ "$latency" -gt 0 ]; then
-    echo "  map \$host \$delay { default $(awk -v ms="$latency" 'BEGIN { printf "%.3f", ms / 1000 }'); }"
+    echo "  map \$host \$wait { default $(awk -v ms="$latency" 'BEGIN { printf "%.3f", ms / 1000 }'); }"
+    echo "  map \$host \$reset { default 0; }"
   fi
   echo "  server {"
   while read -r ip; do echo "    listen $ip:$port backlog=4096;"; done < "$web/hosts.txt"
@@ -162,7 +183,7 @@ echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
   if [ "$latency" -gt 0 ] || [ "$mix" = 1 ]; then
     # Wait, then serve the file (or the directory's index.html) from a
     # named location, so the wait is not taken twice.
-    echo "    location / { echo_sleep \$delay; echo_exec @file; }"
+    echo "    location / { if (\$reset) { return 444; } echo_sleep \$wait; echo_exec @file; }"
     echo "    location @file { try_files \$uri \$uri/index.html =404; }"
   fi
   echo "  }"
@@ -218,7 +239,7 @@ measure() { # LABEL RUN CMD...
 }
 
 latency_label="${latency} ms"
-[ "$mix" = 1 ] && latency_label="mix (90 % 50-200 ms, 10 % 1-3 s)"
+[ "$mix" = 1 ] && latency_label="mix (90 % 50-200 ms, 10 % 1-3 s; 1 % of hosts reset and 1 % stall 25 s on pages *7 asked on a reused connection)"
 [ "$gzip" = 1 ] && latency_label="$latency_label, gzip served when asked"
 data=$work/trawl-data
 cat > "$out/trawl.toml" <<TOML
