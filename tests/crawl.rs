@@ -302,4 +302,50 @@ fn a_compressing_web_is_crawled_whole_and_archived_as_received() {
     let files = warc_files(&config);
     warcio_check(&files);
     cdxj_check(&files);
+    // A replay tool undoes the coding as trawl kept it: warcio's content
+    // stream decodes the gzip pages back to their HTML.
+    let decoded = warcio_decoded_html(&files, "gzip");
+    let gzip_pages = events
+        .iter()
+        .filter(|e| e.status == 200)
+        .filter(|e| {
+            record_at(&config, e)
+                .to_ascii_lowercase()
+                .contains("content-encoding: gzip")
+        })
+        .count();
+    assert!(gzip_pages > 0);
+    assert_eq!(decoded, gzip_pages, "gzip pages warcio decoded to HTML");
+}
+
+/// Response records with `Content-Encoding: coding` whose payload warcio's
+/// content stream decodes to HTML.
+fn warcio_decoded_html(files: &[std::path::PathBuf], coding: &str) -> usize {
+    let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = r#"
+import sys
+from warcio.archiveiterator import ArchiveIterator
+coding, n = sys.argv[1], 0
+for path in sys.argv[2:]:
+    with open(path, 'rb') as f:
+        for r in ArchiveIterator(f):
+            if r.rec_type != 'response' or not r.http_headers:
+                continue
+            if r.http_headers.get_header('content-encoding') != coding:
+                continue
+            if b'<html' in r.content_stream().read():
+                n += 1
+print(n)
+"#;
+    let out = std::process::Command::new(python)
+        .args(["-c", script, coding])
+        .args(files)
+        .output()
+        .expect("python with warcio");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
