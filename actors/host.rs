@@ -7,10 +7,12 @@
 //! the node's injected clock. It reads no clock of its own.
 //!
 //! A task (processing a fetched page, completing an entry, archiving
-//! robots.txt, offering sitemaps) runs as a future on the actor's context:
-//! parse or read, archive, admit what was found, complete. Each step is
-//! skipped on a rerun once it succeeded, so a task that failed half-way
-//! (the store was down) does not archive its page twice. The messages it
+//! robots.txt, offering sitemaps) runs as a future on the actor's context.
+//! A page's steps (read, archive, admit, settle, note a removal, wait for
+//! durability, complete) come from its [`crate::frontier::page_flow::PageFlow`]
+//! (`src/frontier/page_flow.rs`), which skips on a rerun what succeeded,
+//! so a task that failed half-way (the store was down) does not archive
+//! its page twice. The messages it
 //! sends use `send`, so a full mailbox downstream makes the task wait:
 //! back-pressure, never a drop.
 
@@ -34,6 +36,7 @@ use crate::frontier::host::{
     Effect, Finish, HostMachine, HostSettings, Job, Removed, Task, TaskId,
 };
 use crate::frontier::lifecycle::{self, Observed};
+use crate::frontier::page_flow::PageStep;
 use crate::frontier::response::{self, Plan};
 use crate::frontier::EntryKind;
 use crate::metrics::{GaugeHold, Metrics};
@@ -220,6 +223,22 @@ impl HostActor {
                 }),
         );
     }
+}
+
+/// What a page's read step found.
+#[derive(Default)]
+struct Read {
+    /// Candidates for the frontier (links, sitemap entries, a redirect's
+    /// target).
+    found: Vec<crate::frontier::Candidate>,
+    /// The record to archive, unless the response is not kept.
+    record: Option<Archive>,
+    /// The page's simhash, for its visit.
+    simhash: Option<u64>,
+    /// The last visit on record, which the archive compares against.
+    previous: Option<Visit>,
+    /// A 304: the copy on record still holds.
+    not_modified: bool,
 }
 
 /// Runs one task to its end and hands it back with the result, so a
@@ -412,14 +431,115 @@ impl Runner {
             .await?
     }
 
-    /// Parse or read, archive, admit what was found, settle the URL's
-    /// record (its next refresh, or its removal), complete: the steps
-    /// [`response::plan`] chose. Steps done on an earlier run are skipped.
+    /// Runs the page's steps in the order its [`Job::flow`] gives them
+    /// (read, archive, admit, settle, note a removal, wait for durability,
+    /// complete), skipping what an earlier run of the task did. A failed
+    /// step ends the run; the flow starts over on the next.
     async fn process(&self, job: &mut Job) -> Result<(), Failure> {
-        // Fetched, not yet archived: until the archive step below is done
-        // or skipped, or until this run ends early (a failed step; a rerun
-        // holds it again).
-        let backlog = GaugeHold::new(&self.metrics.pipeline_backlog);
+        let result = self.run_steps(job).await;
+        if result.is_err() {
+            job.flow.rerun();
+        }
+        result
+    }
+
+    async fn run_steps(&self, job: &mut Job) -> Result<(), Failure> {
+        // Fetched, not yet archived: until the archive step is done or
+        // skipped, or until this run ends early (a rerun holds it again).
+        let mut backlog = Some(GaugeHold::new(&self.metrics.pipeline_backlog));
+        let mut read = Read::default();
+        let mut settled = None;
+        let mut durable = Vec::new();
+        while let Some(step) = job.flow.next() {
+            if !matches!(step, PageStep::Read | PageStep::Archive) {
+                drop(backlog.take());
+            }
+            match step {
+                PageStep::Read => {
+                    read = self.read(job).await?;
+                    job.flow.read(read.record.is_some());
+                }
+                PageStep::Archive => {
+                    let mut record = read.record.take().expect("read found a record");
+                    record.links_out = read.found.len();
+                    record.previous = read.previous.clone();
+                    let archived = self.archive_once(record).await?;
+                    job.flow.archived(archived.durable.is_some());
+                    job.archived = Some(archived);
+                }
+                PageStep::Admit => {
+                    job.outbox = self.discover(std::mem::take(&mut read.found)).await?;
+                    job.flow.admitted();
+                }
+                PageStep::Settle => {
+                    let seen = self.observed(job, read.simhash, read.not_modified);
+                    let outcome = lifecycle::fetched(
+                        job.entry.previous.as_deref(),
+                        job.entry.value.depth,
+                        seen,
+                        self.clock.now().unix_ms(),
+                        &self.settings.recrawl,
+                    );
+                    job.next_due_ms = outcome.record.next_due_ms;
+                    job.flow.settled(outcome.removed.is_some());
+                    settled = Some(outcome);
+                }
+                PageStep::NoteRemoval => {
+                    let reason = settled
+                        .as_ref()
+                        .and_then(|s| s.removed)
+                        .expect("settled as removed");
+                    let removal = self
+                        .removed(Removed {
+                            url: job.url.clone(),
+                            reason,
+                            last_status: Some(job.response.status),
+                            depth: job.entry.value.depth,
+                            at_ms: self.clock.now().unix_ms(),
+                        })
+                        .await?;
+                    durable.extend(removal);
+                    job.flow.removal_noted();
+                }
+                PageStep::AwaitDurable => {
+                    // Completed only once its records are in the OS (with
+                    // `sync_writes`, durable; the wait overlapped the
+                    // admission of its links). If they cannot be, the page
+                    // is archived again on the task's rerun.
+                    let ticket = job
+                        .archived
+                        .as_ref()
+                        .and_then(|a| a.durable.clone())
+                        .expect("an archive that wrote records");
+                    if let Err(err) = ticket.durable().await {
+                        job.archived = None;
+                        job.flow.durable_failed();
+                        return Err(err.into());
+                    }
+                    durable.push(ticket);
+                    job.flow.durable();
+                }
+                PageStep::Complete => {
+                    let record = settled.take().expect("settled before completing").record;
+                    let completion = Completion {
+                        key: job.entry.key.clone(),
+                        recrawl: job.entry.recrawl,
+                        value: job.entry.value.clone(),
+                        record,
+                    };
+                    let durable = std::mem::take(&mut durable);
+                    self.complete_with(completion, job.outbox.clone(), durable)
+                        .await?;
+                    job.flow.completed();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The read step: parse or read what the response's plan says, and
+    /// the record to archive, if any.
+    async fn read(&self, job: &Job) -> Result<Read, Failure> {
         let value = &job.entry.value;
         let previous = job.entry.previous.as_ref().and_then(|r| r.last.clone());
         let plan = response::plan(
@@ -437,7 +557,7 @@ impl Runner {
         let header =
             response::header_directives(&job.response, &self.settings.robots.product_token);
         let not_modified = plan == Plan::NotModified;
-        let (found, mut archive) = match plan {
+        let (found, record) = match plan {
             Plan::NotArchived => (Vec::new(), None),
             Plan::NotModified => {
                 let mut record = self.record(job, None);
@@ -473,74 +593,21 @@ impl Runner {
                 (found.into_iter().collect(), Some(self.record(job, meta)))
             }
         };
-        let simhash = archive.as_ref().and_then(|a| a.simhash);
-        if let Some(mut record) = archive.take().filter(|_| job.archived.is_none()) {
-            record.links_out = found.len();
-            record.previous = previous.clone();
-            job.archived = Some(self.archive_once(record).await?);
-        }
-        drop(backlog);
-        let archived = job.archived.clone();
-        if !job.admitted {
-            job.outbox = self.discover(found).await?;
-            job.admitted = true;
-        }
-        let seen = self.observed(job, archived, simhash, not_modified);
-        let settled = lifecycle::fetched(
-            job.entry.previous.as_deref(),
-            job.entry.value.depth,
-            seen,
-            self.clock.now().unix_ms(),
-            &self.settings.recrawl,
-        );
-        let mut durable = Vec::new();
-        if let (Some(reason), false) = (settled.removed, job.removal_noted) {
-            let removal = self
-                .removed(Removed {
-                    url: job.url.clone(),
-                    reason,
-                    last_status: Some(job.response.status),
-                    depth: job.entry.value.depth,
-                    at_ms: self.clock.now().unix_ms(),
-                })
-                .await?;
-            durable.extend(removal);
-            job.removal_noted = true;
-        }
-        job.next_due_ms = settled.record.next_due_ms;
-        let completion = Completion {
-            key: job.entry.key.clone(),
-            recrawl: job.entry.recrawl,
-            value: job.entry.value.clone(),
-            record: settled.record,
-        };
-        // Completed only once its records are in the OS (with
-        // `sync_writes`, durable; the wait overlapped the admission of its
-        // links). If they cannot be, the page is archived again on the
-        // task's rerun.
-        if let Some(ticket) = job.archived.as_ref().and_then(|a| a.durable.clone()) {
-            if let Err(err) = ticket.durable().await {
-                job.archived = None;
-                return Err(err.into());
-            }
-            durable.push(ticket);
-        }
-        self.complete_with(completion, job.outbox.clone(), durable)
-            .await
+        Ok(Read {
+            simhash: record.as_ref().and_then(|r| r.simhash),
+            found,
+            record,
+            previous,
+            not_modified,
+        })
     }
 
     /// What this fetch saw, for the URL's record; counts the refresh.
     /// `archived` is `None` when nothing was archived (a type not kept:
     /// then what is known of the response is its status and validators).
-    fn observed(
-        &self,
-        job: &Job,
-        archived: Option<Archived>,
-        simhash: Option<u64>,
-        not_modified: bool,
-    ) -> Observed {
+    fn observed(&self, job: &Job, simhash: Option<u64>, not_modified: bool) -> Observed {
         let response = &job.response;
-        let (digest, copy, changed) = match archived {
+        let (digest, copy, changed) = match job.archived.clone() {
             Some(a) => (Some(a.digest), a.copy, a.changed),
             None => (None, None, None),
         };

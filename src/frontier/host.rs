@@ -214,16 +214,15 @@ pub struct Job {
     pub url: Url,
     /// The response, shared with the archive.
     pub response: Arc<FetchResponse>,
+    /// Where its processing stands: the steps done on earlier runs of
+    /// the task are skipped ([`super::page_flow`]).
+    pub flow: super::page_flow::PageFlow,
     /// The archive's answer on an earlier run of the task (not to be
     /// archived twice).
     pub archived: Option<crate::archive::Archived>,
-    /// Its links admitted on an earlier run.
-    pub admitted: bool,
-    /// Its links for partitions other nodes own, handed back by that
+    /// Its links for partitions other nodes own, handed back by their
     /// admission: written to the outbox with the completion.
     pub outbox: Vec<crate::store::OutboxBatch>,
-    /// Its `removed` event written on an earlier run.
-    pub removal_noted: bool,
     /// When the URL is due again, once the task settled its record (for
     /// the host's refresh schedule).
     pub next_due_ms: Option<u64>,
@@ -1234,10 +1233,9 @@ impl HostMachine {
                             entry,
                             url,
                             response: Arc::new(response),
+                            flow: Default::default(),
                             archived: None,
-                            admitted: false,
                             outbox: Vec::new(),
-                            removal_noted: false,
                             next_due_ms: None,
                             visited_ms: sent_ms,
                         })),

@@ -15,6 +15,7 @@ pub mod due;
 pub mod host;
 pub mod lifecycle;
 pub mod listing;
+pub mod page_flow;
 pub mod recrawl;
 pub mod response;
 
