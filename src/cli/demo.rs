@@ -1,7 +1,8 @@
 //! `trawl demo`: the synthetic web, crawled with the full pipeline, checked.
 //!
-//! Starts the synthetic web in-process on a free loopback port, crawls it
-//! into the demo directory until idle, and compares what the server saw
+//! Starts the synthetic web in-process on a free loopback port (its
+//! answers compressed with gzip, br or zstd, by host, since trawl asks),
+//! crawls it into the demo directory until idle, and compares what the server saw
 //! with the ground truth and the politeness promise. The demo asks its own
 //! web faster than the production defaults (`min_delay` 50 ms instead of
 //! 1 s, backoffs in milliseconds, see [`trawl::testweb::config_layer`]);
@@ -16,7 +17,9 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde::Serialize;
 use trawl::events::{self, EventKind};
-use trawl::testweb::{audit_with, request_kind, RequestKind, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{
+    audit_with, request_kind, RequestKind, ServerOptions, SyntheticWeb, TestWebServer, WebSpec,
+};
 
 /// Marks a directory as made by the demo, so a rerun may clear it.
 const MARKER: &str = ".trawl-demo";
@@ -91,8 +94,14 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         behaviours: true,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().expect("static address");
-    let server =
-        TestWebServer::start(web.clone(), listen, 1).context("starting the synthetic web")?;
+    // Compressed when asked, as most of the real web answers: the crawl
+    // reads links, robots.txt and sitemaps through gzip, br and zstd.
+    let options = ServerOptions {
+        compress: true,
+        ..Default::default()
+    };
+    let server = TestWebServer::start_with(web.clone(), listen, 1, options)
+        .context("starting the synthetic web")?;
     let port = server.addr().port();
     tracing::info!(hosts = args.hosts, pages_per_host = args.pages_per_host, addr = %server.addr(), "synthetic web up");
 
