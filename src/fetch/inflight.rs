@@ -17,7 +17,10 @@
 //!
 //! Both means are exponentially weighted over the windows the fetcher
 //! measures (a quarter of a second each), so the limit follows a web that
-//! slows down or speeds up within seconds. Capacity is measured from the
+//! slows down or speeds up within seconds. The mean only sees requests
+//! that ended, so while requests wait for a slot the limit also grows by a
+//! quarter a window, whatever the estimate, and comes back down to it by a
+//! tenth a window once none wait ([`InFlightSizer::observe`]). Capacity is measured from the
 //! process's CPU time per page fetched: the whole node's cost of a page
 //! (fetching, parsing, archiving, the store), which is what bounds how
 //! fast it can go when the network does not. `HEADROOM` keeps the limit
