@@ -1277,17 +1277,7 @@ impl HostMachine {
             return false;
         };
         let fetch_result = match &result {
-            Ok(resp) => robots_result(resp).unwrap_or_else(|err| {
-                // Rules that cannot be read are not an empty file (which
-                // would allow everything): the origin waits as if its
-                // robots.txt were unreachable, and is asked again.
-                tracing::debug!(host = %self.host, error = %err, "robots.txt body cannot be decoded; treated as unreachable");
-                FetchResult {
-                    status: None,
-                    location: None,
-                    body: Vec::new(),
-                }
-            }),
+            Ok(resp) => robots_result(resp),
             Err(FetchError::SsrfDenied(reason)) => {
                 // The same next time: nothing of this origin is fetched.
                 tracing::debug!(host = %self.host, origin, reason, "robots.txt address denied; the origin's urls are recorded denied");
@@ -1667,24 +1657,29 @@ pub struct PolitenessSnapshot {
 
 /// A robots.txt response as the rules are read from: its body with its
 /// Content-Encoding undone (trawl asks for gzip, br and zstd), at most
-/// [`robots::MAX_ROBOTS_BYTES`] of it.
-fn robots_result(resp: &FetchResponse) -> Result<FetchResult, crate::fetch::decode::DecodeError> {
+/// [`robots::MAX_ROBOTS_BYTES`] of it. A body its coding does not
+/// describe (a plain file labelled gzip, a corrupt stream) is read as it
+/// came, as it was before trawl asked for codings: the rules of a
+/// mislabelled file still apply, and garbage parses to no rules, as
+/// RFC 9309's lenient reading of a 2xx body has it.
+fn robots_result(resp: &FetchResponse) -> FetchResult {
     let body = if (200..300).contains(&resp.status) {
-        crate::fetch::decode::decode_body(
-            &resp.body,
-            resp.header("content-encoding"),
-            robots::MAX_ROBOTS_BYTES,
-        )?
-        .bytes
-        .into_owned()
+        let coding = resp.header("content-encoding");
+        match crate::fetch::decode::decode_body(&resp.body, coding, robots::MAX_ROBOTS_BYTES) {
+            Ok(decoded) => decoded.bytes.into_owned(),
+            Err(err) => {
+                tracing::debug!(error = %err, "robots.txt body not in its content-encoding; read as it came");
+                resp.body.to_vec()
+            }
+        }
     } else {
         Vec::new()
     };
-    Ok(FetchResult {
+    FetchResult {
         status: Some(resp.status),
         location: resp.header("location").map(str::to_owned),
         body,
-    })
+    }
 }
 
 #[cfg(test)]

@@ -1188,3 +1188,22 @@ fn a_visit_is_stamped_by_the_machine_clock_when_the_request_was_sent() {
     assert_eq!(visited, vec![sent_ms]);
     assert!(sent_ms > 0 && h.now().unix_ms() == sent_ms + 3000);
 }
+
+#[test]
+fn robots_txt_is_read_through_its_coding_or_as_it_came() {
+    use std::io::Write;
+    let rules = "User-agent: *\nDisallow: /private\n";
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(rules.as_bytes()).unwrap();
+    let mut encoded = FetchResponse::synthetic(200, &[("content-encoding", "gzip")], "");
+    encoded.body = bytes::Bytes::from(gz.finish().unwrap());
+    assert_eq!(robots_result(&encoded).body, rules.as_bytes());
+    // Labelled gzip, sent plain: the file's rules still apply.
+    let mislabelled = FetchResponse::synthetic(200, &[("content-encoding", "gzip")], rules);
+    assert_eq!(robots_result(&mislabelled).body, rules.as_bytes());
+    // Not 2xx: no body, whatever came.
+    let missing = FetchResponse::synthetic(404, &[("content-encoding", "br")], "gone");
+    let result = robots_result(&missing);
+    assert!(result.body.is_empty());
+    assert_eq!(result.status, Some(404));
+}
