@@ -926,7 +926,7 @@ impl Config {
         for coding in self.fetch.accept_encoding.split(',').map(str::trim) {
             // A quality value (`gzip;q=0.5`) is allowed after the coding.
             let name = coding.split(';').next().unwrap_or("").trim();
-            let known = ["gzip", "x-gzip", "br", "zstd", "deflate", "identity"];
+            let known = crate::fetch::decode::CODINGS;
             if !(coding.is_empty() || known.contains(&name.to_ascii_lowercase().as_str()))
                 || !coding.bytes().all(|b| (0x20..0x7f).contains(&b))
             {

@@ -38,14 +38,7 @@ fn crawl_of_100_hosts_matches_ground_truth_politely() {
     );
 
     // robots.txt first, and obeyed, for every host and every variant.
-    for r in &log {
-        let host = web.host_index(&r.host).expect("only synthetic hosts");
-        assert!(
-            web.path_allowed(host, &r.path),
-            "disallowed: {}",
-            url_of(r, port)
-        );
-    }
+    assert_robots_obeyed(&web, &log, port);
     for host in 0..HOSTS {
         let name = SyntheticWeb::host_name(host);
         let mut reqs: Vec<_> = log.iter().filter(|r| r.host == name).collect();
@@ -251,14 +244,7 @@ fn a_compressing_web_is_crawled_whole_and_archived_as_received() {
     let pages = page_requests(&log, port);
     assert!(pages.values().all(|&n| n == 1), "a page fetched twice");
     assert_same_urls(&pages.keys().cloned().collect(), &truth);
-    for r in &log {
-        let host = web.host_index(&r.host).expect("only synthetic hosts");
-        assert!(
-            web.path_allowed(host, &r.path),
-            "disallowed: {}",
-            url_of(r, port)
-        );
-    }
+    assert_robots_obeyed(&web, &log, port);
     let report = audit_log(&web, &log, 5);
     assert!(
         report.violations.is_empty(),

@@ -63,6 +63,10 @@ pub fn decode_body<'a>(
     Ok(current)
 }
 
+/// The content codings [`decode_body`] undoes (`identity` is none), the
+/// only ones trawl may ask for (`[fetch] accept_encoding`).
+pub const CODINGS: [&str; 6] = ["gzip", "x-gzip", "deflate", "br", "zstd", "identity"];
+
 fn decode_one(data: &[u8], coding: &str, cap: usize) -> Result<(Vec<u8>, bool), DecodeError> {
     let corrupt = |coding: &'static str| {
         move |e: std::io::Error| DecodeError::Corrupt {
@@ -179,5 +183,20 @@ mod tests {
             Err(DecodeError::Unsupported(_))
         ));
         assert!(decode_body(b"\x28\xb5\x2f\xfd garbage", Some("zstd"), 100).is_err());
+    }
+
+    #[test]
+    fn every_coding_listed_is_decoded() {
+        for coding in CODINGS.iter().filter(|c| **c != "identity") {
+            let err = decode_one(b"", coding, 10).err();
+            assert!(
+                !matches!(err, Some(DecodeError::Unsupported(_))),
+                "{coding} is listed but not decoded"
+            );
+        }
+        assert!(matches!(
+            decode_one(b"", "compress", 10),
+            Err(DecodeError::Unsupported(_))
+        ));
     }
 }

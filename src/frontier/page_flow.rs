@@ -92,20 +92,10 @@ impl PageFlow {
         self.durable_wait = durable_wait;
     }
 
-    /// Whether the page was archived on this or an earlier run.
-    pub fn is_archived(&self) -> bool {
-        self.archived
-    }
-
     /// Admit is done.
     pub fn admitted(&mut self) {
         self.at = Some(PageStep::Admit);
         self.admitted = true;
-    }
-
-    /// Whether the links were offered on this or an earlier run.
-    pub fn is_admitted(&self) -> bool {
-        self.admitted
     }
 
     /// Settle is done; `removes`: the URL leaves the crawl.

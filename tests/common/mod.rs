@@ -157,6 +157,19 @@ pub fn assert_sites_complete(log: &[RequestRecord], web: &SyntheticWeb, port: u1
     assert_same_urls(&fetched, &web.ground_truth(port));
 }
 
+/// Asserts every request in `log` was to a synthetic host and allowed by
+/// its robots.txt.
+pub fn assert_robots_obeyed(web: &SyntheticWeb, log: &[RequestRecord], port: u16) {
+    for r in log {
+        let host = web.host_index(&r.host).expect("only synthetic hosts");
+        assert!(
+            web.path_allowed(host, &r.path),
+            "disallowed: {}",
+            url_of(r, port)
+        );
+    }
+}
+
 /// Asserts two URL sets are equal, showing a readable difference.
 pub fn assert_same_urls(fetched: &BTreeSet<String>, truth: &BTreeSet<String>) {
     let missed: Vec<_> = truth.difference(fetched).take(10).collect();
