@@ -394,8 +394,9 @@ impl Runner {
         }
     }
 
-    /// Offers candidates; those of partitions other nodes own come back,
-    /// to be written to the outbox with the page's completion.
+    /// Offers candidates; those of partitions other nodes own (with a
+    /// checkpoint chain, every partition but this host's) come back, to
+    /// be written to the outbox with the page's completion.
     async fn discover(
         &self,
         candidates: Vec<crate::frontier::Candidate>,
@@ -410,6 +411,7 @@ impl Runner {
             .send(Discover {
                 candidates,
                 detail: false,
+                from: Some(self.links.partition),
             })
             .await??;
         Ok(discovered.remote)

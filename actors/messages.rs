@@ -84,6 +84,8 @@ pub struct BridgeInbound {
 pub struct HostLinks {
     /// The node's pipeline.
     pub pipeline: PipelineLinks,
+    /// Its partition's id: the finder of the links its pages offer.
+    pub partition: u16,
     /// Its partition: completions.
     pub complete: Recipient<Complete>,
     /// Its partition: links for partitions held elsewhere that complete
@@ -150,12 +152,17 @@ pub use crate::frontier::Candidate;
 /// of a partition this node holds is durably enqueued (or known as seen),
 /// and hands back those of partitions other nodes own, to be written to the
 /// outbox with the page's completion: so a page is completed only after its
-/// links are safe.
+/// links are safe. With a checkpoint chain, "durably" means published, and
+/// partitions are published one by one: so there the candidates of every
+/// partition but `from` come back for the outbox too, held here or not.
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Discovered, Failure>")]
 pub struct Discover {
     /// The candidates.
     pub candidates: Vec<Candidate>,
+    /// The partition whose page (or robots.txt) found them, whose
+    /// completion carries the outbox; `None` for seeds.
+    pub from: Option<u16>,
     /// Answer what became of each candidate ([`Discovered::outcomes`]),
     /// not only the counts (seeds from an operator; a page's links need
     /// only the counts).
@@ -184,8 +191,9 @@ pub struct Discovered {
     pub admission: Admission,
     /// Each candidate's outcome, in order (only if asked: `detail`).
     pub outcomes: Vec<UrlOutcome>,
-    /// Candidates of partitions this node does not hold, by partition (on
-    /// a single node: none).
+    /// Candidates of partitions this node does not hold (with a
+    /// checkpoint chain: of every partition but the finder's), by
+    /// partition, for the finder's outbox (on a single node: none).
     pub remote: Vec<crate::store::OutboxBatch>,
 }
 

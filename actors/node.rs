@@ -1327,7 +1327,11 @@ impl Node {
             })
             .collect();
         let unparsed = urls.len() - candidates.len();
-        let send = self.seen.send(Discover { candidates, detail });
+        let send = self.seen.send(Discover {
+            candidates,
+            detail,
+            from: None,
+        });
         let discovered = async move { send.await? };
         discovered.into_actor(self).then(move |discovered, act, _| {
             // Seeds of partitions held elsewhere (a cluster node) wait in

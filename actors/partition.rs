@@ -275,6 +275,7 @@ impl PartitionActor {
         let me = ctx.address();
         let links = HostLinks {
             pipeline: self.pipeline.clone(),
+            partition: self.id,
             complete: me.clone().recipient(),
             forward: me.clone().recipient(),
             idle: me.clone().recipient(),

@@ -8,6 +8,16 @@
 //! candidates are durably admitted or known as seen; candidates of a
 //! partition another node owns are handed back, by partition, for the
 //! page's completion to write to the outbox (`store/outbox.rs`).
+//!
+//! With a checkpoint chain, durable means published, and each partition
+//! publishes its own checkpoints: a link admitted straight into another
+//! partition of this node could be lost with the node while the page that
+//! found it, published as completed by its own partition, is never
+//! fetched again. There the candidates of every partition but the
+//! finder's go by the outbox too, which the node delivers here (a batch
+//! acknowledged once a published checkpoint covers it, like a peer's);
+//! the finder's own are safe straight away, as its store writes them
+//! before the completion that a checkpoint would have to cover.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,6 +62,10 @@ pub struct SeenSet {
     pending: Vec<Pending>,
     /// A flush timer is armed.
     flush_armed: bool,
+    /// A checkpoint chain makes partitions durable one by one: only a
+    /// finder's own partition takes its links straight (see the module
+    /// doc).
+    durable: bool,
     /// URLs the partitions admitted: a site's links to them are settled
     /// here (`dedup/shortcut.rs`).
     shortcut: SeenShortcut,
@@ -81,6 +95,7 @@ impl SeenSet {
         metrics: Arc<Metrics>,
     ) -> Self {
         let pending = partitions.iter().map(|_| Pending::default()).collect();
+        let count = partitions.len() as u16;
         SeenSet {
             partitions,
             max_depth: config.crawl.max_depth,
@@ -88,7 +103,8 @@ impl SeenSet {
             scope,
             pending,
             flush_armed: false,
-            shortcut: SeenShortcut::new(config.seen.cache_urls),
+            durable: config.cluster.enabled && !config.cluster.state_url.is_empty(),
+            shortcut: SeenShortcut::new(config.seen.cache_urls, count),
             counted: Outcomes {
                 filtered: metrics.urls.with_label_values(&["filtered"]),
                 admitted: metrics.urls.with_label_values(&["admitted"]),
@@ -128,6 +144,15 @@ impl SeenSet {
         })
     }
 
+    /// Whether links to partition `p` found by partition `from` are
+    /// admitted here now, rather than handed back for the finder's
+    /// outbox: `p` is held here, and (with a checkpoint chain) it is the
+    /// finder's own or there is no finder (seeds).
+    fn takes_straight(&self, p: u16, from: Option<u16>) -> bool {
+        let held = self.partitions[usize::from(p)].is_some();
+        held && !(self.durable && from.is_some_and(|f| f != p))
+    }
+
     fn flush(&mut self, partition: usize, ctx: &mut Context<Self>) {
         let batch = std::mem::take(&mut self.pending[partition]);
         if batch.entries.is_empty() {
@@ -144,12 +169,14 @@ impl SeenSet {
         let send = to.send(AdmitBatch {
             entries: batch.entries,
         });
+        let id = partition as u16;
+        let life = self.shortcut.life(id);
         // Back in the actor: what was admitted is known to the shortcut
         // before any sender hears of it.
         let answered = fut::wrap_future::<_, Self>(send).map(move |sent, act, _| {
             let result = sent.map_err(Failure::from).and_then(|r| r);
             if let Ok(admitted) = &result {
-                act.shortcut.admitted(admitted);
+                act.shortcut.admitted(id, life, admitted);
             }
             for waiter in batch.waiters {
                 let _ = waiter.send(result.clone());
@@ -182,6 +209,7 @@ impl Handler<Reroute<AdmitBatch>> for SeenSet {
     fn handle(&mut self, msg: Reroute<AdmitBatch>, _: &mut Self::Context) {
         if let Some(slot) = self.partitions.get_mut(usize::from(msg.id)) {
             *slot = msg.to;
+            self.shortcut.moved(msg.id);
         }
     }
 }
@@ -200,7 +228,12 @@ impl Handler<Discover> for SeenSet {
         let mut settled = 0;
         for candidate in msg.candidates {
             let outcome = self.entry(candidate);
-            if outcome.as_ref().is_ok_and(|e| self.shortcut.settles(e)) {
+            let of = |e: &AdmitEntry| urls::partition_of(&e.host, partitions);
+            // Settled here only where it would be admitted here.
+            let settles = |act: &mut Self, e: &AdmitEntry| {
+                act.takes_straight(of(e), msg.from) && act.shortcut.settles(of(e), e)
+            };
+            if outcome.as_ref().is_ok_and(|e| settles(self, e)) {
                 settled += 1;
                 if msg.detail {
                     outcomes.push((UrlOutcome::Seen, None));
@@ -225,8 +258,8 @@ impl Handler<Discover> for SeenSet {
                             .with_label_values(&[Excluded::Extension.label()])
                             .inc();
                     }
-                    let p = urls::partition_of(&entry.host, partitions);
-                    if self.partitions[usize::from(p)].is_none() {
+                    let p = of(&entry);
+                    if !self.takes_straight(p, msg.from) {
                         remote.entry(p).or_default().push(entry);
                         continue;
                     }
@@ -392,6 +425,7 @@ mod tests {
                         .send(Discover {
                             candidates,
                             detail: true,
+                            from: None,
                         })
                         .await
                         .unwrap()
@@ -459,6 +493,7 @@ mod tests {
             seen.send(Discover {
                 candidates,
                 detail: false,
+                from: None,
             })
             .await
             .unwrap()
@@ -474,5 +509,139 @@ mod tests {
             .map(|e| e.host.clone())
             .collect();
         assert_eq!(forwarded, remote, "normalised and ready for admission");
+    }
+
+    /// Hosts of partition `p` of two.
+    fn hosts_of(p: u16) -> Vec<String> {
+        (0..40)
+            .map(|i| format!("h{i}.test"))
+            .filter(|h| urls::partition_of(h, 2) == p)
+            .take(3)
+            .collect()
+    }
+
+    /// Offers a link to each of `hosts`, found by partition `from`, to a
+    /// SeenSet over two partitions held here (with a checkpoint chain if
+    /// `durable`); returns the answer and how many entries each partition
+    /// was offered.
+    fn discover_both_held(
+        durable: bool,
+        from: Option<u16>,
+        hosts: &[String],
+    ) -> (Discovered, [usize; 2]) {
+        let candidates: Vec<Candidate> = hosts
+            .iter()
+            .map(|h| candidate(&format!("http://{h}/")))
+            .collect();
+        actix_rt::System::new().block_on(async move {
+            let mut config = Config::defaults();
+            if durable {
+                config.cluster.enabled = true;
+                config.cluster.state_url = "file:///nowhere".into();
+            }
+            let scope = Scope::new(&config.scope, &config.traps, 2026).unwrap();
+            let offered = [(); 2].map(|()| Arc::new(std::sync::atomic::AtomicUsize::new(0)));
+            let partitions = offered
+                .iter()
+                .map(|o| {
+                    let admits = Admits {
+                        offered: o.clone(),
+                        ..Admits::default()
+                    };
+                    Some(admits.start().recipient())
+                })
+                .collect();
+            let seen = SeenSet::new(&config, scope, partitions, Arc::new(Metrics::new())).start();
+            let discovered = seen
+                .send(Discover {
+                    candidates,
+                    detail: false,
+                    from,
+                })
+                .await
+                .unwrap()
+                .unwrap();
+            let counts = offered.map(|o| o.load(std::sync::atomic::Ordering::Relaxed));
+            (discovered, counts)
+        })
+    }
+
+    #[test]
+    fn with_a_checkpoint_chain_only_the_finders_partition_takes_links_straight() {
+        let (mine, theirs) = (hosts_of(0), hosts_of(1));
+        let both: Vec<String> = mine.iter().chain(&theirs).cloned().collect();
+        let (discovered, offered) = discover_both_held(true, Some(0), &both);
+        assert_eq!(offered, [3, 0], "partition 1 is published on its own");
+        assert_eq!(discovered.admission.admitted, 3);
+        assert_eq!(discovered.remote.len(), 1);
+        assert_eq!(discovered.remote[0].partition, 1);
+        let outboxed: Vec<_> = discovered.remote[0]
+            .entries
+            .iter()
+            .map(|e| e.host.clone())
+            .collect();
+        assert_eq!(outboxed, theirs, "for the finder's outbox");
+        // Without a chain, a partition held here is as durable as another.
+        let (discovered, offered) = discover_both_held(false, Some(0), &both);
+        assert_eq!(offered, [3, 3]);
+        assert!(discovered.remote.is_empty());
+        // Seeds (no finder) go straight to whichever partition holds them.
+        let (discovered, offered) = discover_both_held(true, None, &both);
+        assert_eq!(offered, [3, 3]);
+        assert!(discovered.remote.is_empty());
+    }
+
+    #[test]
+    fn a_rerouted_partition_is_asked_again_about_links_its_old_store_admitted() {
+        let hosts = hosts_of(0);
+        let page = format!("http://{}/page", hosts[0]);
+        let domain = hosts[0].clone();
+        let offers = actix_rt::System::new().block_on(async move {
+            let config = Config::defaults();
+            let scope = Scope::new(&config.scope, &config.traps, 2026).unwrap();
+            let old = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let partition = Admits {
+                offered: old.clone(),
+                ..Admits::default()
+            };
+            let seen = SeenSet::new(
+                &config,
+                scope,
+                vec![Some(partition.start().recipient()), None],
+                Arc::new(Metrics::new()),
+            )
+            .start();
+            let offer = || Discover {
+                candidates: vec![linked(&page, &domain)],
+                detail: false,
+                from: Some(0),
+            };
+            seen.send(offer()).await.unwrap().unwrap();
+            seen.send(offer()).await.unwrap().unwrap();
+            // Partition 0 lost and held again, from an older checkpoint
+            // that does not have the page.
+            let new = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let restored = Admits {
+                offered: new.clone(),
+                ..Admits::default()
+            };
+            seen.send(Reroute::<AdmitBatch> { id: 0, to: None })
+                .await
+                .unwrap();
+            seen.send(Reroute::<AdmitBatch> {
+                id: 0,
+                to: Some(restored.start().recipient()),
+            })
+            .await
+            .unwrap();
+            let again = seen.send(offer()).await.unwrap().unwrap();
+            let load = |c: &Arc<std::sync::atomic::AtomicUsize>| {
+                c.load(std::sync::atomic::Ordering::Relaxed)
+            };
+            (load(&old), load(&new), again.admission.admitted)
+        });
+        // The second offer was settled by the shortcut; after the move
+        // the new store is asked, and admits the page.
+        assert_eq!(offers, (1, 1, 1));
     }
 }
