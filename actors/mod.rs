@@ -20,5 +20,5 @@ pub mod upload;
 
 pub use node::{
     ClusterStatus, CrashHostActor, CrashPartition, GetCluster, GetStatus, Node, NodeError,
-    NodeStatus, Seed, Shutdown, WhenAssigned, WhenIdle,
+    NodeStatus, Seed, SeedEach, Shutdown, WhenAssigned, WhenIdle,
 };

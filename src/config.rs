@@ -698,6 +698,35 @@ pub struct AdminConfig {
 pub struct LogConfig {
     /// `text` (human-readable lines) or `json` (one object per line).
     pub format: LogFormat,
+    /// Colour in text lines: `auto` (only when stderr is a terminal and
+    /// `NO_COLOR` is not set), `always` or `never`.
+    pub color: LogColor,
+}
+
+/// When text log lines carry ANSI colour codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogColor {
+    /// When stderr is a terminal and `NO_COLOR` is unset (a file, a pipe
+    /// or a journal gets plain lines).
+    Auto,
+    /// Always (a pager that shows colour, say).
+    Always,
+    /// Never.
+    Never,
+}
+
+impl LogColor {
+    /// Whether lines written to a stream that `is_terminal` (or not) are
+    /// coloured, `no_color` being whether `NO_COLOR` is set (non-empty,
+    /// as no-color.org says).
+    pub fn ansi(self, is_terminal: bool, no_color: bool) -> bool {
+        match self {
+            LogColor::Auto => is_terminal && !no_color,
+            LogColor::Always => true,
+            LogColor::Never => false,
+        }
+    }
 }
 
 /// The log line format.
@@ -1365,5 +1394,21 @@ mod tests {
     #[test]
     fn product_token_is_the_first_word() {
         assert_eq!(Config::defaults().crawl.product_token(), "trawl");
+    }
+
+    #[test]
+    fn log_colour_follows_the_terminal_unless_forced() {
+        assert_eq!(Config::defaults().log.color, LogColor::Auto);
+        assert!(LogColor::Auto.ansi(true, false));
+        assert!(
+            !LogColor::Auto.ansi(false, false),
+            "a file gets plain lines"
+        );
+        assert!(!LogColor::Auto.ansi(true, true), "NO_COLOR");
+        assert!(LogColor::Always.ansi(false, true));
+        assert!(!LogColor::Never.ansi(true, false));
+        let config = layer("[log]\ncolor = \"never\"\n").unwrap();
+        assert_eq!(config.log.color, LogColor::Never);
+        assert!(layer("[log]\ncolor = \"sometimes\"\n").is_err());
     }
 }

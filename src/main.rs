@@ -72,7 +72,10 @@ fn main() -> std::process::ExitCode {
     let args = Args::parse();
     // `run` logs in the format its config asks for, once it has read it.
     if !matches!(args.command, Command::Run(_)) {
-        cli::init_logging(trawl::config::LogFormat::Text);
+        cli::init_logging(
+            trawl::config::LogFormat::Text,
+            trawl::config::LogColor::Auto,
+        );
     }
     let result = match args.command {
         Command::Demo(a) => cli::demo::main(a),

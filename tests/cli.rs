@@ -219,3 +219,93 @@ fn simhash_prints_close_fingerprints_for_near_duplicate_files() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(1));
 }
+
+#[test]
+fn seeds_refused_are_named_with_their_reason_and_all_refused_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("trawl.toml");
+    let extra = "[admin]\nenabled = false\n";
+    std::fs::write(
+        &config,
+        trawl::testweb::config_layer(&dir.path().join("crawl"), 0, extra),
+    )
+    .unwrap();
+    let out = trawl()
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .args(["run", "--until-idle", "--seed", "ht!tp://x", "--seed"])
+        .arg("ftp://files.test/")
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let log = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        !out.status.success(),
+        "nothing to crawl is a failure:\n{log}"
+    );
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("seed refused")).collect();
+    assert_eq!(refused.len(), 2, "{log}");
+    assert!(
+        refused[0].contains("ht!tp://x") && refused[0].contains("invalid"),
+        "{log}"
+    );
+    assert!(refused[1].contains("ftp://files.test/"), "{log}");
+    assert!(log.contains("every seed given was refused"), "{log}");
+}
+
+#[test]
+fn run_until_idle_ends_with_a_summary_on_stderr_and_as_json() {
+    use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 2,
+        pages_per_host: 8,
+        seed: 7,
+        behaviours: false,
+    });
+    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1).unwrap();
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("trawl.toml");
+    let extra = "[admin]\nenabled = false\n";
+    std::fs::write(
+        &config,
+        trawl::testweb::config_layer(&dir.path().join("crawl"), 0, extra),
+    )
+    .unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let json = dir.path().join("summary.json");
+    let out = trawl()
+        .args(["run", "--until-idle", "--config"])
+        .arg(&config)
+        .arg("--seeds")
+        .arg(&seeds)
+        .arg("--summary-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let log = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("crawl summary:"), "{log}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    // Every response the server sent (robots.txt included), by class.
+    let records = server.log().records();
+    let class = |lo: u16| {
+        records
+            .iter()
+            .filter(|r| (lo..lo + 100).contains(&r.status))
+            .count() as u64
+    };
+    let counted = |c: &str| summary["responses"][c].as_u64().unwrap_or(0);
+    assert_eq!(counted("2xx"), class(200), "{summary}");
+    assert_eq!(counted("4xx"), class(400), "{summary}");
+    assert!(class(400) > 0, "the web has missing pages");
+    assert_eq!(
+        summary["seeds"]["admitted"].as_u64(),
+        Some(web.seeds(port).len() as u64)
+    );
+    assert!(summary["warc_records"].as_u64().unwrap() >= class(200));
+    assert_eq!(summary["interrupted"], false);
+}

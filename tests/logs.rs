@@ -1,7 +1,8 @@
 //! Routine per-host events stay out of the default (INFO) log: a crawl of
 //! hosts whose robots.txt is unreachable, retried until given up, logs a
 //! few lines in all, not a few per host (a crawl of 100,000 unreachable
-//! hosts once printed 200,000 lines in 76 s).
+//! hosts once printed 200,000 lines in 76 s). And a log written to a
+//! file or a pipe holds plain lines, without colour codes, unless asked.
 
 mod common;
 
@@ -12,8 +13,9 @@ use common::*;
 
 const HOSTS: usize = 40;
 
-#[test]
-fn unreachable_hosts_do_not_flood_the_info_log() {
+/// Crawls `hosts` hosts whose every connection is refused, with `extra`
+/// layered on the test config, stderr piped; returns the log.
+fn crawl_dead_hosts(hosts: usize, extra: &str) -> String {
     // A loopback port with nothing listening: every connection is refused.
     let port = {
         let probe = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -22,8 +24,9 @@ fn unreachable_hosts_do_not_flood_the_info_log() {
     let data = tempfile::tempdir().unwrap();
     let config_path = data.path().join("trawl.toml");
     let seeds_path = data.path().join("seeds.txt");
-    std::fs::write(&config_path, config_toml(&data.path().join("crawl"), 5, 4)).unwrap();
-    let seeds: Vec<String> = (0..HOSTS)
+    let config = config_toml(&data.path().join("crawl"), 5, 4) + extra;
+    std::fs::write(&config_path, config).unwrap();
+    let seeds: Vec<String> = (0..hosts)
         .map(|i| format!("http://dead{i}.test:{port}/"))
         .collect();
     std::fs::write(&seeds_path, seeds.join("\n")).unwrap();
@@ -33,11 +36,32 @@ fn unreachable_hosts_do_not_flood_the_info_log() {
         .arg("--seeds")
         .arg(&seeds_path)
         .env("RUST_LOG", "info")
+        .env_remove("NO_COLOR")
         .stdout(Stdio::null())
         .output()
         .expect("run trawl");
     assert!(out.status.success(), "{out:?}");
-    let log = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8(out.stderr).expect("a log in UTF-8")
+}
+
+/// The escape that starts an ANSI colour code.
+const ESC: char = '\u{1b}';
+
+#[test]
+fn a_log_that_is_not_a_terminal_is_plain_unless_colour_is_asked_for() {
+    let plain = crawl_dead_hosts(1, "");
+    assert!(plain.contains("INFO"), "{plain}");
+    assert!(
+        !plain.contains(ESC),
+        "colour codes in a piped log:\n{plain}"
+    );
+    let coloured = crawl_dead_hosts(1, "[log]\ncolor = \"always\"\n");
+    assert!(coloured.contains(&format!("{ESC}[")), "{coloured}");
+}
+
+#[test]
+fn unreachable_hosts_do_not_flood_the_info_log() {
+    let log = crawl_dead_hosts(HOSTS, "");
     let per_host = log.lines().filter(|l| l.contains("dead")).count();
     // Every host's robots.txt failed at least three times before it was
     // given up: at one line per event that would be 120+ lines.

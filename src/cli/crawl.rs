@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use trawl::actors::messages::ArchiveSnapshot;
-use trawl::actors::{Node, Seed, Shutdown, WhenIdle};
+use trawl::actors::messages::UrlOutcome;
+use trawl::actors::{Node, SeedEach, Shutdown, WhenIdle};
 use trawl::config::Config;
 use trawl::metrics::Metrics;
 
@@ -21,6 +22,11 @@ pub struct CrawlOutcome {
     pub interrupted: bool,
     /// Pages completed during this run.
     pub completed: u64,
+    /// Seeds were given and every one was refused (invalid, out of
+    /// scope...): the crawl stopped at once, nothing of it fetched.
+    pub seeds_all_refused: bool,
+    /// What the run did, from the node's counters.
+    pub summary: super::summary::Summary,
 }
 
 /// Seeds offered to the node per message: a seeds file of millions of
@@ -65,10 +71,16 @@ pub async fn crawl(
         filtered = seeds.filtered,
         "seeds offered"
     );
+    let seeds_all_refused = seeds.all_refused();
+    if seeds_all_refused {
+        tracing::error!("every seed was refused (see above why): nothing to crawl");
+    }
     let progress = Progress::start(node.clone());
 
     let idle = async {
-        if until_idle {
+        if seeds_all_refused {
+            // Straight to the shutdown: the caller exits with an error.
+        } else if until_idle {
             let _ = node.send(WhenIdle).await;
         } else {
             std::future::pending::<()>().await;
@@ -96,20 +108,53 @@ pub async fn crawl(
     if let Some(admin) = admin {
         admin.handle.stop(true).await;
     }
+    let elapsed = started.elapsed();
+    let summary =
+        super::summary::Summary::new(&metrics, elapsed, interrupted, status.completed, seeds);
     Ok(CrawlOutcome {
         archive,
-        elapsed: started.elapsed(),
+        elapsed,
         interrupted,
         completed: status.completed,
+        seeds_all_refused,
+        summary,
     })
 }
 
-/// Offers `seeds` in batches of [`SEED_BATCH`]; the counts of them all.
+/// What became of the seeds offered.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SeedCounts {
+    /// Newly queued.
+    pub admitted: usize,
+    /// Known already (or forwarded to their partition's owner).
+    pub seen: usize,
+    /// Refused, each named in the log with its reason.
+    pub filtered: usize,
+}
+
+impl SeedCounts {
+    /// Adds one seed's outcome.
+    fn count(&mut self, outcome: UrlOutcome) {
+        match outcome {
+            UrlOutcome::Admitted => self.admitted += 1,
+            UrlOutcome::Seen | UrlOutcome::Forwarded => self.seen += 1,
+            UrlOutcome::Filtered(_) => self.filtered += 1,
+        }
+    }
+
+    /// Seeds were offered and none was taken.
+    pub fn all_refused(&self) -> bool {
+        self.filtered > 0 && self.admitted == 0 && self.seen == 0
+    }
+}
+
+/// Offers `seeds` in batches of [`SEED_BATCH`], naming in the log each
+/// one refused and why; the counts of them all.
 async fn offer_seeds(
     node: &actix::Addr<Node>,
     seeds: impl IntoIterator<Item = anyhow::Result<String>>,
-) -> anyhow::Result<trawl::actors::messages::Admission> {
-    let mut total = trawl::actors::messages::Admission::default();
+) -> anyhow::Result<SeedCounts> {
+    let mut total = SeedCounts::default();
     let mut batch = Vec::with_capacity(SEED_BATCH);
     let mut seeds = seeds.into_iter().peekable();
     while seeds.peek().is_some() {
@@ -117,16 +162,19 @@ async fn offer_seeds(
         for seed in seeds.by_ref().take(SEED_BATCH) {
             batch.push(seed?);
         }
-        let admission = node
-            .send(Seed {
-                urls: std::mem::take(&mut batch),
+        let outcomes = node
+            .send(SeedEach {
+                urls: batch.clone(),
             })
             .await
             .context("node mailbox")?
             .context("admitting seeds")?;
-        total.admitted += admission.admitted;
-        total.seen += admission.seen;
-        total.filtered += admission.filtered;
+        for (url, outcome) in batch.iter().zip(outcomes) {
+            if let UrlOutcome::Filtered(reason) = outcome {
+                tracing::warn!(seed = %url, reason, "seed refused");
+            }
+            total.count(outcome);
+        }
     }
     Ok(total)
 }

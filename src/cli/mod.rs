@@ -6,20 +6,27 @@ pub mod progress;
 pub mod robots;
 pub mod run;
 pub mod simhash;
+pub mod summary;
 pub mod testweb;
 pub mod url;
 
 pub mod ctl;
 
-use trawl::config::LogFormat;
+use std::io::IsTerminal;
+
+use trawl::config::{LogColor, LogFormat};
 
 /// Logs to stderr in `format`, `info` by default, `RUST_LOG` to change.
 /// One line per notable event: nothing is logged per request at `info`.
-pub fn init_logging(format: LogFormat) {
+/// Text lines are coloured as `color` says: by default only on a
+/// terminal, so a log file or the journal holds plain lines.
+pub fn init_logging(format: LogFormat, color: LogColor) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,actix_server=warn"));
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(color.ansi(std::io::stderr().is_terminal(), no_color))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

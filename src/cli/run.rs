@@ -23,6 +23,10 @@ pub struct RunArgs {
     /// Exit once nothing is queued or in flight.
     #[arg(long)]
     until_idle: bool,
+    /// Also write the end-of-run summary (printed on stderr) to this file,
+    /// as one JSON object.
+    #[arg(long)]
+    summary_json: Option<PathBuf>,
 }
 
 /// The seed URLs of a file, one per line (`#` starts a comment), read as
@@ -45,11 +49,14 @@ fn seed_lines(path: &Path) -> anyhow::Result<impl Iterator<Item = anyhow::Result
 /// Runs `trawl run`.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let loaded = trawl::validate::load(args.config.as_deref());
-    super::init_logging(
-        loaded
-            .as_ref()
-            .map_or(trawl::config::LogFormat::Text, |c| c.log.format),
+    let (format, color) = loaded.as_ref().map_or(
+        (
+            trawl::config::LogFormat::Text,
+            trawl::config::LogColor::Auto,
+        ),
+        |c| (c.log.format, c.log.color),
     );
+    super::init_logging(format, color);
     let mut config = loaded?;
     if let Some(data) = args.data {
         config.storage.data_dir = data;
@@ -69,5 +76,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         seconds = format!("{:.1}", outcome.elapsed.as_secs_f64()),
         "crawl stopped"
     );
+    eprintln!("{}", outcome.summary);
+    if let Some(path) = &args.summary_json {
+        outcome.summary.write_json(path)?;
+    }
+    if outcome.seeds_all_refused {
+        anyhow::bail!("every seed given was refused; nothing was crawled");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,177 @@
+//! The end-of-crawl summary: what this run did, read from the node's own
+//! counters once it has stopped, so a script needs no `/metrics` scrape
+//! while the crawl runs. Printed on stderr (a few lines) and, with `trawl
+//! run --summary-json FILE`, written as one JSON object.
+//!
+//! The counts are this process's: a crawl resumed from its data directory
+//! reports what this run added, not the crawl's totals.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use prometheus::core::Collector;
+use prometheus::IntCounterVec;
+use serde::Serialize;
+
+use super::crawl::SeedCounts;
+use trawl::metrics::Metrics;
+
+/// What one run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Wall time of the run, in seconds.
+    pub seconds: f64,
+    /// Stopped by SIGINT/SIGTERM, not by running out of work.
+    pub interrupted: bool,
+    /// What became of the seeds given.
+    pub seeds: SeedCounts,
+    /// Pages whose processing completed.
+    pub pages_completed: u64,
+    /// Responses received, by status class (`2xx` … `5xx`).
+    pub responses: BTreeMap<String, u64>,
+    /// Response body bytes received.
+    pub bytes_fetched: u64,
+    /// WARC records written.
+    pub warc_records: u64,
+    /// WARC bytes written.
+    pub warc_bytes: u64,
+    /// Fetches that failed, by kind (`timeout`, `connect`, ...).
+    pub fetch_errors: BTreeMap<String, u64>,
+    /// URLs that left the crawl, by reason (`gone`, `disallowed`, `moved`).
+    pub removed: BTreeMap<String, u64>,
+    /// Candidate URLs not admitted, by reason (depth, scope and trap
+    /// rules, budgets, the per-page link cap).
+    pub urls_dropped: BTreeMap<String, u64>,
+    /// Duplicate responses, by kind.
+    pub duplicates: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    /// The summary of a run that took `elapsed`, completed `completed`
+    /// pages and offered `seeds`, from `metrics`.
+    pub fn new(
+        metrics: &Metrics,
+        elapsed: Duration,
+        interrupted: bool,
+        completed: u64,
+        seeds: SeedCounts,
+    ) -> Self {
+        Summary {
+            seconds: (elapsed.as_secs_f64() * 10.0).round() / 10.0,
+            interrupted,
+            seeds,
+            pages_completed: completed,
+            responses: by_label(&metrics.pages),
+            bytes_fetched: metrics.fetched_bytes.get(),
+            warc_records: metrics.warc_records.get(),
+            warc_bytes: metrics.warc_bytes.get(),
+            fetch_errors: by_label(&metrics.fetch_errors),
+            removed: by_label(&metrics.removed),
+            urls_dropped: by_label(&metrics.urls_dropped),
+            duplicates: by_label(&metrics.duplicates),
+        }
+    }
+
+    /// Writes the summary to `path` as one JSON object.
+    pub fn write_json(&self, path: &Path) -> anyhow::Result<()> {
+        let json = serde_json::to_vec_pretty(self).context("encoding the summary")?;
+        std::fs::write(path, json)
+            .with_context(|| format!("writing the summary to {}", path.display()))
+    }
+}
+
+/// A counter family's non-zero series by their (one) label's value.
+fn by_label(family: &IntCounterVec) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for metric in family.collect().iter().flat_map(|f| f.get_metric()) {
+        let value = metric.get_counter().get_value() as u64;
+        if value == 0 {
+            continue;
+        }
+        let label = metric
+            .get_label()
+            .iter()
+            .map(|l| l.value())
+            .collect::<Vec<_>>()
+            .join(",");
+        *out.entry(label).or_default() += value;
+    }
+    out
+}
+
+/// `a 3 · b 1`, or `none`.
+fn list(counts: &BTreeMap<String, u64>) -> String {
+    if counts.is_empty() {
+        return "none".into();
+    }
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+impl fmt::Display for Summary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = if self.interrupted {
+            "interrupted"
+        } else {
+            "ran out of work"
+        };
+        writeln!(f, "crawl summary: {} s, {how}", self.seconds)?;
+        writeln!(f, "  pages completed  {}", self.pages_completed)?;
+        writeln!(f, "  responses        {}", list(&self.responses))?;
+        writeln!(
+            f,
+            "  fetched          {} bytes; archived {} records, {} bytes of WARC",
+            self.bytes_fetched, self.warc_records, self.warc_bytes
+        )?;
+        writeln!(f, "  fetch errors     {}", list(&self.fetch_errors))?;
+        writeln!(f, "  removed          {}", list(&self.removed))?;
+        writeln!(f, "  URLs dropped     {}", list(&self.urls_dropped))?;
+        writeln!(f, "  duplicates       {}", list(&self.duplicates))?;
+        let s = &self.seeds;
+        write!(
+            f,
+            "  seeds            admitted {} · seen {} · refused {}",
+            s.admitted, s.seen, s.filtered
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_come_from_the_metrics_zeros_left_out() {
+        let metrics = Metrics::new();
+        metrics.pages.with_label_values(&["2xx"]).inc_by(7);
+        metrics.pages.with_label_values(&["4xx"]).inc();
+        metrics
+            .fetch_errors
+            .with_label_values(&["timeout"])
+            .inc_by(2);
+        metrics.removed.with_label_values(&["gone"]).inc();
+        let seeds = SeedCounts {
+            admitted: 1,
+            ..SeedCounts::default()
+        };
+        let s = Summary::new(&metrics, Duration::from_millis(1234), false, 8, seeds);
+        assert_eq!(s.seconds, 1.2);
+        assert_eq!(s.responses.get("2xx"), Some(&7));
+        assert_eq!(s.responses.get("4xx"), Some(&1));
+        assert!(!s.responses.contains_key("5xx"));
+        assert_eq!(s.fetch_errors, BTreeMap::from([("timeout".into(), 2)]));
+        let text = s.to_string();
+        assert!(text.contains("pages completed  8"), "{text}");
+        assert!(text.contains("2xx 7 · 4xx 1"), "{text}");
+        assert!(text.contains("duplicates       none"), "{text}");
+        let json: serde_json::Value = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["removed"]["gone"], 1);
+        assert_eq!(json["seeds"]["admitted"], 1);
+    }
+}
