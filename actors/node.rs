@@ -83,6 +83,9 @@ const OUTBOX_POLL: Duration = Duration::from_millis(100);
 
 /// How often the node checks whether the crawl ran out of work.
 const IDLE_POLL: Duration = Duration::from_millis(50);
+/// How often the data directory's free space is read (a Prometheus scrape
+/// interval).
+const STORAGE_POLL: Duration = Duration::from_secs(15);
 /// How soon a single node checks again when its scheduler says the end
 /// is near (`scheduler::idle`): the end of a crawl is seen within a few
 /// milliseconds instead of half an [`IDLE_POLL`] on average (~25 ms of a
@@ -588,8 +591,23 @@ impl Node {
             .held(crate::url::partition_of(host, self.schedule.partitions()))
     }
 
+    /// Shows the space left on the data directory's filesystem.
+    fn measure_storage(&self) {
+        match crate::store::space::space(&self.data_dir) {
+            Ok(space) => {
+                let bytes = |b: u64| i64::try_from(b).unwrap_or(i64::MAX);
+                self.metrics.storage_available.set(bytes(space.available));
+                self.metrics.storage_capacity.set(bytes(space.capacity));
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, "cannot read the data directory's filesystem space")
+            }
+        }
+    }
+
     fn poll_partitions(&mut self, ctx: &mut Context<Self>) {
         self.supervise_partitions();
+        self.metrics.partitions_held.set(self.held().count() as i64);
         let asks: Vec<_> = self
             .held()
             .map(|h| h.addr.send(GetPartitionSnapshot))
@@ -644,6 +662,11 @@ impl Actor for Node {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        self.metrics
+            .partitions
+            .set(i64::from(self.schedule.partitions()));
+        self.measure_storage();
+        ctx.run_interval(STORAGE_POLL, |act, _| act.measure_storage());
         ctx.run_interval(IDLE_POLL, |act, ctx| act.poll_partitions(ctx));
         if self.cluster.is_some() {
             ctx.run_interval(OUTBOX_POLL, |act, ctx| act.send_outboxes(ctx));

@@ -144,6 +144,7 @@ impl UploadActor {
     /// next retry.
     fn kick(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
+        self.metrics.upload_pending.set(self.pending.len() as i64);
         while self.pending.in_flight() < self.concurrency {
             let Some(file) = self.pending.next_ready(now) else {
                 break;

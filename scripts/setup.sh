@@ -5,8 +5,10 @@
 # indexer to check trawl's indexes against; schemathesis to fuzz the admin
 # API; moto's S3 server, which tests/upload.rs uploads WARC files to) and
 # Prometheus for the monitoring test (tests/monitoring.rs runs the
-# dashboard's queries on a real one). With TRAWL_NEED_NETNS=1, iproute2
-# (tests/cluster_hosts.rs and the cluster demo make network namespaces).
+# dashboard's queries on a real one, and the alert rules' unit tests with
+# its promtool). With TRAWL_NEED_NETNS=1, iproute2 (tests/cluster_hosts.rs
+# and the cluster demo make network namespaces). With TRAWL_NEED_SYSTEMD=1,
+# systemd's systemd-analyze (tests/cli.rs verifies the service unit).
 # With TRAWL_NEED_BENCH=1, nginx (with its echo module, for a delayed
 # web) and GNU time for the side-by-side bench (benches/sidebyside/run.sh
 # serves its web with nginx and measures each crawler with /usr/bin/time). Checks
@@ -29,7 +31,12 @@ if command -v dpkg >/dev/null 2>&1; then
     command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
   fi
   if [ "${TRAWL_NEED_PROMETHEUS:-0}" = 1 ]; then
-    [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+    # promtool (the alert rules' tests) comes with it.
+    [ -x /usr/bin/prometheus ] && [ -x /usr/bin/promtool ] || missing+=(prometheus)
+  fi
+  if [ "${TRAWL_NEED_SYSTEMD:-0}" = 1 ]; then
+    # systemd-analyze verify checks the shipped service unit.
+    [ -x /usr/bin/systemd-analyze ] || missing+=(systemd)
   fi
   if [ "${TRAWL_NEED_BENCH:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)

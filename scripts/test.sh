@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 export TRAWL_NEED_PYTHON=1
 export TRAWL_NEED_PROMETHEUS=1
 export TRAWL_NEED_NETNS=1
+export TRAWL_NEED_SYSTEMD=1
 # The multi-host tests (tests/cluster_hosts.rs) make network namespaces,
 # which needs root: as root they must run (a failure to make one fails
 # them); as another user they say they are skipped.

@@ -197,6 +197,17 @@ pub struct Metrics {
     /// Bytes a restore of a partition took, by `source`: `downloaded`
     /// from the state store, or `reused` from files already on disk.
     pub restore_bytes: IntCounterVec,
+    /// The crawl's partition count (every node says it: a partition is
+    /// without an owner while the nodes hold fewer).
+    pub partitions: IntGauge,
+    /// Partitions this node holds now.
+    pub partitions_held: IntGauge,
+    /// WARC files closed and not yet uploaded (`[upload]`).
+    pub upload_pending: IntGauge,
+    /// Bytes free to this process on the data directory's filesystem.
+    pub storage_available: IntGauge,
+    /// Size of the data directory's filesystem, in bytes.
+    pub storage_capacity: IntGauge,
 }
 
 impl Metrics {
@@ -541,6 +552,23 @@ impl Metrics {
                 "trawl_restore_bytes_total",
                 "Bytes of partitions restored from the state store, by source (downloaded, reused).",
                 "source",
+            ),
+            partitions: gauge(
+                "trawl_partitions",
+                "Partitions of the crawl (each node reports the count).",
+            ),
+            partitions_held: gauge("trawl_partitions_held", "Partitions this node holds."),
+            upload_pending: gauge(
+                "trawl_upload_pending_files",
+                "Closed WARC files waiting to be uploaded to object storage, or being uploaded.",
+            ),
+            storage_available: gauge(
+                "trawl_storage_available_bytes",
+                "Bytes free to trawl on the data directory's filesystem.",
+            ),
+            storage_capacity: gauge(
+                "trawl_storage_capacity_bytes",
+                "Size of the data directory's filesystem.",
             ),
             registry,
         }

@@ -1,5 +1,5 @@
 //! The command line as a user meets it: config printing and errors, the
-//! demo's verdict.
+//! demo's verdict, the end of a run; and the service unit that runs it.
 
 use std::process::Command;
 
@@ -308,4 +308,58 @@ fn run_until_idle_ends_with_a_summary_on_stderr_and_as_json() {
     );
     assert!(summary["warc_records"].as_u64().unwrap() >= class(200));
     assert_eq!(summary["interrupted"], false);
+}
+
+/// `systemd-analyze`: `TRAWL_SYSTEMD_ANALYZE`, or the system's.
+fn systemd_analyze() -> std::path::PathBuf {
+    let path = std::env::var_os("TRAWL_SYSTEMD_ANALYZE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/systemd-analyze".into());
+    assert!(
+        path.is_file(),
+        "no systemd-analyze at {}: run `TRAWL_NEED_SYSTEMD=1 source scripts/setup.sh`",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn the_service_unit_passes_systemd_analyze_verify() {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/config/systemd/trawl.service"
+    ))
+    .unwrap();
+    let exec = "ExecStart=/usr/local/bin/trawl run --config /etc/trawl/trawl.toml";
+    assert!(shipped.contains(exec), "{shipped}");
+    // Its stop timeout leaves room for a graceful stop.
+    let stop: u64 = shipped
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .expect("a stop timeout")
+        .parse()
+        .unwrap();
+    let grace = trawl::config::Config::defaults().crawl.shutdown_timeout;
+    assert!(stop >= 2 * grace.as_secs(), "TimeoutStopSec={stop}");
+    // Verified with the binary this build made where the unit expects it
+    // (verify checks that ExecStart is executable).
+    let dir = tempfile::tempdir().unwrap();
+    let unit = dir.path().join("trawl.service");
+    let here = format!(
+        "ExecStart={} run --config /etc/trawl/trawl.toml",
+        env!("CARGO_BIN_EXE_trawl")
+    );
+    std::fs::write(&unit, shipped.replace(exec, &here)).unwrap();
+    let out = Command::new(systemd_analyze())
+        .args(["verify", "--man=no"])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A bad value is only a warning to verify: none may be printed.
+    assert!(out.status.success() && said.trim().is_empty(), "{said}");
 }

@@ -72,6 +72,69 @@ fn prometheus_config(targets: &[SocketAddr]) -> String {
         .replace(interval, &format!("  scrape_interval: {SCRAPE_INTERVAL}"))
 }
 
+/// The alert names of the shipped `alerts.yml`, in order.
+fn shipped_alerts() -> Vec<String> {
+    let text = std::fs::read_to_string(repo_file("config/monitoring/alerts.yml")).unwrap();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `promtool`: `TRAWL_PROMTOOL`, or the Debian package's (it comes with
+/// Prometheus).
+fn promtool() -> PathBuf {
+    let path = std::env::var_os("TRAWL_PROMTOOL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/promtool"));
+    assert!(path.is_file(), "no promtool at {}", path.display());
+    path
+}
+
+#[test]
+fn the_alert_rules_are_valid_and_pass_their_unit_tests() {
+    let alerts = shipped_alerts();
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    // Each rule's runbook_url is a section of docs/operations.md (the
+    // anchor of a `### Name` heading is its name in lower case).
+    let rules = std::fs::read_to_string(repo_file("config/monitoring/alerts.yml")).unwrap();
+    let anchors: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("runbook_url: \"docs/operations.md#"))
+        .map(|a| a.trim_end_matches('"'))
+        .collect();
+    assert_eq!(anchors.len(), alerts.len(), "a runbook_url per alert");
+    let operations = std::fs::read_to_string(repo_file("docs/operations.md")).unwrap();
+    let sections: Vec<String> = operations
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .map(str::to_lowercase)
+        .collect();
+    for anchor in anchors {
+        assert!(
+            sections.iter().any(|s| s == anchor),
+            "no runbook section for #{anchor} in docs/operations.md"
+        );
+    }
+    for args in [
+        ["check", "rules", "config/monitoring/alerts.yml"],
+        ["test", "rules", "config/monitoring/alerts_test.yml"],
+    ] {
+        let out = Command::new(promtool())
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run promtool");
+        assert!(
+            out.status.success(),
+            "promtool {}:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 fn free_tcp() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -85,6 +148,12 @@ fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     let data = tempfile::tempdir().unwrap();
     let config = data.path().join("prometheus.yml");
     std::fs::write(&config, prometheus_config(targets)).unwrap();
+    // The shipped rules, where the shipped config names them.
+    std::fs::copy(
+        repo_file("config/monitoring/alerts.yml"),
+        data.path().join("alerts.yml"),
+    )
+    .unwrap();
     let listen = free_tcp();
     let child = Command::new(binary)
         .arg(format!("--config.file={}", config.display()))
@@ -372,6 +441,29 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
         // series of a partition a node handed over are gone.
         let shown = instant(client, base, "count(trawl_partition_queued_urls)").await;
         assert_eq!(shown, [f64::from(PARTITIONS)]);
+        // What the alert rules read is there: every partition held, the
+        // data disk's space known; and every shipped rule is loaded.
+        let unowned = "max(trawl_partitions) - sum(trawl_partitions_held)";
+        assert_eq!(instant(client, base, unowned).await, [0.0]);
+        let free = "trawl_storage_available_bytes / trawl_storage_capacity_bytes";
+        let free = instant(client, base, free).await;
+        assert_eq!(free.len(), 2, "{free:?}");
+        assert!(free.iter().all(|f| *f > 0.0 && *f <= 1.0), "{free:?}");
+        let rules = api(client, &format!("{base}/api/v1/rules"))
+            .await
+            .expect("Prometheus answers");
+        let loaded: Vec<String> = rules["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap())
+            .filter_map(|r| r["name"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(
+            loaded,
+            shipped_alerts(),
+            "alerts.yml as Prometheus loaded it"
+        );
 
         admin1.handle.stop(true).await;
         admin2.handle.stop(true).await;

@@ -37,6 +37,7 @@ mod record;
 mod recrawl;
 mod schema;
 mod slowdowns;
+pub mod space;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;

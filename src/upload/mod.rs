@@ -131,6 +131,11 @@ impl Pending {
         self.in_flight.len()
     }
 
+    /// Files waiting or in flight.
+    pub fn len(&self) -> usize {
+        self.waiting.len() + self.in_flight.len()
+    }
+
     /// Nothing waits and nothing is in flight.
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty() && self.in_flight.is_empty()
