@@ -584,7 +584,14 @@ impl Runner {
                     .await?;
                 let findings =
                     response::page_findings(parsed.page, header.as_deref(), &job.url, value.depth);
+                if findings.links_dropped > 0 {
+                    self.metrics
+                        .urls_dropped
+                        .with_label_values(&["link_cap"])
+                        .inc_by(findings.links_dropped as u64);
+                }
                 let mut record = self.record(job, findings.robots_meta);
+                record.links_dropped = findings.links_dropped;
                 record.canonical = findings.canonical;
                 record.simhash = findings.simhash;
                 record.digest = Some(parsed.digest);

@@ -65,6 +65,8 @@ pub struct ArchiveRequest {
     pub robots_meta: Option<String>,
     /// Links found.
     pub links_out: usize,
+    /// Links dropped over the per-page cap.
+    pub links_dropped: usize,
     /// Simhash of the page's visible text, if it is an HTML page.
     pub simhash: Option<u64>,
     /// The URL's last visit on record (a refresh), to judge change against.
@@ -113,6 +115,7 @@ impl ArchiveRequest {
             canonical: None,
             robots_meta: None,
             links_out: 0,
+            links_dropped: 0,
             simhash: None,
             previous: None,
             not_modified: false,
@@ -494,6 +497,7 @@ impl Archiver {
             duplicate_of: None,
             robots_meta: req.robots_meta.clone(),
             links_out: req.links_out,
+            links_dropped: req.links_dropped,
             kind: req.kind,
             depth: req.depth,
             changed: None,
@@ -531,6 +535,7 @@ impl Archiver {
             duplicate_of: None,
             robots_meta: None,
             links_out: 0,
+            links_dropped: 0,
             kind: EventKind::Removed,
             depth: removed.depth,
             changed: None,
@@ -559,6 +564,7 @@ impl Archiver {
             duplicate_of: None,
             robots_meta: None,
             links_out: 0,
+            links_dropped: 0,
             kind: EventKind::Uploaded,
             depth: 0,
             changed: None,

@@ -47,8 +47,12 @@ pub struct Event {
     /// Robots directives from the meta tag and the `X-Robots-Tag` header
     /// (`noindex`, `nofollow`, ...), comma-joined.
     pub robots_meta: Option<String>,
-    /// Links found on the page.
+    /// Distinct links found on the page (kept under the per-page cap).
     pub links_out: usize,
+    /// Distinct links dropped over `[parse] max_links_per_page`; absent
+    /// when none was.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub links_dropped: usize,
     /// `page`, `robots` (robots.txt) or `sitemap`.
     pub kind: EventKind,
     /// Hops from the seed.
@@ -67,6 +71,11 @@ pub struct Event {
     /// `url`, the file's SHA-256 `content_sha256`); absent from others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+}
+
+/// Serde's test for a count left out of an event when it is 0.
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What kind of fetch an event records.
@@ -241,6 +250,7 @@ mod tests {
             duplicate_of: None,
             robots_meta: None,
             links_out: 3,
+            links_dropped: 0,
             kind: EventKind::Page,
             depth: 0,
             changed: None,
@@ -329,5 +339,19 @@ mod tests {
         assert!(on_disk >= before + Writeback::EVERY_BYTES);
         w.flush().unwrap();
         assert_eq!(read_all(&path).unwrap().len(), n + 1);
+    }
+
+    #[test]
+    fn links_dropped_is_written_only_when_some_were() {
+        let quiet = serde_json::to_value(event("http://a.test/")).unwrap();
+        assert!(quiet.get("links_dropped").is_none(), "{quiet}");
+        let capped = Event {
+            links_dropped: 7,
+            ..event("http://a.test/")
+        };
+        let json = serde_json::to_value(&capped).unwrap();
+        assert_eq!(json["links_dropped"], 7);
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back.links_dropped, 7);
     }
 }

@@ -198,6 +198,8 @@ pub struct PageFindings {
     pub robots_meta: Option<String>,
     /// Simhash of the visible text.
     pub simhash: Option<u64>,
+    /// Distinct links dropped over `[parse] max_links_per_page`.
+    pub links_dropped: usize,
 }
 
 /// Meta robots adds to X-Robots-Tag (`header`); either one's `nofollow` or
@@ -224,6 +226,7 @@ pub fn page_findings(
         canonical: parsed.canonical,
         robots_meta,
         simhash: parsed.simhash,
+        links_dropped: parsed.links_dropped,
     }
 }
 

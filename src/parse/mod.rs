@@ -27,9 +27,10 @@ pub use bounded::{CutReason, ParseClock, ParseCut, ParseLimits, Stopwatch};
 /// What the crawl needs from a page.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedPage {
-    /// Absolute link targets in document order (before dedup or filters).
+    /// Distinct absolute link targets, fragments removed, in the order of
+    /// their first appearance (before the URL normal form or filters).
     pub links: Vec<Url>,
-    /// Links dropped over the per-page cap.
+    /// Distinct targets dropped over the per-page cap.
     pub links_dropped: usize,
     /// `rel=canonical` target, resolved.
     pub canonical: Option<Url>,
@@ -186,13 +187,24 @@ fn resolve(found: read::Found<'_>, page_url: &Url, max_links: usize) -> ParsedPa
         .and_then(|href| page_url.join(href.trim()).ok())
         .unwrap_or_else(|| page_url.clone());
     let mut page = ParsedPage::default();
+    // The cap counts distinct targets: a page's fragments and repeats of
+    // one URL are one link (the SeenSet would merge them anyway), so a
+    // page of many anchors into few pages keeps all of them.
+    let mut distinct = std::collections::HashSet::new();
     for href in found.links {
-        if let Ok(url) = base.join(href.trim()) {
-            if page.links.len() < max_links {
-                page.links.push(url);
-            } else {
-                page.links_dropped += 1;
-            }
+        let Ok(mut url) = base.join(href.trim()) else {
+            continue;
+        };
+        url.set_fragment(None);
+        if distinct.contains(url.as_str()) {
+            continue;
+        }
+        if page.links.len() < max_links {
+            distinct.insert(url.as_str().to_owned());
+            page.links.push(url);
+        } else {
+            distinct.insert(url.as_str().to_owned());
+            page.links_dropped += 1;
         }
     }
     page.canonical = found.canonical.and_then(|href| base.join(href.trim()).ok());
@@ -237,11 +249,42 @@ mod tests {
             [
                 "http://a.test/dir/x.html",
                 "http://a.test/y",
-                "http://b.test/z#f"
+                "http://b.test/z"
             ]
         );
         let p = page(r#"<head><base href="http://c.test/base/"></head><a href="x">x</a>"#);
         assert_eq!(p.links[0].as_str(), "http://c.test/base/x");
+    }
+
+    #[test]
+    fn the_link_cap_counts_distinct_targets_fragments_and_repeats_merged() {
+        let url = Url::parse("http://a.test/").unwrap();
+        // A table of contents: 60 anchors into 3 pages.
+        let toc: String = (0..60)
+            .map(|i| format!(r#"<a href="/p{}.html#s{i}">s</a>"#, i % 3))
+            .collect();
+        for engine in [ParseEngine::Stream, ParseEngine::Tree] {
+            let capped = |max_links| ParseLimits {
+                engine,
+                ..limits(max_links)
+            };
+            let p = parse_html(&toc, &url, &capped(3));
+            let links: Vec<_> = p.links.iter().map(Url::as_str).collect();
+            assert_eq!(
+                links,
+                [
+                    "http://a.test/p0.html",
+                    "http://a.test/p1.html",
+                    "http://a.test/p2.html"
+                ],
+                "{engine:?}"
+            );
+            assert_eq!(p.links_dropped, 0, "{engine:?}");
+            // Over the cap, each distinct target dropped counts once.
+            let p = parse_html(&toc, &url, &capped(1));
+            assert_eq!(p.links.len(), 1, "{engine:?}");
+            assert_eq!(p.links_dropped, 2, "{engine:?}");
+        }
     }
 
     #[test]
@@ -316,11 +359,8 @@ mod tests {
             .links
             .iter()
             .all(|l| l.as_str() == "http://a.test/dir/ok.html"));
-        let p = parse_html(
-            &"<a href=/l>l</a>".repeat(10),
-            &Url::parse("http://a.test/").unwrap(),
-            &limits(3),
-        );
+        let many: String = (0..10).map(|i| format!("<a href=/l{i}>l</a>")).collect();
+        let p = parse_html(&many, &Url::parse("http://a.test/").unwrap(), &limits(3));
         assert_eq!((p.links.len(), p.links_dropped), (3, 7));
     }
 }

@@ -134,6 +134,7 @@ mod tests {
             .and_then(|href| page_url.join(href.trim()).ok())
             .unwrap_or_else(|| page_url.clone());
         let mut page = ParsedPage::default();
+        let mut distinct = std::collections::HashSet::new();
         for a in doc.select(&s("a[href], area[href]")) {
             let href = a.value().attr("href").unwrap();
             let nofollow = a.value().attr("rel").is_some_and(|r| {
@@ -143,7 +144,11 @@ mod tests {
             if nofollow {
                 continue;
             }
-            if let Ok(url) = base.join(href.trim()) {
+            if let Ok(mut url) = base.join(href.trim()) {
+                url.set_fragment(None);
+                if !distinct.insert(url.to_string()) {
+                    continue;
+                }
                 if page.links.len() < max_links {
                     page.links.push(url);
                 } else {
