@@ -9,7 +9,7 @@ mod cli;
 
 // mimalloc: the parse tree, URLs and records allocate and free small
 // objects at a high rate; it cuts CPU per page by about a fifth against
-// glibc's malloc (see the README's benchmark notes).
+// glibc's malloc (see docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
