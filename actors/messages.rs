@@ -213,13 +213,23 @@ pub struct Admission {
 // ---------------------------------------------------------- PartitionActor
 
 /// Admits a batch of normalised URLs of one partition: the exact seen check
-/// and the durable enqueue in one write. Replies with the fingerprints that
-/// were new, sorted.
+/// and the durable enqueue in one write. Replies what became of them.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<Vec<Fingerprint>, Failure>")]
+#[rtype(result = "Result<AdmitReply, Failure>")]
 pub struct AdmitBatch {
     /// Entries, all of this partition.
     pub entries: Vec<AdmitEntry>,
+}
+
+/// What a partition did with an [`AdmitBatch`]: the entries it did not
+/// name here were seen before.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdmitReply {
+    /// The fingerprints that were new, sorted.
+    pub admitted: Vec<Fingerprint>,
+    /// Those a budget refused, with the budget's label (`budget_host`,
+    /// `budget_domain`), sorted by fingerprint.
+    pub refused: Vec<(Fingerprint, &'static str)>,
 }
 
 /// [`AdmitBatch`] for a link batch another partition sent: replies with

@@ -28,9 +28,9 @@ mod operator;
 
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, AdmitMarked, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost, Failure,
-    GetPartitionSnapshot, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks, SaveHostState,
-    TakeCheckpoint, Wake,
+    AdmitBatch, AdmitMarked, AdmitReply, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost,
+    Failure, GetPartitionSnapshot, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks,
+    SaveHostState, TakeCheckpoint, Wake,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
@@ -469,7 +469,7 @@ impl PartitionActor {
 }
 
 impl Handler<AdmitBatch> for PartitionActor {
-    type Result = Result<Vec<Fingerprint>, Failure>;
+    type Result = Result<AdmitReply, Failure>;
 
     fn handle(&mut self, msg: AdmitBatch, ctx: &mut Self::Context) -> Self::Result {
         self.admit(msg, ctx)
@@ -525,7 +525,7 @@ impl PartitionActor {
         &mut self,
         mut msg: AdmitBatch,
         ctx: &mut Context<Self>,
-    ) -> Result<Vec<Fingerprint>, Failure> {
+    ) -> Result<AdmitReply, Failure> {
         let now_ms = self.clock.now().unix_ms();
         let offered = msg.entries.len();
         msg.entries.retain(|e| !self.blocks.blocks(&e.host));
@@ -541,11 +541,14 @@ impl PartitionActor {
             Failure::Store(err.to_string())
         })?;
         self.writes += 1;
-        for over in &outcome.over_budget {
-            self.metrics
-                .urls_dropped
-                .with_label_values(&[over.label()])
-                .inc();
+        let mut refused: Vec<(Fingerprint, &'static str)> = outcome
+            .over_budget
+            .iter()
+            .map(|(fp, over)| (*fp, over.label()))
+            .collect();
+        refused.sort_unstable();
+        for (_, label) in &refused {
+            self.metrics.urls_dropped.with_label_values(&[label]).inc();
         }
         let filter = outcome.filter;
         for (result, n) in [
@@ -574,7 +577,10 @@ impl PartitionActor {
             self.wake(host, levels, ctx);
         }
         // admit() returns entries sorted by fingerprint.
-        Ok(admitted.into_iter().map(|e| e.fp).collect())
+        Ok(AdmitReply {
+            admitted: admitted.into_iter().map(|e| e.fp).collect(),
+            refused,
+        })
     }
 }
 

@@ -26,7 +26,8 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{
-    Admission, AdmitBatch, Candidate, Discover, Discovered, Failure, Reroute, UrlOutcome,
+    Admission, AdmitBatch, AdmitReply, Candidate, Discover, Discovered, Failure, Reroute,
+    UrlOutcome,
 };
 use crate::config::Config;
 use crate::dedup::shortcut::SeenShortcut;
@@ -39,7 +40,7 @@ const FLUSH_AT: usize = 1024;
 /// ...or when this window since the first entry has passed.
 const FLUSH_AFTER: Duration = Duration::from_millis(2);
 
-type Waiter = oneshot::Sender<Result<Vec<Fingerprint>, Failure>>;
+type Waiter = oneshot::Sender<Result<AdmitReply, Failure>>;
 
 #[derive(Default)]
 struct Pending {
@@ -175,8 +176,8 @@ impl SeenSet {
         // before any sender hears of it.
         let answered = fut::wrap_future::<_, Self>(send).map(move |sent, act, _| {
             let result = sent.map_err(Failure::from).and_then(|r| r);
-            if let Ok(admitted) = &result {
-                act.shortcut.admitted(id, life, admitted);
+            if let Ok(reply) = &result {
+                act.shortcut.admitted(id, life, &reply.admitted);
             }
             for waiter in batch.waiters {
                 let _ = waiter.send(result.clone());
@@ -307,13 +308,17 @@ impl Handler<Discover> for SeenSet {
             let detail = !outcomes.is_empty();
             let mut fates = std::collections::HashMap::new();
             for (fps, rx) in replies {
-                let admitted = rx
+                let reply = rx
                     .await
                     .map_err(|_| Failure::Mailbox("seen set dropped a batch".into()))??;
                 for fp in fps {
-                    let fate = if admitted.binary_search(&fp).is_ok() {
+                    let refused = reply.refused.binary_search_by_key(&fp, |(f, _)| *f);
+                    let fate = if reply.admitted.binary_search(&fp).is_ok() {
                         admission.admitted += 1;
                         UrlOutcome::Admitted
+                    } else if let Ok(at) = refused {
+                        admission.filtered += 1;
+                        UrlOutcome::Filtered(reply.refused[at].1)
                     } else {
                         admission.seen += 1;
                         UrlOutcome::Seen
@@ -352,12 +357,14 @@ mod tests {
     use super::*;
     use crate::frontier::{EntryKind, Priority};
 
-    /// A partition that admits what it has not been offered before, and
-    /// counts the entries it is offered.
+    /// A partition that admits what it has not been offered before (but
+    /// URLs of hosts over their budget), and counts the entries it is
+    /// offered.
     #[derive(Default)]
     struct Admits {
         known: std::collections::HashSet<Fingerprint>,
         offered: Arc<std::sync::atomic::AtomicUsize>,
+        over_budget: std::collections::HashSet<String>,
     }
 
     impl Actor for Admits {
@@ -365,19 +372,24 @@ mod tests {
     }
 
     impl Handler<AdmitBatch> for Admits {
-        type Result = Result<Vec<Fingerprint>, Failure>;
+        type Result = Result<AdmitReply, Failure>;
 
         fn handle(&mut self, msg: AdmitBatch, _: &mut Self::Context) -> Self::Result {
             use std::sync::atomic::Ordering;
             self.offered.fetch_add(msg.entries.len(), Ordering::Relaxed);
-            let mut fps: Vec<_> = msg
+            let (refused, offered): (Vec<_>, Vec<_>) = msg
                 .entries
+                .iter()
+                .partition(|e| self.over_budget.contains(&e.host));
+            let mut admitted: Vec<_> = offered
                 .iter()
                 .map(|e| e.fp)
                 .filter(|fp| self.known.insert(*fp))
                 .collect();
-            fps.sort();
-            Ok(fps)
+            admitted.sort();
+            let mut refused: Vec<_> = refused.iter().map(|e| (e.fp, "budget_domain")).collect();
+            refused.sort();
+            Ok(AdmitReply { admitted, refused })
         }
     }
 
@@ -643,5 +655,45 @@ mod tests {
         // The second offer was settled by the shortcut; after the move
         // the new store is asked, and admits the page.
         assert_eq!(offers, (1, 1, 1));
+    }
+
+    #[test]
+    fn a_seed_a_budget_refuses_is_reported_as_refused_by_it_not_as_seen() {
+        let partition = Admits {
+            over_budget: ["full.test".to_owned()].into(),
+            ..Admits::default()
+        };
+        let discovered = actix_rt::System::new().block_on(async move {
+            let config = Config::defaults();
+            let scope = Scope::new(&config.scope, &config.traps, 2026).unwrap();
+            let seen = SeenSet::new(
+                &config,
+                scope,
+                vec![Some(partition.start().recipient())],
+                Arc::new(Metrics::new()),
+            )
+            .start();
+            let seeds = ["http://full.test/", "http://room.test/"]
+                .map(|u| Candidate {
+                    depth: 0,
+                    priority: Priority::SEED,
+                    ..candidate(u)
+                })
+                .to_vec();
+            seen.send(Discover {
+                candidates: seeds,
+                detail: true,
+                from: None,
+            })
+            .await
+            .unwrap()
+            .unwrap()
+        });
+        assert_eq!(
+            discovered.outcomes,
+            [UrlOutcome::Filtered("budget_domain"), UrlOutcome::Admitted]
+        );
+        let a = discovered.admission;
+        assert_eq!((a.admitted, a.seen, a.filtered), (1, 0, 1), "{a:?}");
     }
 }

@@ -819,4 +819,29 @@ mod tests {
         assert!(!text.contains("partition=\"3\""), "{text}");
         assert!(text.contains("trawl_partition_queued_urls{partition=\"4\"} 1"));
     }
+
+    /// Every metric defined here is documented where operators read (the
+    /// names are taken from this file's own text, the one source).
+    #[test]
+    fn every_metric_is_documented_in_the_operations_guide() {
+        let source = include_str!("metrics.rs");
+        let guide = include_str!("../docs/operations.md");
+        let mut missing = Vec::new();
+        let quoted = concat!('"', "trawl_");
+        let names: Vec<&str> = source
+            .match_indices(quoted)
+            .filter_map(|(at, _)| {
+                let rest = &source[at + 1..];
+                rest.find('"').map(|end| &rest[..end])
+            })
+            .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            .collect();
+        assert!(names.len() > 40, "{names:?}");
+        for name in names {
+            if !guide.contains(name) && !missing.contains(&name) {
+                missing.push(name);
+            }
+        }
+        assert!(missing.is_empty(), "not in docs/operations.md: {missing:?}");
+    }
 }

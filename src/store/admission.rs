@@ -82,9 +82,9 @@ impl AdmitEntry {
 pub struct Admitted {
     /// Entries queued, sorted by fingerprint.
     pub entries: Vec<AdmitEntry>,
-    /// Entries refused by a budget (not recorded: rediscovery may admit
-    /// them once the budget has grown).
-    pub over_budget: Vec<OverBudget>,
+    /// Entries refused by a budget, and which (not recorded: rediscovery
+    /// may admit them once the budget has grown).
+    pub over_budget: Vec<(Fingerprint, OverBudget)>,
     /// What the seen filter answered for the batch's distinct URLs.
     pub filter: FilterCounts,
     /// Seen URLs the offer made due at once (a seed for a removed URL, a
@@ -228,7 +228,7 @@ impl PartitionStore {
             // Pages are budgeted; sitemaps (a few per host) are not.
             if budgets && entry.queue && entry.kind.is_page() {
                 if let Err(over) = self.charge(book, &entry, &mut charged)? {
-                    over_budget.push(over);
+                    over_budget.push((entry.fp, over));
                     continue;
                 }
             }
@@ -478,7 +478,8 @@ mod tests {
             let store = open();
             let outcome = store.admit(farm(0..5, Some("farm.test"))).unwrap();
             assert_eq!(outcome.entries.len(), 3, "self-links earn nothing");
-            assert_eq!(outcome.over_budget, [OverBudget::Domain; 2]);
+            let reasons: Vec<_> = outcome.over_budget.iter().map(|(_, o)| *o).collect();
+            assert_eq!(reasons, [OverBudget::Domain; 2]);
         }
         let store = open();
         assert!(store.admit(farm(5..8, None)).unwrap().entries.is_empty());
@@ -512,7 +513,8 @@ mod tests {
         let store = open();
         let outcome = store.admit(pages(3..10)).unwrap();
         assert_eq!(outcome.entries.len(), 2, "3 stored + 2 = the cap of 5");
-        assert_eq!(outcome.over_budget, [OverBudget::Host; 5]);
+        let reasons: Vec<_> = outcome.over_budget.iter().map(|(_, o)| *o).collect();
+        assert_eq!(reasons, [OverBudget::Host; 5]);
     }
 
     #[test]
