@@ -136,3 +136,23 @@ pub(super) async fn elsewhere(
 pub async fn openapi_json() -> HttpResponse {
     HttpResponse::Ok().json(ApiDoc::openapi())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every path of the API (its one source: this document) is described
+    /// where operators read.
+    #[test]
+    fn every_path_is_documented_in_the_operations_guide() {
+        let guide = include_str!("../../docs/operations.md");
+        let doc = ApiDoc::openapi();
+        let paths: Vec<&String> = doc.paths.paths.keys().collect();
+        assert!(paths.len() >= 10, "{paths:?}");
+        let missing: Vec<_> = paths
+            .into_iter()
+            .filter(|p| !guide.contains(p.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "not in docs/operations.md: {missing:?}");
+    }
+}
