@@ -515,12 +515,16 @@ mod tests {
         assert_eq!((a.admitted, a.forwarded, a.filtered), (3, 3, 1), "{a:?}");
         assert_eq!(discovered.remote.len(), 1);
         assert_eq!(discovered.remote[0].partition, 1);
-        let forwarded: Vec<_> = discovered.remote[0]
-            .entries
-            .iter()
-            .map(|e| e.host.clone())
-            .collect();
-        assert_eq!(forwarded, remote, "normalised and ready for admission");
+        assert_eq!(
+            hosts_in(&discovered.remote[0]),
+            remote,
+            "normalised and ready for admission"
+        );
+    }
+
+    /// The hosts of a batch handed back for the outbox, in order.
+    fn hosts_in(batch: &OutboxBatch) -> Vec<String> {
+        batch.entries.iter().map(|e| e.host.clone()).collect()
     }
 
     /// Hosts of partition `p` of two.
@@ -587,12 +591,11 @@ mod tests {
         assert_eq!(discovered.admission.admitted, 3);
         assert_eq!(discovered.remote.len(), 1);
         assert_eq!(discovered.remote[0].partition, 1);
-        let outboxed: Vec<_> = discovered.remote[0]
-            .entries
-            .iter()
-            .map(|e| e.host.clone())
-            .collect();
-        assert_eq!(outboxed, theirs, "for the finder's outbox");
+        assert_eq!(
+            hosts_in(&discovered.remote[0]),
+            theirs,
+            "for the finder's outbox"
+        );
         // Without a chain, a partition held here is as durable as another.
         let (discovered, offered) = discover_both_held(false, Some(0), &both);
         assert_eq!(offered, [3, 3]);

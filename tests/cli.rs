@@ -220,16 +220,20 @@ fn simhash_prints_close_fingerprints_for_near_duplicate_files() {
     assert_eq!(missing.status.code(), Some(1));
 }
 
+/// A `trawl run` config in `dir`: the test config, no admin server, the
+/// crawl's data under `dir/crawl`.
+fn run_config(dir: &std::path::Path) -> std::path::PathBuf {
+    let config = dir.join("trawl.toml");
+    let extra = "[admin]\nenabled = false\n";
+    let text = trawl::testweb::config_layer(&dir.join("crawl"), 0, extra);
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
 #[test]
 fn seeds_refused_are_named_with_their_reason_and_all_refused_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("trawl.toml");
-    let extra = "[admin]\nenabled = false\n";
-    std::fs::write(
-        &config,
-        trawl::testweb::config_layer(&dir.path().join("crawl"), 0, extra),
-    )
-    .unwrap();
+    let config = run_config(dir.path());
     let out = trawl()
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
@@ -266,13 +270,7 @@ fn run_until_idle_ends_with_a_summary_on_stderr_and_as_json() {
     let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1).unwrap();
     let port = server.addr().port();
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("trawl.toml");
-    let extra = "[admin]\nenabled = false\n";
-    std::fs::write(
-        &config,
-        trawl::testweb::config_layer(&dir.path().join("crawl"), 0, extra),
-    )
-    .unwrap();
+    let config = run_config(dir.path());
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
     let json = dir.path().join("summary.json");
