@@ -228,13 +228,18 @@ impl Handler<Discover> for SeenSet {
         let mut outcomes: Vec<(UrlOutcome, Option<Fingerprint>)> = Vec::new();
         let mut settled = 0;
         for candidate in msg.candidates {
-            let outcome = self.entry(candidate);
-            let of = |e: &AdmitEntry| urls::partition_of(&e.host, partitions);
+            // Each entry with its partition (a public-suffix lookup, once)
+            // and whether it is admitted here straight.
+            let outcome = self.entry(candidate).map(|e| {
+                let p = urls::partition_of(&e.host, partitions);
+                let straight = self.takes_straight(p, msg.from);
+                (e, p, straight)
+            });
             // Settled here only where it would be admitted here.
-            let settles = |act: &mut Self, e: &AdmitEntry| {
-                act.takes_straight(of(e), msg.from) && act.shortcut.settles(of(e), e)
-            };
-            if outcome.as_ref().is_ok_and(|e| settles(self, e)) {
+            if outcome
+                .as_ref()
+                .is_ok_and(|(e, p, straight)| *straight && self.shortcut.settles(*p, e))
+            {
                 settled += 1;
                 if msg.detail {
                     outcomes.push((UrlOutcome::Seen, None));
@@ -245,22 +250,21 @@ impl Handler<Discover> for SeenSet {
                 outcomes.push(match &outcome {
                     Err(reason) => (UrlOutcome::Filtered(reason), None),
                     // Recorded as seen, never fetched.
-                    Ok(entry) if !entry.queue => {
+                    Ok((entry, ..)) if !entry.queue => {
                         (UrlOutcome::Filtered(Excluded::Extension.label()), None)
                     }
-                    Ok(entry) => (UrlOutcome::Forwarded, Some(entry.fp)),
+                    Ok((entry, ..)) => (UrlOutcome::Forwarded, Some(entry.fp)),
                 });
             }
             match outcome {
-                Ok(entry) => {
+                Ok((entry, p, straight)) => {
                     if !entry.queue {
                         self.metrics
                             .urls_dropped
                             .with_label_values(&[Excluded::Extension.label()])
                             .inc();
                     }
-                    let p = of(&entry);
-                    if !self.takes_straight(p, msg.from) {
+                    if !straight {
                         remote.entry(p).or_default().push(entry);
                         continue;
                     }

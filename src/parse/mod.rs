@@ -199,11 +199,10 @@ fn resolve(found: read::Found<'_>, page_url: &Url, max_links: usize) -> ParsedPa
         if distinct.contains(url.as_str()) {
             continue;
         }
+        distinct.insert(url.as_str().to_owned());
         if page.links.len() < max_links {
-            distinct.insert(url.as_str().to_owned());
             page.links.push(url);
         } else {
-            distinct.insert(url.as_str().to_owned());
             page.links_dropped += 1;
         }
     }
