@@ -227,6 +227,9 @@ pub struct AdmitBatch {
 pub struct AdmitReply {
     /// The fingerprints that were new, sorted.
     pub admitted: Vec<Fingerprint>,
+    /// Seen ones the offer brought back into the crawl (a new seed or a
+    /// reseed of a removed URL, a newer `lastmod`), sorted.
+    pub brought_back: Vec<Fingerprint>,
     /// Those a budget refused, with the budget's label (`budget_host`,
     /// `budget_domain`), sorted by fingerprint.
     pub refused: Vec<(Fingerprint, &'static str)>,

@@ -1307,36 +1307,49 @@ impl Handler<Seed> for Node {
     type Result = ResponseActFuture<Self, Result<Admission, Failure>>;
 
     fn handle(&mut self, msg: Seed, _: &mut Self::Context) -> Self::Result {
-        Box::pin(self.offer(msg.urls, false).map(|r, _, _| r.map(|(a, _)| a)))
+        Box::pin(
+            self.offer(msg.urls, false, false)
+                .map(|r, _, _| r.map(|(a, _)| a)),
+        )
     }
 }
 
 /// Offers seed URLs as [`Seed`] does, answering what became of each, in
-/// order (the admin API's `POST /api/v1/seeds`).
+/// order (`trawl run`'s seeds, the admin API's `POST /api/v1/seeds`).
 #[derive(Debug, Message)]
 #[rtype(result = "Result<Vec<UrlOutcome>, Failure>")]
 pub struct SeedEach {
     /// The seed URLs.
     pub urls: Vec<String>,
+    /// Offer them as changed now: a removed URL comes back even if it was
+    /// given as a seed before, a fetched one is due at once (see
+    /// [`crate::frontier::lifecycle::due_again`]).
+    pub reseed: bool,
 }
 
 impl Handler<SeedEach> for Node {
     type Result = ResponseActFuture<Self, Result<Vec<UrlOutcome>, Failure>>;
 
     fn handle(&mut self, msg: SeedEach, _: &mut Self::Context) -> Self::Result {
-        Box::pin(self.offer(msg.urls, true).map(|r, _, _| r.map(|(_, o)| o)))
+        Box::pin(
+            self.offer(msg.urls, true, msg.reseed)
+                .map(|r, _, _| r.map(|(_, o)| o)),
+        )
     }
 }
 
 impl Node {
     /// Offers `urls` as seeds (depth 0); with `detail`, also what became of
-    /// each (an unparseable one is filtered as `invalid`).
+    /// each (an unparseable one is filtered as `invalid`); with `reseed`,
+    /// as changed now (a `lastmod` of now).
     fn offer(
         &mut self,
         urls: Vec<String>,
         detail: bool,
+        reseed: bool,
     ) -> impl ActorFuture<Self, Output = Result<(Admission, Vec<UrlOutcome>), Failure>> {
         let parsed: Vec<Option<Url>> = urls.iter().map(|u| Url::parse(u.trim()).ok()).collect();
+        let lastmod_ms = reseed.then(|| self.clock.now().unix_ms());
         let candidates: Vec<Candidate> = parsed
             .iter()
             .flatten()
@@ -1346,7 +1359,7 @@ impl Node {
                 depth: 0,
                 priority: Priority::SEED,
                 kind: EntryKind::Page,
-                lastmod_ms: None,
+                lastmod_ms,
             })
             .collect();
         let unparsed = urls.len() - candidates.len();

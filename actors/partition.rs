@@ -579,6 +579,7 @@ impl PartitionActor {
         // admit() returns entries sorted by fingerprint.
         Ok(AdmitReply {
             admitted: admitted.into_iter().map(|e| e.fp).collect(),
+            brought_back: outcome.refreshed.iter().map(|e| e.fp).collect(),
             refused,
         })
     }

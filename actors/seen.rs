@@ -317,7 +317,9 @@ impl Handler<Discover> for SeenSet {
                     .map_err(|_| Failure::Mailbox("seen set dropped a batch".into()))??;
                 for fp in fps {
                     let refused = reply.refused.binary_search_by_key(&fp, |(f, _)| *f);
-                    let fate = if reply.admitted.binary_search(&fp).is_ok() {
+                    let taken = |fps: &[Fingerprint]| fps.binary_search(&fp).is_ok();
+                    // A URL brought back is in the crawl again: admitted.
+                    let fate = if taken(&reply.admitted) || taken(&reply.brought_back) {
                         admission.admitted += 1;
                         UrlOutcome::Admitted
                     } else if let Ok(at) = refused {
@@ -393,7 +395,11 @@ mod tests {
             admitted.sort();
             let mut refused: Vec<_> = refused.iter().map(|e| (e.fp, "budget_domain")).collect();
             refused.sort();
-            Ok(AdmitReply { admitted, refused })
+            Ok(AdmitReply {
+                admitted,
+                brought_back: Vec::new(),
+                refused,
+            })
         }
     }
 

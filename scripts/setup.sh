@@ -3,12 +3,15 @@
 # a C++ compiler and libclang (RocksDB is compiled from source, its bindings
 # by bindgen), python3-venv for the test helpers (warcio; pywb's CDXJ
 # indexer to check trawl's indexes against; schemathesis to fuzz the admin
-# API; moto's S3 server, which tests/upload.rs uploads WARC files to) and
-# Prometheus for the monitoring test (tests/monitoring.rs runs the
+# API; moto's S3 server, which tests/it/upload.rs uploads WARC files to) and
+# Prometheus for the monitoring test (tests/it/monitoring.rs runs the
 # dashboard's queries on a real one, and the alert rules' unit tests with
-# its promtool). With TRAWL_NEED_NETNS=1, iproute2 (tests/cluster_hosts.rs
+# its promtool). With TRAWL_NEED_NETNS=1, iproute2 (tests/it/cluster_hosts.rs
 # and the cluster demo make network namespaces). With TRAWL_NEED_SYSTEMD=1,
-# systemd's systemd-analyze (tests/cli.rs verifies the service unit).
+# systemd's systemd-analyze (tests/it/cli.rs verifies the service unit).
+# With TRAWL_NEED_DOCKER=1, debootstrap and curl, and, where a Docker
+# engine answers, the local base image the container test builds trawl's
+# image on (scripts/docker-base.sh: no registry is reachable here).
 # With TRAWL_NEED_BENCH=1, nginx (with its echo module, for a delayed
 # web) and GNU time for the side-by-side bench (benches/sidebyside/run.sh
 # serves its web with nginx and measures each crawler with /usr/bin/time). Checks
@@ -37,6 +40,10 @@ if command -v dpkg >/dev/null 2>&1; then
   if [ "${TRAWL_NEED_SYSTEMD:-0}" = 1 ]; then
     # systemd-analyze verify checks the shipped service unit.
     [ -x /usr/bin/systemd-analyze ] || missing+=(systemd)
+  fi
+  if [ "${TRAWL_NEED_DOCKER:-0}" = 1 ]; then
+    command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing+=(debootstrap)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
   fi
   if [ "${TRAWL_NEED_BENCH:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
@@ -71,4 +78,8 @@ if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   fi
   # Tests call these tools through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"
+fi
+
+if [ "${TRAWL_NEED_DOCKER:-0}" = 1 ] && docker info >/dev/null 2>&1; then
+  bash "$(dirname "${BASH_SOURCE[0]}")/docker-base.sh"
 fi

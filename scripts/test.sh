@@ -9,11 +9,17 @@ export TRAWL_NEED_PYTHON=1
 export TRAWL_NEED_PROMETHEUS=1
 export TRAWL_NEED_NETNS=1
 export TRAWL_NEED_SYSTEMD=1
-# The multi-host tests (tests/cluster_hosts.rs) make network namespaces,
+export TRAWL_NEED_DOCKER=1
+# The multi-host tests (tests/it/cluster_hosts.rs) make network namespaces,
 # which needs root: as root they must run (a failure to make one fails
 # them); as another user they say they are skipped.
 if [ "$(id -u)" = 0 ]; then
   export TRAWL_REQUIRE_NETNS=1
+fi
+# The container test (tests/it/compose.rs) must run where a Docker engine
+# answers; elsewhere it says it is skipped.
+if docker info >/dev/null 2>&1; then
+  export TRAWL_REQUIRE_DOCKER=1
 fi
 source scripts/setup.sh
 cargo fmt --all -- --check

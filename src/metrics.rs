@@ -4,9 +4,16 @@
 //! partition number): never a URL or a host name, which would grow the
 //! series without limit. The process's own metrics (memory, CPU, open file
 //! descriptors) are exported under Prometheus's standard `process_*` names.
+//!
+//! The reference operators read (`docs/metrics.md`: every metric, its type,
+//! labels and help) is generated from what is registered here
+//! ([`Metrics::catalog`], [`catalog_markdown`]); a unit test fails when it
+//! is out of date and rewrites it with `TRAWL_BLESS=1`.
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
     IntGaugeVec, Opts, Registry, TextEncoder,
@@ -208,6 +215,80 @@ pub struct Metrics {
     pub storage_available: IntGauge,
     /// Size of the data directory's filesystem, in bytes.
     pub storage_capacity: IntGauge,
+    /// What each registered metric is, in registration order.
+    catalog: Vec<MetricDoc>,
+}
+
+/// One metric as its reference describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricDoc {
+    /// Its name.
+    pub name: String,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// Its variable labels (the node label of a cluster node aside).
+    pub labels: Vec<String>,
+    /// Its help text.
+    pub help: String,
+}
+
+/// Registers `metric` in `registry` and describes it in `docs`.
+fn register<C: Collector + Clone + 'static>(
+    registry: &Registry,
+    docs: &RefCell<Vec<MetricDoc>>,
+    metric: C,
+) {
+    // The prometheus crate's types name their kind: GenericCounter,
+    // GenericGauge, Histogram and their Vec forms.
+    let type_name = std::any::type_name::<C>();
+    let kind = [
+        ("Histogram", "histogram"),
+        ("Gauge", "gauge"),
+        ("Counter", "counter"),
+    ]
+    .into_iter()
+    .find(|(t, _)| type_name.contains(t))
+    .map_or("untyped", |(_, kind)| kind);
+    for desc in metric.desc() {
+        docs.borrow_mut().push(MetricDoc {
+            name: desc.fq_name.clone(),
+            kind,
+            labels: desc.variable_labels.clone(),
+            help: desc.help.clone(),
+        });
+    }
+    registry.register(Box::new(metric)).expect("unique metric");
+}
+
+/// The metrics reference (`docs/metrics.md`) for `catalog`.
+pub fn catalog_markdown(catalog: &[MetricDoc]) -> String {
+    let mut out = String::from(
+        "# Metrics\n\n\
+         <!-- Generated from src/metrics.rs by its unit test \
+         (TRAWL_BLESS=1 cargo test --release --lib metrics): do not edit. -->\n\n\
+         Every metric a node exports on `GET /metrics`, besides Prometheus's \
+         standard `process_*` ones. On a cluster node every series also \
+         carries `node=\"<id>\"`. What to watch and why is in \
+         [operations.md](operations.md#admin-api-and-metrics).\n\n\
+         | name | type | labels | what it counts |\n\
+         |---|---|---|---|\n",
+    );
+    let mut sorted: Vec<&MetricDoc> = catalog.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    for m in sorted {
+        let labels = m
+            .labels
+            .iter()
+            .map(|l| format!("`{l}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let help = m.help.replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{}` | {} | {labels} | {help} |\n",
+            m.name, m.kind
+        ));
+    }
+    out
 }
 
 impl Metrics {
@@ -222,39 +303,30 @@ impl Metrics {
         let labels =
             node.map(|id| std::collections::HashMap::from([("node".to_owned(), id.to_owned())]));
         let registry = Registry::new_custom(None, labels).expect("a valid node label");
+        let docs = RefCell::new(Vec::new());
         let counter_vec = |name: &str, help: &str, label: &str| {
             let m = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
-            registry
-                .register(Box::new(m.clone()))
-                .expect("unique metric");
+            register(&registry, &docs, m.clone());
             m
         };
         let counter = |name: &str, help: &str| {
             let m = IntCounter::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(m.clone()))
-                .expect("unique metric");
+            register(&registry, &docs, m.clone());
             m
         };
         let gauge = |name: &str, help: &str| {
             let m = IntGauge::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(m.clone()))
-                .expect("unique metric");
+            register(&registry, &docs, m.clone());
             m
         };
         let counter_vec2 = |name: &str, help: &str, labels: &[&str]| {
             let m = IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric");
-            registry
-                .register(Box::new(m.clone()))
-                .expect("unique metric");
+            register(&registry, &docs, m.clone());
             m
         };
         let gauge_vec = |name: &str, help: &str, label: &str| {
             let m = IntGaugeVec::new(Opts::new(name, help), &[label]).expect("valid metric");
-            registry
-                .register(Box::new(m.clone()))
-                .expect("unique metric");
+            register(&registry, &docs, m.clone());
             m
         };
         let stage_seconds = HistogramVec::new(
@@ -269,9 +341,7 @@ impl Metrics {
             &["stage"],
         )
         .expect("valid metric");
-        registry
-            .register(Box::new(stage_seconds.clone()))
-            .expect("unique metric");
+        register(&registry, &docs, stage_seconds.clone());
         register_process_collector(&registry);
         let stage = |name: &str| stage_seconds.with_label_values(&[name]);
         let fetch_errors = counter_vec(
@@ -354,9 +424,7 @@ impl Metrics {
                     .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
                 )
                 .expect("valid metric");
-                registry
-                    .register(Box::new(m.clone()))
-                    .expect("unique metric");
+                register(&registry, &docs, m.clone());
                 m
             },
             archive_handover_group: {
@@ -368,9 +436,7 @@ impl Metrics {
                     .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0]),
                 )
                 .expect("valid metric");
-                registry
-                    .register(Box::new(m.clone()))
-                    .expect("unique metric");
+                register(&registry, &docs, m.clone());
                 m
             },
             archive_sync_failures: counter(
@@ -444,9 +510,7 @@ impl Metrics {
                     &["task", "stage"],
                 )
                 .expect("valid metric");
-                registry
-                    .register(Box::new(m.clone()))
-                    .expect("unique metric");
+                register(&registry, &docs, m.clone());
                 m
             },
             due_hosts: gauge(
@@ -477,9 +541,7 @@ impl Metrics {
                     &["within"],
                 )
                 .expect("valid metric");
-                registry
-                    .register(Box::new(m.clone()))
-                    .expect("unique metric");
+                register(&registry, &docs, m.clone());
                 m
             },
             bridge_batches: counter_vec2(
@@ -516,9 +578,7 @@ impl Metrics {
                     &["peer"],
                 )
                 .expect("valid metric");
-                registry
-                    .register(Box::new(m.clone()))
-                    .expect("unique metric");
+                register(&registry, &docs, m.clone());
                 m
             },
             uploads: counter_vec(
@@ -570,6 +630,7 @@ impl Metrics {
                 "trawl_storage_capacity_bytes",
                 "Size of the data directory's filesystem.",
             ),
+            catalog: docs.take(),
             registry,
         }
     }
@@ -604,6 +665,11 @@ impl Metrics {
         // Absent when the partition never reported: nothing to remove.
         let _ = self.partition_queued.remove_label_values(&[&id]);
         let _ = self.partition_active_hosts.remove_label_values(&[&id]);
+    }
+
+    /// What each metric is (the reference's one source).
+    pub fn catalog(&self) -> &[MetricDoc] {
+        &self.catalog
     }
 
     /// The Prometheus text exposition of every metric.
@@ -820,28 +886,43 @@ mod tests {
         assert!(text.contains("trawl_partition_queued_urls{partition=\"4\"} 1"));
     }
 
-    /// Every metric defined here is documented where operators read (the
-    /// names are taken from this file's own text, the one source).
+    /// `docs/metrics.md` is what the registry holds: every metric, its
+    /// type, labels and help (`TRAWL_BLESS=1` rewrites it).
     #[test]
-    fn every_metric_is_documented_in_the_operations_guide() {
-        let source = include_str!("metrics.rs");
-        let guide = include_str!("../docs/operations.md");
-        let mut missing = Vec::new();
-        let quoted = concat!('"', "trawl_");
-        let names: Vec<&str> = source
-            .match_indices(quoted)
-            .filter_map(|(at, _)| {
-                let rest = &source[at + 1..];
-                rest.find('"').map(|end| &rest[..end])
-            })
-            .filter(|n| n.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
-            .collect();
-        assert!(names.len() > 40, "{names:?}");
-        for name in names {
-            if !guide.contains(name) && !missing.contains(&name) {
-                missing.push(name);
-            }
+    fn the_metrics_reference_is_generated_from_the_registry() {
+        let m = Metrics::for_node(Some("n1"));
+        let catalog = m.catalog();
+        assert!(catalog.len() > 40, "{catalog:?}");
+        let stage = catalog
+            .iter()
+            .find(|d| d.name == "trawl_stage_seconds")
+            .expect("the stage histogram");
+        assert_eq!(
+            (stage.kind, &stage.labels[..]),
+            ("histogram", &["stage".to_owned()][..])
+        );
+        let errors = catalog
+            .iter()
+            .find(|d| d.name == "trawl_fetch_errors_total")
+            .expect("fetch errors");
+        assert_eq!(errors.kind, "counter");
+        // Every family the node exports is in the catalog.
+        for family in m.registry.gather() {
+            let name = family.name();
+            assert!(
+                name.starts_with("process_") || catalog.iter().any(|d| d.name == name),
+                "{name} is not in the catalog"
+            );
         }
-        assert!(missing.is_empty(), "not in docs/operations.md: {missing:?}");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md");
+        let generated = catalog_markdown(catalog);
+        if std::env::var("TRAWL_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(&path, &generated).unwrap();
+        }
+        let written = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            written == generated,
+            "docs/metrics.md is out of date: TRAWL_BLESS=1 cargo test --release --lib metrics"
+        );
     }
 }

@@ -34,6 +34,11 @@ pub struct RateRequest {
 pub struct SeedRequest {
     /// URLs to admit as seeds (at most 10,000).
     pub urls: Vec<String>,
+    /// Offer them as changed now: a URL removed from the crawl comes back
+    /// even if it was given as a seed before, a fetched one is due at
+    /// once. Without it only a URL never given as a seed comes back.
+    #[serde(default)]
+    pub reseed: bool,
 }
 
 /// What became of one seed.
@@ -41,9 +46,11 @@ pub struct SeedRequest {
 pub struct SeedResult {
     /// The URL as given.
     pub url: String,
-    /// `admitted` (queued), `seen` (known before), `filtered` (not
-    /// admitted: see `reason`) or `forwarded` (to the node owning its
-    /// partition, which admits it or has seen it).
+    /// `admitted` (queued, or a removed URL brought back), `seen` (known
+    /// before; a URL removed from the crawl and given as a seed before
+    /// stays out unless `reseed`), `filtered` (not admitted: see
+    /// `reason`) or `forwarded` (to the node owning its partition, which
+    /// admits it or has seen it).
     pub outcome: &'static str,
     /// Why it was filtered (`invalid`, `depth`, a scope or trap rule).
     pub reason: Option<&'static str>,
@@ -181,14 +188,20 @@ pub async fn seeds(
     body: web::Json<SeedRequest>,
 ) -> Result<HttpResponse, ApiError> {
     state.access.mutate(&req)?;
-    let urls = body.into_inner().urls;
+    let SeedRequest { urls, reseed } = body.into_inner();
     if urls.len() > MAX_SEEDS {
         return Err(ApiError::payload_too_large(format!(
             "at most {MAX_SEEDS} URLs per request, got {}",
             urls.len()
         )));
     }
-    let outcomes = state.node.send(SeedEach { urls: urls.clone() }).await??;
+    let outcomes = state
+        .node
+        .send(SeedEach {
+            urls: urls.clone(),
+            reseed,
+        })
+        .await??;
     let results = urls
         .into_iter()
         .zip(outcomes)

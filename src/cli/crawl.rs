@@ -33,12 +33,23 @@ pub struct CrawlOutcome {
 /// URLs is read and admitted in batches, never held whole in memory.
 const SEED_BATCH: usize = 10_000;
 
+/// How `trawl run` (or the demo) runs its crawl.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunMode {
+    /// Stop once nothing is queued or in flight (else at a signal).
+    pub until_idle: bool,
+    /// Offer the seeds as changed now (`--reseed`): removed ones come back
+    /// though given before, fetched ones are due at once.
+    pub reseed: bool,
+}
+
 /// Starts a node on `config`, seeds it, and runs until it is idle (when
-/// `until_idle`) or a SIGINT/SIGTERM arrives; then shuts down gracefully.
+/// `mode.until_idle`) or a SIGINT/SIGTERM arrives; then shuts down
+/// gracefully.
 pub async fn crawl(
     config: Config,
     seeds: impl IntoIterator<Item = anyhow::Result<String>>,
-    until_idle: bool,
+    mode: RunMode,
 ) -> anyhow::Result<CrawlOutcome> {
     let started = Instant::now();
     // An unsafe admin setup is refused before anything opens.
@@ -64,7 +75,7 @@ pub async fn crawl(
             .context("node mailbox")?;
         tracing::info!("every partition has an owner");
     }
-    let seeds = offer_seeds(&node, seeds).await?;
+    let seeds = offer_seeds(&node, seeds, mode.reseed).await?;
     tracing::info!(
         admitted = seeds.admitted,
         seen = seeds.seen,
@@ -80,7 +91,7 @@ pub async fn crawl(
     let idle = async {
         if seeds_all_refused {
             // Straight to the shutdown: the caller exits with an error.
-        } else if until_idle {
+        } else if mode.until_idle {
             let _ = node.send(WhenIdle).await;
         } else {
             std::future::pending::<()>().await;
@@ -148,11 +159,13 @@ impl SeedCounts {
     }
 }
 
-/// Offers `seeds` in batches of [`SEED_BATCH`], naming in the log each
-/// one refused and why; the counts of them all.
+/// Offers `seeds` in batches of [`SEED_BATCH`] (as changed now with
+/// `reseed`), naming in the log each one refused and why; the counts of
+/// them all.
 async fn offer_seeds(
     node: &actix::Addr<Node>,
     seeds: impl IntoIterator<Item = anyhow::Result<String>>,
+    reseed: bool,
 ) -> anyhow::Result<SeedCounts> {
     let mut total = SeedCounts::default();
     let mut batch = Vec::with_capacity(SEED_BATCH);
@@ -165,6 +178,7 @@ async fn offer_seeds(
         let outcomes = node
             .send(SeedEach {
                 urls: batch.clone(),
+                reseed,
             })
             .await
             .context("node mailbox")?

@@ -44,6 +44,10 @@ enum CtlCommand {
         /// The URLs.
         #[arg(required = true)]
         urls: Vec<String>,
+        /// As changed now: removed ones come back though given as seeds
+        /// before, fetched ones are due at once.
+        #[arg(long)]
+        reseed: bool,
     },
     /// One host's state.
     Host {
@@ -124,10 +128,10 @@ fn plan(command: &CtlCommand) -> (&'static str, String, Option<Value>) {
             "/api/v1/crawl/rate".to_owned(),
             Some(serde_json::json!({ "max_requests_per_second": per_second })),
         ),
-        CtlCommand::Seed { urls } => (
+        CtlCommand::Seed { urls, reseed } => (
             "POST",
             "/api/v1/seeds".to_owned(),
-            Some(serde_json::json!({ "urls": urls })),
+            Some(serde_json::json!({ "urls": urls, "reseed": reseed })),
         ),
         CtlCommand::Host { host } => ("GET", format!("/api/v1/hosts/{host}"), None),
         CtlCommand::Hosts {

@@ -108,7 +108,10 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let outcome = actix_rt::System::new().block_on(super::crawl::crawl(
         config.clone(),
         web.seeds(port).into_iter().map(Ok),
-        true,
+        super::crawl::RunMode {
+            until_idle: true,
+            reseed: false,
+        },
     ))?;
     let log = server.log().records();
     server.stop();

@@ -8,8 +8,9 @@ use anyhow::Context as _;
 /// Arguments of `trawl run`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// A TOML file layered on the defaults.
-    #[arg(long)]
+    /// A TOML file layered on the defaults (the container image names its
+    /// own in `TRAWL_CONFIG`).
+    #[arg(long, env = "TRAWL_CONFIG")]
     config: Option<PathBuf>,
     /// A seed URL (repeatable).
     #[arg(long = "seed")]
@@ -23,6 +24,13 @@ pub struct RunArgs {
     /// Exit once nothing is queued or in flight.
     #[arg(long)]
     until_idle: bool,
+    /// Offer the seeds as changed now: a seed URL removed from the crawl
+    /// (gone, moved, blocked) comes back even though it was given as a
+    /// seed before, and a fetched one is fetched again at once. Without
+    /// it, only a seed never given before brings a removed URL back, so
+    /// the same seed list can be given on every start.
+    #[arg(long)]
+    reseed: bool,
     /// Also write the end-of-run summary (printed on stderr) to this file,
     /// as one JSON object.
     #[arg(long)]
@@ -67,8 +75,11 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let seeds = given.chain(from_file.into_iter().flatten());
-    let outcome =
-        actix_rt::System::new().block_on(super::crawl::crawl(config, seeds, args.until_idle))?;
+    let mode = super::crawl::RunMode {
+        until_idle: args.until_idle,
+        reseed: args.reseed,
+    };
+    let outcome = actix_rt::System::new().block_on(super::crawl::crawl(config, seeds, mode))?;
     tracing::info!(
         completed = outcome.completed,
         warc_records = outcome.archive.records,

@@ -1,5 +1,6 @@
 //! `trawl testweb`: serve the synthetic web on loopback.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use trawl::testweb::tls::TestPki;
-use trawl::testweb::{audit, ServerOptions, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{
+    audit_with, page_fetches, AuditReport, ServerOptions, SyntheticWeb, TestWebServer, WebSpec,
+};
 
 /// Arguments of `trawl testweb`.
 #[derive(Debug, clap::Args)]
@@ -37,11 +40,32 @@ pub struct TestwebArgs {
     /// Write the ground truth (every URL a correct crawl fetches) here.
     #[arg(long)]
     truth_out: Option<PathBuf>,
+    /// The politeness delay the exit audit holds each host to (the
+    /// crawler's `[politeness] min_delay`; a host's Crawl-delay raises it).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    min_delay: Duration,
+    /// The crawler's `[politeness] delay_factor`, for the exit audit.
+    #[arg(long, default_value_t = 0.0)]
+    delay_factor: f64,
+    /// At exit, also write a JSON report here: the audit and every page
+    /// fetched with its count (how a crawl served from elsewhere, a
+    /// container say, is checked).
+    #[arg(long)]
+    report_out: Option<PathBuf>,
     /// Serve HTTPS too (HTTP/1.1 and HTTP/2) on another port, with a fresh
     /// test CA whose certificate, and the self-signed host's, are written
     /// into this directory (list them in `[fetch] extra_root_certificates`).
     #[arg(long)]
     tls_dir: Option<PathBuf>,
+}
+
+/// What `--report-out` holds.
+#[derive(serde::Serialize)]
+struct Report {
+    /// The politeness audit (one request at a time per host, the delays).
+    audit: AuditReport,
+    /// Page URL → times fetched.
+    pages: BTreeMap<String, usize>,
 }
 
 /// Runs `trawl testweb` until SIGINT/SIGTERM, then prints the audit.
@@ -90,8 +114,20 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
         server.addr().ip()
     );
     actix_rt::System::new().block_on(super::crawl::shutdown_signal());
-    let report = audit(&server.log().records(), 1, Duration::ZERO);
+    let records = server.log().records();
     server.stop();
+    let report = audit_with(&records, 1, |host| {
+        web.politeness_rule(host, args.min_delay, args.delay_factor)
+    });
     println!("{}", serde_json::to_string(&report)?);
+    if let Some(path) = &args.report_out {
+        let pages = page_fetches(&records, port);
+        let report = Report {
+            audit: report,
+            pages,
+        };
+        std::fs::write(path, serde_json::to_vec(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(ExitCode::SUCCESS)
 }

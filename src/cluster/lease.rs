@@ -9,7 +9,7 @@
 //! flight together, whatever gossip believes and whatever the clocks say.
 //!
 //! The machine does no I/O and reads no clock: its driver (the node's
-//! actors, or the simulator in `tests/simulation.rs`) feeds it events with
+//! actors, or the simulator in `tests/it/simulation.rs`) feeds it events with
 //! `now` and carries out the [`Effect`]s it asks for (read the chain's
 //! head, take a checkpoint, create a manifest, pause or stop the
 //! partition's hosts), the shape of `quinn_proto::Connection`.

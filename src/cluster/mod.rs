@@ -10,7 +10,7 @@
 //!   partition's chain of create-only manifests, as a state machine with
 //!   no I/O (fencing, the lease on the owner's own clock, the new owner's
 //!   hold, durability watermarks), driven by the simulator of
-//!   `tests/simulation.rs` as by the OwnershipActor;
+//!   `tests/it/simulation.rs` as by the OwnershipActor;
 //! - [`manifest`] and [`chain`]: the manifests and the chain in object
 //!   storage (checkpoint files uploaded once, restores that reuse them);
 //! - [`gate`]: the end of a partition's lease, checked by its hosts and

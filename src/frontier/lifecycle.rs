@@ -16,9 +16,14 @@
 //!   that was fetched before; a permanent redirect (301, 308), whose
 //!   target is queued as a new URL. A removed URL stays in the seen set:
 //!   links to it do not bring it back.
-//! - **Brought back** ([`due_again`]): a seed re-admits a removed URL; a
-//!   sitemap entry whose `lastmod` is newer than the last fetch (or the
-//!   removal) makes the URL due at once. A sitemap's `changefreq` and
+//! - **Brought back** ([`due_again`]): a *new* seed re-admits a removed
+//!   URL (one never given as a seed before: an operator naming a page
+//!   again); a seed offered again does not, so the same seed list given
+//!   on every restart does not undo removals. An operator who wants them
+//!   back asks for a reseed (`trawl run --reseed`, `"reseed": true` in the
+//!   admin API), which offers each seed as changed now: a `lastmod` of
+//!   now, under the sitemap rule below. A sitemap entry whose `lastmod` is
+//!   newer than the last fetch (or the removal) makes the URL due at once. A sitemap's `changefreq` and
 //!   `priority` are hints only and are not used: a site's own claims
 //!   about its change rate are often wrong, the URL's history is not.
 //! - **Tried again** ([`retry`]): a failed try is stored with its count,
@@ -262,24 +267,38 @@ pub fn retry(previous: Option<&UrlRecord>, depth: u32, tries: Tries) -> UrlRecor
     rec
 }
 
+/// Whether an offer of a seen URL is a seed, and whether the URL was
+/// given as a seed before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedOffer {
+    /// Not a seed: a link, a redirect, a sitemap entry.
+    No,
+    /// A seed, for a URL never given as a seed before.
+    New,
+    /// A seed given before (the same seed list, offered on every start).
+    Repeated,
+}
+
 /// Why a seen URL is offered again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Offer {
-    /// Given by the operator as a seed.
-    pub seed: bool,
-    /// The `lastmod` of the sitemap entry that lists it (Unix ms).
+    /// Given by the operator as a seed, and whether for the first time.
+    pub seed: SeedOffer,
+    /// The `lastmod` of the sitemap entry that lists it, or the moment of
+    /// a reseed (Unix ms).
     pub lastmod_ms: Option<u64>,
 }
 
-/// Whether an offer makes a seen URL due at once: a seed brings back a
-/// removed URL; a sitemap `lastmod` newer than the last fetch (or than the
+/// Whether an offer makes a seen URL due at once: a new seed brings back
+/// a removed URL; a `lastmod` newer than the last fetch (or than the
 /// removal) makes a fetched or removed URL due. Everything else (links,
-/// queued URLs, URLs that never got a response) changes nothing.
+/// seeds given before, queued URLs, URLs that never got a response)
+/// changes nothing.
 pub fn due_again(rec: &UrlRecord, offer: Offer) -> bool {
     let newer_than =
         |ms: Option<u64>| matches!((offer.lastmod_ms, ms), (Some(l), Some(t)) if l > t);
     match rec.state {
-        UrlState::Gone(_) => offer.seed || newer_than(rec.removed_ms),
+        UrlState::Gone(_) => offer.seed == SeedOffer::New || newer_than(rec.removed_ms),
         UrlState::Fetched(_) => newer_than(rec.last.as_ref().map(|v| v.at_ms)),
         _ => false,
     }

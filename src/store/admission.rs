@@ -13,7 +13,7 @@ use super::queue::DueChanges;
 use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_URLS, META_SEQ, SEQ_RESERVE};
 use super::{PartitionStore, SeenCache, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
-use crate::frontier::lifecycle::{self, Offer};
+use crate::frontier::lifecycle::{self, Offer, SeedOffer};
 use crate::frontier::{EntryKind, Priority};
 use crate::url::{registrable_domain, Fingerprint};
 
@@ -43,11 +43,22 @@ pub struct AdmitEntry {
 }
 
 impl AdmitEntry {
+    /// Whether an operator gave it as a seed.
+    fn is_seed(&self) -> bool {
+        self.priority == Priority::SEED
+    }
+
     /// What the offer means for a URL seen before (see
-    /// [`lifecycle::due_again`]).
-    fn offer(&self) -> Offer {
+    /// [`lifecycle::due_again`]); `seeded_before`: the URL was given as a
+    /// seed by an earlier offer.
+    fn offer(&self, seeded_before: bool) -> Offer {
+        let seed = match (self.is_seed(), seeded_before) {
+            (false, _) => SeedOffer::No,
+            (true, false) => SeedOffer::New,
+            (true, true) => SeedOffer::Repeated,
+        };
         Offer {
-            seed: self.priority == Priority::SEED,
+            seed,
             lastmod_ms: self.lastmod_ms,
         }
     }
@@ -55,7 +66,7 @@ impl AdmitEntry {
     /// Whether the offer could change a seen URL's record: only seeds and
     /// sitemap entries with a `lastmod` are worth a read.
     fn may_bring_back(&self) -> bool {
-        self.queue && (self.priority == Priority::SEED || self.lastmod_ms.is_some())
+        self.queue && (self.is_seed() || self.lastmod_ms.is_some())
     }
 
     /// The domain linking to the entry and the entry's own, when the link
@@ -75,6 +86,18 @@ impl AdmitEntry {
     pub fn settled_if_seen(&self) -> bool {
         self.queue && !self.may_bring_back() && self.foreign_linker().is_none()
     }
+}
+
+/// Where a URL given as a seed is noted (in `meta`, value empty), so that
+/// the same seed offered again is told from a new one (see
+/// [`lifecycle::due_again`]). Stores written before this note existed
+/// take each seed as new once: a removed seed comes back on the first
+/// start after the upgrade, and never again.
+const SEED_PREFIX: &[u8] = b"seed/";
+
+/// The `meta` key noting `fp` was given as a seed.
+fn seed_key(fp: Fingerprint) -> Vec<u8> {
+    [SEED_PREFIX, &fp.to_bytes()[..]].concat()
 }
 
 /// What [`PartitionStore::admit`] did with a batch.
@@ -215,9 +238,11 @@ impl PartitionStore {
                         Some(bytes) => Some(bytes.to_vec()),
                         None => self.get(CF_URLS, &key)?,
                     };
+                    let seeded_before =
+                        entry.is_seed() && self.seeded_before(&mut batch, &entry)?;
                     if let Some(bytes) = stored {
                         let record = UrlRecord::decode(&bytes).map_err(|e| self.codec(e))?;
-                        if lifecycle::due_again(&record, entry.offer()) {
+                        if lifecycle::due_again(&record, entry.offer(seeded_before)) {
                             self.bring_back(&mut batch, &entry, record, now_ms, &mut due)?;
                             refreshed.push(entry);
                         }
@@ -233,6 +258,9 @@ impl PartitionStore {
                 }
             }
             fresh.push(entry.fp);
+            if entry.is_seed() {
+                batch.put_cf(self.cf(CF_META), seed_key(entry.fp), []);
+            }
             if !entry.queue {
                 let record = UrlRecord::new(UrlState::Excluded, entry.depth);
                 batch.put_cf(urls, key, record.encode().map_err(|e| self.codec(e))?);
@@ -294,6 +322,21 @@ impl PartitionStore {
             filter,
             refreshed,
         })
+    }
+
+    /// Whether `entry`'s URL was given as a seed before this offer; if not,
+    /// `batch` notes that it now was (a seed is new once).
+    fn seeded_before(
+        &self,
+        batch: &mut WriteBatch,
+        entry: &AdmitEntry,
+    ) -> Result<bool, StoreError> {
+        let key = seed_key(entry.fp);
+        let before = self.get(CF_META, &key)?.is_some();
+        if !before {
+            batch.put_cf(self.cf(CF_META), key, []);
+        }
+        Ok(before)
     }
 
     /// What the seen filter and cache say of `entry`'s URL, and so whether

@@ -272,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn a_newer_sitemap_entry_makes_a_url_due_and_a_seed_brings_back_a_removed_one() {
+    fn a_newer_sitemap_entry_makes_a_url_due_and_a_new_seed_brings_back_a_removed_one() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
         fetched(&store, "http://a.test/1", 1_000, 9_000_000);
@@ -334,12 +334,70 @@ mod tests {
         let seed = store
             .admit_at(vec![offer(None, Priority::SEED)], 7_000)
             .unwrap();
-        assert_eq!(seed.refreshed.len(), 1, "a seed re-admits it");
-        let back = store
-            .url_record(crate::url::Fingerprint::of("http://a.test/1"))
-            .unwrap();
+        assert_eq!(seed.refreshed.len(), 1, "a new seed re-admits it");
+        let fp = crate::url::Fingerprint::of("http://a.test/1");
+        let back = store.url_record(fp).unwrap();
         assert_eq!(back.map(|r| r.state), Some(UrlState::Fetched(200)));
         assert_eq!(store.recrawl_hosts().unwrap()["a.test"], 7_000);
+
+        // Removed again: the same seed offered again (a restart with the
+        // same seed list) leaves it out, a reseed brings it back.
+        let due = store.recrawl_page("a.test", 7_000, None, 10).unwrap();
+        let mut gone = (*due[0].previous.clone().unwrap()).clone();
+        gone.state = UrlState::Gone(Removal::Gone);
+        gone.removed_ms = Some(8_000);
+        gone.next_due_ms = None;
+        let done = Completion {
+            key: due[0].key.clone(),
+            recrawl: true,
+            value: due[0].value.clone(),
+            record: gone,
+        };
+        store.complete(&[done], &[]).unwrap();
+        let again = store
+            .admit_at(vec![offer(None, Priority::SEED)], 9_000)
+            .unwrap();
+        assert!(again.refreshed.is_empty(), "a seed given before");
+        assert!(matches!(
+            store.url_record(fp).unwrap().map(|r| r.state),
+            Some(UrlState::Gone(_))
+        ));
+        let reseed = store
+            .admit_at(vec![offer(Some(9_000), Priority::SEED)], 9_000)
+            .unwrap();
+        assert_eq!(reseed.refreshed.len(), 1, "the operator asked");
+    }
+
+    #[test]
+    fn a_url_admitted_as_a_seed_is_not_new_when_seeded_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let seed = || {
+            let mut e = entry("http://a.test/", "a.test");
+            e.priority = Priority::SEED;
+            e
+        };
+        assert_eq!(
+            store.admit_at(vec![seed()], 1_000).unwrap().entries.len(),
+            1
+        );
+        let head = store
+            .queue_page("a.test", Priority::SEED, None, 10)
+            .unwrap();
+        let mut record = UrlRecord::new(UrlState::Gone(Removal::Gone), 0);
+        record.removed_ms = Some(2_000);
+        let done = Completion {
+            key: head[0].key.clone(),
+            recrawl: false,
+            value: head[0].value.clone(),
+            record,
+        };
+        store.complete(&[done], &[]).unwrap();
+        // Reopened, as on the next start with the same seed list.
+        drop(store);
+        let store = open(dir.path());
+        let again = store.admit_at(vec![seed()], 3_000).unwrap();
+        assert!(again.refreshed.is_empty() && again.entries.is_empty());
     }
 
     #[test]

@@ -75,6 +75,22 @@ pub struct AuditReport {
     pub violations: Vec<Violation>,
 }
 
+/// Page requests by URL (`http://host:port/path`), with their counts, as
+/// a crawl is judged by: robots.txt and sitemap files are left out, and
+/// so are refusals with Retry-After (asked again later by design).
+pub fn page_fetches(records: &[RequestRecord], port: u16) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    let pages = records.iter().filter(|r| {
+        super::generator::request_kind(&r.path) == super::RequestKind::Page
+            && r.not_before.is_none()
+    });
+    for r in pages {
+        *out.entry(format!("http://{}:{port}{}", r.host, r.path))
+            .or_default() += 1;
+    }
+    out
+}
+
 /// Audits `records` against at most `max_in_flight` concurrent requests per
 /// host and `min_delay` from any completion to a later start.
 pub fn audit(records: &[RequestRecord], max_in_flight: u32, min_delay: Duration) -> AuditReport {

@@ -14,7 +14,7 @@
 //!
 //! No crate on crates.io ports these rules faithfully (the one Rust SURT
 //! crate keeps the fragment and skips the canonicaliser), hence this file;
-//! `tests/cdxj.rs` checks it against the Python package on tricky URLs.
+//! `tests/it/cdxj.rs` checks it against the Python package on tricky URLs.
 //!
 //! Known differences from the Python package, on inputs trawl never
 //! archives (its URLs are already in WHATWG normal form): octal IPv4

@@ -191,16 +191,20 @@ fn a_failed_refetch_keeps_the_page_in_the_crawl() {
 }
 
 #[test]
-fn only_seeds_and_newer_sitemap_entries_bring_a_url_back() {
+fn only_new_seeds_and_newer_lastmods_bring_a_url_back() {
     let s = settings();
     let page = fetched(None, 0, ok(1_000, 1), 1_000, &s).record;
     let link = Offer {
-        seed: false,
+        seed: SeedOffer::No,
         lastmod_ms: None,
     };
     let lastmod = |ms| Offer {
-        seed: false,
+        seed: SeedOffer::No,
         lastmod_ms: Some(ms),
+    };
+    let seed = |seed| Offer {
+        seed,
+        lastmod_ms: None,
     };
     assert!(!due_again(&page, link));
     assert!(!due_again(&page, lastmod(999)), "older than the fetch");
@@ -211,13 +215,21 @@ fn only_seeds_and_newer_sitemap_entries_bring_a_url_back() {
     assert!(!due_again(&gone, link), "links do not bring it back");
     assert!(!due_again(&gone, lastmod(2_500)), "older than the removal");
     assert!(due_again(&gone, lastmod(3_001)));
-    assert!(due_again(
-        &gone,
-        Offer {
-            seed: true,
-            lastmod_ms: None
-        }
-    ));
+    assert!(due_again(&gone, seed(SeedOffer::New)), "a new seed");
+    assert!(
+        !due_again(&gone, seed(SeedOffer::Repeated)),
+        "a seed given before does not undo the removal"
+    );
+    // A reseed: a seed given before, as changed now.
+    let reseed = Offer {
+        seed: SeedOffer::Repeated,
+        lastmod_ms: Some(3_500),
+    };
+    assert!(due_again(&gone, reseed));
+    assert!(
+        !due_again(&page, seed(SeedOffer::New)),
+        "a fetched page waits"
+    );
     let back = bring_back(gone, 4_000);
     assert_eq!(back.state, UrlState::Fetched(410), "its last answer");
     assert_eq!((back.next_due_ms, back.misses), (Some(4_000), 0));

@@ -1,0 +1,467 @@
+//! Three `trawl run` processes, each with a data directory of its own (its
+//! "disk"), crawl the synthetic web as one cluster with `[cluster]
+//! state_url` on a `file://` store; then one node is lost with its disk:
+//! SIGKILL, and its data directory deleted.
+//!
+//! Checked from the server's log and the store, not from trawl's word:
+//! every page of the ground truth is fetched, no host ever sees requests
+//! closer than the politeness delay (across the takeover included), and
+//! the dead node's partitions were restored by the others from their
+//! chains. What the dead node did after its last checkpoint is fetched
+//! again, bounded by the checkpoint interval.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use crate::common::{
+    archived_uris, assert_same_urls, audit_log_with_factor, eventually_true, gossip_addr,
+    logged_within, page_requests, wait_exit, ANY_BRIDGE,
+};
+use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
+
+const MIN_DELAY_MS: u64 = 60;
+/// The nodes' `[politeness] delay_factor`: the audit owes exactly this.
+const DELAY_FACTOR: f64 = 0.0;
+const NODES: usize = 3;
+
+/// Writes node `me`'s config (its own data dir under `dir`); its path.
+/// The `[upload]` layer putting WARC files under `warcs`.
+fn upload_layer(warcs: &Path) -> String {
+    format!(
+        "[upload]\nenabled = true\nurl = \"file://{}\"\nverify = \"size\"\n\
+         retry_delay = \"100ms\"\n",
+        warcs.display()
+    )
+}
+
+fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usize) -> PathBuf {
+    let peers: Vec<String> = gossip
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != me)
+        .map(|(_, g)| format!("\"{g}\""))
+        .collect();
+    let extra = format!(
+        "[cluster]\nenabled = true\ncluster_id = \"state\"\nnode_id = \"n{}\"\n\
+         gossip = \"{}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
+         {}lease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
+         [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
+         [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
+        me + 1,
+        gossip[me],
+        peers.join(", "),
+        state.map_or(String::new(), |s| format!(
+            "state_url = \"file://{}\"\n",
+            s.display()
+        )),
+    );
+    // With a state store, records go to object storage too (before the
+    // checkpoints that cover their pages).
+    let extra = match state {
+        Some(state) => extra + &upload_layer(&state.with_file_name("warcs")),
+        None => extra,
+    };
+    let data = dir.join(format!("n{}", me + 1));
+    let path = dir.join(format!("n{}.toml", me + 1));
+    std::fs::write(
+        &path,
+        trawl::testweb::config_layer(&data, MIN_DELAY_MS, &extra),
+    )
+    .unwrap();
+    path
+}
+
+fn spawn(config: &Path, seeds: Option<&Path>, log: &Path) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    cmd.args(["run", "--until-idle", "--config"]).arg(config);
+    if let Some(seeds) = seeds {
+        cmd.arg("--seeds").arg(seeds);
+    }
+    let log = std::fs::File::create(log).unwrap();
+    cmd.env(
+        "RUST_LOG",
+        "warn,trawl::actors::node=info,trawl::actors::ownership=info",
+    )
+    .env("NO_COLOR", "1")
+    .stderr(log)
+    .spawn()
+    .expect("spawn trawl")
+}
+
+/// Manifests in the state store, per partition.
+fn manifests(state: &Path) -> Vec<usize> {
+    (0..8)
+        .map(|p| {
+            let dir = state.join(format!("partitions/{p:03}/manifests"));
+            std::fs::read_dir(dir).map_or(0, |d| d.count())
+        })
+        .collect()
+}
+
+/// Waits until a manifest of `node` names checkpoint files.
+fn wait_for_checkpoint_by(state: &Path, node: &str, limit: Duration) -> bool {
+    eventually_true(limit, || {
+        (0..8).any(|p| {
+            let dir = state.join(format!("partitions/{p:03}/manifests"));
+            std::fs::read_dir(dir).into_iter().flatten().any(|e| {
+                let bytes = std::fs::read(e.unwrap().path()).unwrap_or_default();
+                trawl::cluster::manifest::Manifest::decode(&bytes)
+                    .is_ok_and(|m| m.owner.node == node && !m.files.is_empty())
+            })
+        })
+    })
+}
+
+/// Three nodes on data directories of their own crawling a web of 24
+/// hosts × 30 pages (generator seed `seed`), seeds given to n1, each
+/// logging into `n<i>.log`; with `with_state`, a `file://` state store at
+/// `state` (and uploads beside it).
+struct Cluster {
+    web: SyntheticWeb,
+    server: TestWebServer,
+    port: u16,
+    dir: tempfile::TempDir,
+    state: PathBuf,
+    configs: Vec<PathBuf>,
+    logs: Vec<PathBuf>,
+    nodes: [Child; NODES],
+}
+
+fn start_cluster(seed: u64, with_state: bool) -> Cluster {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 24,
+        pages_per_host: 30,
+        seed,
+        behaviours: false,
+    });
+    let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let gossip: Vec<SocketAddr> = (0..NODES).map(|_| gossip_addr()).collect();
+    let state_url = with_state.then_some(state.as_path());
+    let configs: Vec<PathBuf> = (0..NODES)
+        .map(|i| write_config(dir.path(), state_url, &gossip, i))
+        .collect();
+    let logs: Vec<PathBuf> = (1..=NODES)
+        .map(|i| dir.path().join(format!("n{i}.log")))
+        .collect();
+    let nodes = [
+        spawn(&configs[0], Some(&seeds), &logs[0]),
+        spawn(&configs[1], None, &logs[1]),
+        spawn(&configs[2], None, &logs[2]),
+    ];
+    Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs,
+        logs,
+        nodes,
+    }
+}
+
+#[test]
+fn a_node_lost_with_its_disk_loses_no_queued_url() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs: _configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(41, true);
+
+    let truth = web.ground_truth(port);
+    assert!(
+        server
+            .log()
+            .wait_for(truth.len() / 3, Duration::from_secs(60)),
+        "the cluster did not get going"
+    );
+    // n2 has published a checkpoint with content: what it admitted and
+    // fetched is in object storage.
+    assert!(
+        wait_for_checkpoint_by(&state, "n2", Duration::from_secs(30)),
+        "n2 published no checkpoint"
+    );
+    // A reclaimed spot instance: the process and its disk are gone.
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    std::fs::remove_dir_all(dir.path().join("n2")).unwrap();
+    let killed_at = server.log().len();
+
+    assert!(
+        wait_exit(&mut n1, Duration::from_secs(120)).success(),
+        "n1 failed"
+    );
+    assert!(
+        wait_exit(&mut n3, Duration::from_secs(120)).success(),
+        "n3 failed"
+    );
+    let records = server.log().records();
+    server.stop();
+    assert!(killed_at < truth.len(), "killed mid-crawl");
+
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    // Redone: what n2 fetched after its partitions' last checkpoints
+    // (half a second apart) and what it had in flight; a small share.
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.len() * 5 < truth.len(),
+        "fetched twice: {} of {}",
+        twice.len(),
+        truth.len()
+    );
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // The survivors restored n2's partitions from their chains.
+    let survivors = [&logs[0], &logs[2]].map(|p| std::fs::read_to_string(p).unwrap());
+    assert!(
+        survivors
+            .iter()
+            .any(|log| log.contains("partition restored from its chain")),
+        "no partition restored: {survivors:?}"
+    );
+    // Every page is archived in object storage (a response, or a revisit
+    // of a payload stored before), though n2's disk is gone.
+    let archived = archived_uris(&dir.path().join("warcs"));
+    let missing: Vec<_> = truth.difference(&archived).collect();
+    assert!(
+        missing.is_empty(),
+        "not archived in object storage: {missing:?}"
+    );
+    // Every partition has a chain, and each ends in a clean hand-back.
+    for (p, n) in manifests(&state).into_iter().enumerate() {
+        assert!(n > 0, "partition {p} has no manifest");
+        let last = std::fs::read_dir(state.join(format!("partitions/{p:03}/manifests")))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .max()
+            .unwrap();
+        let m = trawl::cluster::manifest::Manifest::decode(&std::fs::read(&last).unwrap()).unwrap();
+        assert!(
+            m.released,
+            "partition {p}'s last manifest is not a hand-back: {m:?}"
+        );
+    }
+}
+
+/// Without `state_url`, a cluster on separate disks is restart-in-place:
+/// while a node is down, no other node opens its partitions (their state
+/// is on its disk); it comes back, and the crawl completes with nothing
+/// fetched twice but what it had in flight.
+#[test]
+fn without_state_url_a_dead_nodes_partitions_wait_for_it() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state: _state,
+        configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(42, false);
+    let truth = web.ground_truth(port);
+    assert!(
+        server
+            .log()
+            .wait_for(truth.len() / 3, Duration::from_secs(60)),
+        "the cluster did not get going"
+    );
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    // The others are assigned its partitions and refuse them.
+    let waiting = "its state is on its last holder's disk";
+    assert!(
+        logged_within(&[&logs[0], &logs[2]], waiting, Duration::from_secs(30)),
+        "nobody waits for n2"
+    );
+    let mut again = spawn(&configs[1], None, &dir.path().join("n2-again.log"));
+    for (name, child) in [("n1", &mut n1), ("n2", &mut again), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    // Fetched twice: only what n2 had in flight (one request per host).
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.len() <= 24, "fetched twice: {twice:?}");
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // No partition store was created beside n2's.
+    for n in ["n1", "n3"] {
+        let mine: BTreeSet<_> = std::fs::read_dir(dir.path().join(n).join("partitions"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let n2s: BTreeSet<_> = std::fs::read_dir(dir.path().join("n2").join("partitions"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            mine.is_disjoint(&n2s),
+            "{n} opened n2's partitions: {mine:?} / {n2s:?}"
+        );
+    }
+}
+
+/// A rolling restart with `state_url`: n2 stops cleanly (SIGTERM) and
+/// hands its partitions back through final checkpoints; the others take
+/// them at once; n2 returns and gets them back, each hand-back restoring
+/// from the chain. Nothing is lost and, every hand-back drained first,
+/// nothing but what was in flight at a stop is fetched twice.
+#[test]
+fn a_rolling_restart_hands_partitions_back_and_forth_through_the_chain() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(43, true);
+    let truth = web.ground_truth(port);
+    assert!(
+        wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),
+        "n2 published no checkpoint"
+    );
+    // SAFETY: a signal to a child process this test started.
+    assert_eq!(
+        unsafe { libc::kill(n2.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    assert!(
+        wait_exit(&mut n2, Duration::from_secs(60)).success(),
+        "n2 did not stop cleanly"
+    );
+    let stopped_at = server.log().len();
+    let again_log = dir.path().join("n2-again.log");
+    let mut again = spawn(&configs[1], None, &again_log);
+    for (name, child) in [("n1", &mut n1), ("n2", &mut again), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    assert!(stopped_at < truth.len(), "stopped mid-crawl");
+    let requests = page_requests(&records, port);
+    let fetched: BTreeSet<String> = requests.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    let twice: Vec<_> = requests.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.len() <= 24, "fetched twice: {twice:?}");
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    let first = std::fs::read_to_string(&logs[1]).unwrap();
+    assert!(
+        first.contains("partitions handed back to the state store"),
+        "{first}"
+    );
+    let back = std::fs::read_to_string(&again_log).unwrap();
+    assert!(back.contains("partition restored from its chain"), "{back}");
+}
+
+/// The head manifest of every partition in the `file://` state store.
+fn heads(state: &Path) -> Vec<trawl::cluster::manifest::Manifest> {
+    (0..8)
+        .filter_map(|p| {
+            let dir = state.join(format!("partitions/{p:03}/manifests"));
+            let last = std::fs::read_dir(dir)
+                .ok()?
+                .map(|e| e.unwrap().path())
+                .max()?;
+            trawl::cluster::manifest::Manifest::decode(&std::fs::read(last).ok()?).ok()
+        })
+        .collect()
+}
+
+/// A partition whose chain cannot be restored for a while (one of its
+/// files is missing from the store) is not held unfetched: the node that
+/// claimed it hands it back and tries again later, and once the file is
+/// back the partition is restored and crawled to the end.
+#[test]
+fn a_claim_that_cannot_be_restored_is_handed_back_and_tried_again() {
+    let Cluster {
+        web,
+        server,
+        port,
+        dir,
+        state,
+        configs: _configs,
+        logs,
+        nodes: [mut n1, mut n2, mut n3],
+    } = start_cluster(44, true);
+    let truth = web.ground_truth(port);
+    assert!(
+        wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),
+        "n2 published no checkpoint"
+    );
+    n2.kill().unwrap();
+    let _ = n2.wait();
+    std::fs::remove_dir_all(dir.path().join("n2")).unwrap();
+    // A file n2 uploaded itself (no survivor has it cached) of a head n2
+    // left: hidden before the survivors claim (they watch a lease first).
+    let (p, key) = heads(&state)
+        .into_iter()
+        .filter(|m| m.owner.node == "n2")
+        .find_map(|m| {
+            let epoch = format!("{:020}", m.owner.epoch);
+            let file = m
+                .files
+                .iter()
+                .find(|f| f.name.ends_with(".sst") && f.key.contains(&epoch))?;
+            Some((m.partition, file.key.clone()))
+        })
+        .expect("a head of n2's with a file of its own");
+    let object = state.join(format!("partitions/{p:03}/{key}"));
+    let hidden = object.with_extension("hidden");
+    std::fs::rename(&object, &hidden).unwrap();
+    let failed = "cannot open a claimed partition; handing it back";
+    assert!(
+        logged_within(&[&logs[0], &logs[2]], failed, Duration::from_secs(60)),
+        "no survivor failed to restore partition {p}"
+    );
+    std::fs::rename(&hidden, &object).unwrap();
+    for (name, child) in [("n1", &mut n1), ("n3", &mut n3)] {
+        assert!(
+            wait_exit(child, Duration::from_secs(120)).success(),
+            "{name} failed"
+        );
+    }
+    let records = server.log().records();
+    server.stop();
+    let fetched: BTreeSet<String> = page_requests(&records, port).keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    let restored = format!("partition restored from its chain partition={p}");
+    assert!(
+        [&logs[0], &logs[2]]
+            .iter()
+            .any(|l| std::fs::read_to_string(l).unwrap().contains(&restored)),
+        "partition {p} was never restored"
+    );
+}

@@ -1,0 +1,89 @@
+//! Hosts are active only when due, at most `[frontier] max_active_hosts`
+//! at once: a crawl under a small cap still fetches exactly the ground
+//! truth, politely, and never runs more host actors than the cap.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::common::*;
+use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
+use trawl::config::Config;
+use trawl::metrics::Metrics;
+
+/// Crawls until idle; the node's status just before it stops.
+fn crawl_status(config: Config, seeds: Vec<String>) -> NodeStatus {
+    actix_rt::System::new().block_on(async move {
+        let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
+        node.send(Seed { urls: seeds }).await.unwrap().unwrap();
+        node.send(WhenIdle).await.unwrap();
+        let status = node.send(GetStatus).await.unwrap();
+        node.send(Shutdown).await.unwrap().unwrap();
+        status
+    })
+}
+
+#[test]
+fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
+    let (web, server) = start_web(24, 12, 5);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let config = config_with(data.path(), 5, 8, "[frontier]\nmax_active_hosts = 3\n");
+    let status = crawl_status(config, web.seeds(port));
+    let log = server.log().records();
+    server.stop();
+
+    assert_eq!(status.active_hosts_cap, 3);
+    assert!(
+        (1..=3).contains(&status.active_hosts_peak),
+        "peak {} active hosts with a cap of 3",
+        status.active_hosts_peak
+    );
+    assert_eq!(status.queued, 0);
+    assert_eq!(
+        status.due_hosts, status.refresh_hosts,
+        "nothing left waiting but for its next refresh"
+    );
+    assert!(status.refresh_due.scheduled > 0);
+    assert_eq!(status.refresh_due.now, 0);
+    let fetched: BTreeSet<String> = page_requests(&log, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+    let report = audit_log(&web, &log, 5);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
+
+#[test]
+fn a_crawl_keeps_the_partition_count_it_was_created_with_unless_the_config_names_one() {
+    let (web, server) = start_web(6, 4, 9);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let created = crawl_status(config_with(data.path(), 5, 5, ""), web.seeds(port));
+    assert_eq!(created.partitions.len(), 5);
+    let fetched = server.log().len();
+
+    // A config that names no count (the default is another) reopens the
+    // crawl with its own five partitions: everything is seen already.
+    let unnamed = Config::from_layers(&[(
+        "test".into(),
+        trawl::testweb::config_layer(data.path(), 5, ""),
+    )])
+    .unwrap();
+    assert!(!unnamed.storage.partitions_given);
+    assert_ne!(
+        unnamed.storage.partitions, 5,
+        "the default is not the crawl's"
+    );
+    let reopened = crawl_status(unnamed, web.seeds(port));
+    assert_eq!(reopened.partitions.len(), 5);
+    assert_eq!(reopened.queued, 0);
+    assert_eq!(server.log().len(), fetched, "nothing fetched again");
+
+    // A count the config names is the operator's word: a mismatch is
+    // refused, not adopted.
+    let named = config_with(data.path(), 5, 7, "");
+    assert!(named.storage.partitions_given);
+    let refused = actix_rt::System::new()
+        .block_on(async move { Node::start(named, Arc::new(Metrics::new())).err() });
+    let err = refused.expect("a mismatched count is refused").to_string();
+    assert!(err.contains("created with 5 partitions"), "{err}");
+    server.stop();
+}
