@@ -97,6 +97,62 @@ pub struct Config {
     pub upload: UploadConfig,
 }
 
+/// An object store's options (`[upload] options`, `[cluster]
+/// state_options`): passed to the store as given, but never shown. Their
+/// `Debug` (logs) and [`Config::to_toml`] (`trawl config print`) write
+/// [`REDACTED`] for the value of every key that names a secret
+/// ([`StoreOptions::is_secret`]): credentials in a config file must not
+/// reach a terminal, a log or a support ticket.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StoreOptions(pub BTreeMap<String, String>);
+
+/// What a secret's value is shown as.
+pub const REDACTED: &str = "<redacted>";
+
+impl StoreOptions {
+    /// Whether the option `key` holds a secret: keys, secrets, tokens,
+    /// passwords, SAS signatures and service-account keys of the stores'
+    /// options (`aws_secret_access_key`, `aws_session_token`,
+    /// `azure_storage_account_key`, `azure_storage_sas_key`,
+    /// `azure_client_secret`, `google_service_account_key`, ...). An
+    /// access key *id* names a key and is shown.
+    pub fn is_secret(key: &str) -> bool {
+        let key = key.to_ascii_lowercase();
+        ["secret", "token", "password", "sas", "credential"]
+            .iter()
+            .any(|word| key.contains(word))
+            || (key.contains("key") && !key.ends_with("key_id"))
+    }
+
+    /// The options with every secret's value replaced by [`REDACTED`].
+    pub fn redacted(&self) -> StoreOptions {
+        let shown = self
+            .0
+            .iter()
+            .map(|(k, v)| {
+                let v = if Self::is_secret(k) { REDACTED } else { v };
+                (k.clone(), v.to_owned())
+            })
+            .collect();
+        StoreOptions(shown)
+    }
+}
+
+impl std::ops::Deref for StoreOptions {
+    type Target = BTreeMap<String, String>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.redacted().0.iter()).finish()
+    }
+}
+
 /// `[upload]`: closed WARC files are copied to object storage (see
 /// `src/upload/`). The URL and options are checked against the store's
 /// own keys in `src/validate.rs`.
@@ -110,7 +166,7 @@ pub struct UploadConfig {
     pub url: String,
     /// Options of the store (`aws_endpoint`, `aws_region`, ...), passed to
     /// it as given; the store's environment variables are read too.
-    pub options: BTreeMap<String, String>,
+    pub options: StoreOptions,
     /// Delete a local file once its upload is verified and recorded.
     pub delete_after_upload: bool,
     /// How an upload is verified: `read-back` (the object is read back and
@@ -179,7 +235,7 @@ pub struct ClusterConfig {
     pub state_url: String,
     /// Options of the state store, as `[upload] options` (its environment
     /// variables are read too).
-    pub state_options: BTreeMap<String, String>,
+    pub state_options: StoreOptions,
     /// How long an owner may fetch after its last checkpoint or renewal
     /// the store accepted; a new owner holds every host of a partition it
     /// takes for `lease + fetch.timeout`.
@@ -854,9 +910,13 @@ impl Config {
         Ok(config)
     }
 
-    /// Renders the effective configuration as TOML.
+    /// Renders the effective configuration as TOML, as `trawl config
+    /// print` shows it: the stores' secrets redacted ([`StoreOptions`]).
     pub fn to_toml(&self) -> String {
-        toml::to_string_pretty(self).expect("config serialises")
+        let mut shown = self.clone();
+        shown.upload.options = shown.upload.options.redacted();
+        shown.cluster.state_options = shown.cluster.state_options.redacted();
+        toml::to_string_pretty(&shown).expect("config serialises")
     }
 
     /// Resolves a path from the config against `storage.data_dir`.
@@ -1165,6 +1225,34 @@ mod tests {
         assert_eq!(config.storage.store_threads, 0, "the default is automatic");
         assert!(config.storage.store_arbiters() >= 1);
         assert!(layer("[storage]\nstore_threads = 0\n").is_ok());
+    }
+
+    #[test]
+    fn store_secrets_are_never_shown() {
+        let text = "[upload]\nenabled = true\nurl = \"s3://b/w\"\n\
+                    [upload.options]\naws_region = \"eu-west-1\"\n\
+                    aws_access_key_id = \"AKIDEXAMPLE\"\n\
+                    aws_secret_access_key = \"wJalrXUtnFEMI\"\n\
+                    aws_session_token = \"FwoGZXIvYXdzE\"\n\
+                    [cluster]\n[cluster.state_options]\n\
+                    azure_storage_account_key = \"c2VjcmV0\"\n\
+                    google_service_account_key = \"{json}\"\n";
+        let config: Config = Config::from_layers(&[("t".to_owned(), text.to_owned())]).unwrap();
+        let printed = config.to_toml();
+        let logged = format!("{config:?}");
+        for secret in ["wJalrXUtnFEMI", "FwoGZXIvYXdzE", "c2VjcmV0", "{json}"] {
+            assert!(!printed.contains(secret), "{printed}");
+            assert!(!logged.contains(secret), "{logged}");
+        }
+        for shown in ["eu-west-1", "AKIDEXAMPLE", REDACTED] {
+            assert!(printed.contains(shown), "{printed}");
+            assert!(logged.contains(shown), "{logged}");
+        }
+        // The store still gets them as written.
+        assert_eq!(
+            config.upload.options["aws_secret_access_key"],
+            "wJalrXUtnFEMI"
+        );
     }
 
     #[test]
