@@ -46,7 +46,9 @@ impl Lab {
         let pid = std::process::id();
         // Distinct per process and per lab, so concurrent tests (and runs)
         // do not meet; interface names stay within 15 bytes.
-        let net = ((pid + n * 37) % 250 + 1) as u8;
+        // 1..=249: 198.18.250.0/24 is the cluster demo's
+        // (scripts/cluster-demo.sh), 198.18.251.0/24 the compose file's.
+        let net = ((pid + n * 37) % 249 + 1) as u8;
         let tag = format!("tl{:x}{n}", pid % 0xfffff);
         let lab = Lab { tag, net, hosts };
         lab.build();
