@@ -271,6 +271,21 @@ mod tests {
         store.complete(&[done], &[]).unwrap();
     }
 
+    /// Completes the due refresh `due` as removed (gone) at `at_ms`.
+    fn removed(store: &PartitionStore, due: &crate::store::QueueEntry, at_ms: u64) {
+        let mut gone = (*due.previous.clone().unwrap()).clone();
+        gone.state = UrlState::Gone(Removal::Gone);
+        gone.removed_ms = Some(at_ms);
+        gone.next_due_ms = None;
+        let done = Completion {
+            key: due.key.clone(),
+            recrawl: true,
+            value: due.value.clone(),
+            record: gone,
+        };
+        store.complete(&[done], &[]).unwrap();
+    }
+
     #[test]
     fn a_newer_sitemap_entry_makes_a_url_due_and_a_new_seed_brings_back_a_removed_one() {
         let dir = tempfile::tempdir().unwrap();
@@ -311,17 +326,7 @@ mod tests {
         );
 
         // Removed: links and old sitemap entries do not bring it back.
-        let mut gone = (*due[0].previous.clone().unwrap()).clone();
-        gone.state = UrlState::Gone(Removal::Gone);
-        gone.removed_ms = Some(6_000);
-        gone.next_due_ms = None;
-        let done = Completion {
-            key: due[0].key.clone(),
-            recrawl: true,
-            value: due[0].value.clone(),
-            record: gone,
-        };
-        store.complete(&[done], &[]).unwrap();
+        removed(&store, &due[0], 6_000);
         assert_eq!(store.due_counts(u64::MAX - 1).scheduled, 0);
         let link = store
             .admit_at(vec![offer(None, Priority::NORMAL)], 7_000)
@@ -343,17 +348,7 @@ mod tests {
         // Removed again: the same seed offered again (a restart with the
         // same seed list) leaves it out, a reseed brings it back.
         let due = store.recrawl_page("a.test", 7_000, None, 10).unwrap();
-        let mut gone = (*due[0].previous.clone().unwrap()).clone();
-        gone.state = UrlState::Gone(Removal::Gone);
-        gone.removed_ms = Some(8_000);
-        gone.next_due_ms = None;
-        let done = Completion {
-            key: due[0].key.clone(),
-            recrawl: true,
-            value: due[0].value.clone(),
-            record: gone,
-        };
-        store.complete(&[done], &[]).unwrap();
+        removed(&store, &due[0], 8_000);
         let again = store
             .admit_at(vec![offer(None, Priority::SEED)], 9_000)
             .unwrap();
