@@ -8,7 +8,7 @@
 //! 1 s, backoffs in milliseconds, see [`trawl::testweb::config_layer`]);
 //! `--config` can override all of it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,7 +18,8 @@ use anyhow::{bail, Context as _};
 use serde::Serialize;
 use trawl::events::{self, EventKind};
 use trawl::testweb::{
-    audit_with, request_kind, RequestKind, ServerOptions, SyntheticWeb, TestWebServer, WebSpec,
+    audit_with, page_fetches, request_kind, RequestKind, ServerOptions, SyntheticWeb,
+    TestWebServer, WebSpec,
 };
 
 /// Marks a directory as made by the demo, so a rerun may clear it.
@@ -117,7 +118,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     server.stop();
 
     let truth = web.ground_truth(port);
-    let mut fetched: BTreeMap<String, usize> = BTreeMap::new();
+    let fetched = page_fetches(&log, port);
     let (mut robots_requests, mut sitemap_requests, mut retried) = (0, 0, 0);
     for r in &log {
         match request_kind(&r.path) {
@@ -125,11 +126,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
             RequestKind::Sitemap => sitemap_requests += 1,
             // A refusal with Retry-After is asked again: not a duplicate.
             RequestKind::Page if r.not_before.is_some() => retried += 1,
-            RequestKind::Page => {
-                *fetched
-                    .entry(format!("http://{}:{port}{}", r.host, r.path))
-                    .or_default() += 1
-            }
+            RequestKind::Page => {}
         }
     }
     let fetched_set: BTreeSet<&String> = fetched.keys().collect();

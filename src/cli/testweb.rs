@@ -1,6 +1,5 @@
 //! `trawl testweb`: serve the synthetic web on loopback.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use trawl::testweb::tls::TestPki;
 use trawl::testweb::{
-    audit_with, page_fetches, AuditReport, ServerOptions, SyntheticWeb, TestWebServer, WebSpec,
+    audit_with, page_fetches, ServerOptions, SyntheticWeb, TestWebServer, WebReport, WebSpec,
 };
 
 /// Arguments of `trawl testweb`.
@@ -57,15 +56,6 @@ pub struct TestwebArgs {
     /// into this directory (list them in `[fetch] extra_root_certificates`).
     #[arg(long)]
     tls_dir: Option<PathBuf>,
-}
-
-/// What `--report-out` holds.
-#[derive(serde::Serialize)]
-struct Report {
-    /// The politeness audit (one request at a time per host, the delays).
-    audit: AuditReport,
-    /// Page URL → times fetched.
-    pages: BTreeMap<String, usize>,
 }
 
 /// Runs `trawl testweb` until SIGINT/SIGTERM, then prints the audit.
@@ -121,10 +111,9 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
     });
     println!("{}", serde_json::to_string(&report)?);
     if let Some(path) = &args.report_out {
-        let pages = page_fetches(&records, port);
-        let report = Report {
+        let report = WebReport {
             audit: report,
-            pages,
+            pages: page_fetches(&records, port),
         };
         std::fs::write(path, serde_json::to_vec(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One request as the server saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub struct HostRule {
 }
 
 /// A broken promise.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
     /// The host it happened to.
     pub host: String,
@@ -61,7 +61,7 @@ pub struct Violation {
 }
 
 /// The audit's result.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct AuditReport {
     /// Hosts that received requests.
     pub hosts: usize,
@@ -89,6 +89,17 @@ pub fn page_fetches(records: &[RequestRecord], port: u16) -> BTreeMap<String, us
             .or_default() += 1;
     }
     out
+}
+
+/// What a server's log says of a crawl, as `trawl testweb --report-out`
+/// writes it: how a crawl of a web served elsewhere (a container) is
+/// judged.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WebReport {
+    /// The politeness audit.
+    pub audit: AuditReport,
+    /// Page URL → times fetched ([`page_fetches`]).
+    pub pages: BTreeMap<String, usize>,
 }
 
 /// Audits `records` against at most `max_in_flight` concurrent requests per

@@ -26,7 +26,9 @@ pub mod raw;
 pub mod server;
 pub mod tls;
 
-pub use audit::{audit, audit_with, page_fetches, AuditReport, HostRule, RequestRecord, Violation};
+pub use audit::{
+    audit, audit_with, page_fetches, AuditReport, HostRule, RequestRecord, Violation, WebReport,
+};
 pub use generator::{request_kind, RequestKind, SyntheticWeb, WebSpec};
 pub use server::{RequestLog, ServerOptions, TestWebServer};
 

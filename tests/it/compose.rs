@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use crate::common::moto::Moto;
 use crate::common::{assert_same_urls, eventually, eventually_true};
-use trawl::testweb::{SyntheticWeb, WebSpec};
+use trawl::testweb::{SyntheticWeb, WebReport, WebSpec};
 
 /// The base image `scripts/docker-base.sh` makes.
 const BASE_IMAGE: &str = "trawl-test/debian:bookworm";
@@ -293,21 +293,6 @@ impl Drop for Compose {
             );
         }
     }
-}
-
-/// What `trawl testweb --report-out` writes.
-#[derive(serde::Deserialize)]
-struct WebReport {
-    audit: AuditReportJson,
-    pages: std::collections::BTreeMap<String, usize>,
-}
-
-/// The audit's JSON (`trawl::testweb::AuditReport`), as far as the test
-/// reads it.
-#[derive(serde::Deserialize)]
-struct AuditReportJson {
-    requests: usize,
-    violations: Vec<serde_json::Value>,
 }
 
 fn spec_web() -> SyntheticWeb {
