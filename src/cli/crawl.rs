@@ -52,6 +52,10 @@ pub async fn crawl(
     mode: RunMode,
 ) -> anyhow::Result<CrawlOutcome> {
     let started = Instant::now();
+    // Listened for from the start: a signal while the node joins its
+    // cluster or takes its seeds stops it gracefully too.
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
     // An unsafe admin setup is refused before anything opens.
     let access = match config.admin.enabled {
         true => Some(trawl::admin::Access::from_config(&config.admin)?),
@@ -68,20 +72,29 @@ pub async fn crawl(
     } else {
         None
     };
-    if config.cluster.enabled {
-        tracing::info!(node = %config.cluster.node_id, "joining the cluster");
-        node.send(trawl::actors::WhenAssigned)
-            .await
-            .context("node mailbox")?;
-        tracing::info!("every partition has an owner");
+    let joined = async {
+        if config.cluster.enabled {
+            tracing::info!(node = %config.cluster.node_id, "joining the cluster");
+            node.send(trawl::actors::WhenAssigned)
+                .await
+                .context("node mailbox")?;
+            tracing::info!("every partition has an owner");
+        }
+        offer_seeds(&node, seeds, mode.reseed).await
+    };
+    let offered = tokio::select! {
+        offered = joined => Some(offered?),
+        _ = &mut stop => None,
+    };
+    let seeds = offered.unwrap_or_default();
+    if offered.is_some() {
+        tracing::info!(
+            admitted = seeds.admitted,
+            seen = seeds.seen,
+            filtered = seeds.filtered,
+            "seeds offered"
+        );
     }
-    let seeds = offer_seeds(&node, seeds, mode.reseed).await?;
-    tracing::info!(
-        admitted = seeds.admitted,
-        seen = seeds.seen,
-        filtered = seeds.filtered,
-        "seeds offered"
-    );
     let seeds_all_refused = seeds.all_refused();
     if seeds_all_refused {
         tracing::error!("every seed was refused (see above why): nothing to crawl");
@@ -97,10 +110,11 @@ pub async fn crawl(
             std::future::pending::<()>().await;
         }
     };
-    let interrupted = tokio::select! {
-        _ = idle => false,
-        _ = shutdown_signal() => true,
-    };
+    let interrupted = offered.is_none()
+        || tokio::select! {
+            _ = idle => false,
+            _ = &mut stop => true,
+        };
     if interrupted {
         tracing::info!("signal received: stopping gracefully");
     } else {
@@ -193,24 +207,33 @@ async fn offer_seeds(
     Ok(total)
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM. The handlers are installed when this
+/// is called (in a runtime), not when the future is first polled: from
+/// then on either signal is a graceful stop, never the default action
+/// (the process killed).
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
+    let signals = {
         use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int)) = (
+        (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
-        ) else {
-            return std::future::pending().await;
-        };
-        tokio::select! {
-            _ = term.recv() => {},
-            _ = int.recv() => {},
+        )
+    };
+    async move {
+        #[cfg(unix)]
+        {
+            let (Ok(mut term), Ok(mut int)) = signals else {
+                return std::future::pending().await;
+            };
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
