@@ -21,7 +21,7 @@ RUN set -eux; \
         rm -rf /var/lib/apt/lists/*; \
     fi; \
     useradd --system --uid 10001 --user-group --home-dir /var/lib/trawl --shell /usr/sbin/nologin trawl; \
-    install -d -o trawl -g trawl /var/lib/trawl /etc/trawl
+    install -d -o trawl -g trawl /var/lib/trawl /etc/trawl /etc/trawl/cluster
 # The image's settings (data in the volume, the admin API on every address
 # of the container, read-only), read by `trawl run` when no --config is
 # given: a command of your own (`trawl run --seed ...`) keeps them.

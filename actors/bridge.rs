@@ -1,9 +1,17 @@
 //! Bridge: this node's links to the other nodes of its cluster.
 //!
-//! One framed TCP connection per peer node (the protocol is
+//! One framed connection (TCP, under TLS) per peer node (the protocol is
 //! [`crate::cluster::wire`]) carries batches of URLs for partitions the
 //! peer owns, each acked once the peer admitted it durably.
 //!
+//! - **Who may connect.** With `[cluster]` TLS files ([`BridgeSettings::tls`],
+//!   the default for a cluster), every connection is mutual TLS 1.3
+//!   against the cluster's CA ([`crate::cluster::tls`]): the dialler
+//!   checks that the certificate of the node it dialled names that node,
+//!   the acceptor that the client's certificate names the node its hello
+//!   names. A connection that fails either is closed before a message of
+//!   it is read (`tls`, `not_certified`), so no one without a node's key
+//!   can hand this node links or digest questions.
 //! - **Who dials.** Of two nodes, the one with the smaller node id (byte
 //!   order) dials, the other accepts, so a pair has exactly one connection
 //!   and two nodes never race to replace each other's. A node that dials
@@ -70,7 +78,8 @@ use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt, Stream, StreamExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use rustls::pki_types::CertificateDer;
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{sleep, sleep_until, timeout, Instant};
@@ -81,6 +90,7 @@ use super::messages::{
     RemoteDigest, SendBatch, SendDigest, SetPeers,
 };
 use crate::cluster::link::{self, Backoff, Handled, PeerLink, Transmit};
+use crate::cluster::tls::{self, NodeTls};
 use crate::cluster::valid_node_id;
 use crate::cluster::wire::{
     self, Message as WireMessage, Refusal, WireError, WireReply, MAX_FRAME,
@@ -120,6 +130,9 @@ pub struct BridgeSettings {
     /// An idle side sends a heartbeat this often; three intervals of
     /// silence close the connection. Nodes of a cluster should agree on it.
     pub heartbeat: Duration,
+    /// Mutual TLS against the cluster's CA ([`crate::cluster::tls`]):
+    /// `None` only for an insecure cluster (`[cluster] insecure`).
+    pub tls: Option<Arc<NodeTls>>,
 }
 
 impl BridgeSettings {
@@ -138,6 +151,7 @@ impl BridgeSettings {
             reconnect_base: Duration::from_millis(100),
             reconnect_max: Duration::from_secs(10),
             heartbeat: Duration::from_secs(1),
+            tls: None,
         }
     }
 
@@ -157,6 +171,13 @@ impl BridgeSettings {
         }
         if self.reconnect_max < self.reconnect_base {
             return bad("reconnect_max must not be below reconnect_base");
+        }
+        if self
+            .tls
+            .as_ref()
+            .is_some_and(|tls| tls.node() != self.node_id)
+        {
+            return bad("the TLS identity is another node's");
         }
         Ok(())
     }
@@ -333,6 +354,7 @@ impl BridgeActor {
             heartbeat: self.settings.heartbeat,
             silence: self.settings.silence(),
             window: self.settings.window,
+            tls: self.settings.tls.clone(),
         }
     }
 
@@ -813,6 +835,7 @@ struct ConnSetup {
     heartbeat: Duration,
     silence: Duration,
     window: usize,
+    tls: Option<Arc<NodeTls>>,
 }
 
 /// How a connection ended.
@@ -836,6 +859,13 @@ enum Closed {
     /// We dialled one node and another answered (stale membership).
     #[error("dialled {expected:?}, but {:?} answered", short(.got))]
     WrongNode { expected: String, got: String },
+    /// The TLS handshake failed (no certificate, or one the cluster's CA
+    /// did not issue, or not for the node dialled).
+    #[error("tls: {}", short(.0))]
+    Tls(String),
+    /// The peer's certificate does not name the node its hello names.
+    #[error("the peer's certificate is not {:?}'s", short(.0))]
+    NotCertified(String),
     /// The peer dialled, but we are the one who dials.
     #[error("{0:?} dialled, but the node with the smaller id dials")]
     WrongDirection(String),
@@ -885,6 +915,8 @@ impl Closed {
             Closed::BadNodeId(_) => "bad_node_id",
             Closed::WrongNode { .. } => "wrong_node",
             Closed::WrongDirection(_) => "wrong_direction",
+            Closed::Tls(_) => "tls",
+            Closed::NotCertified(_) => "not_certified",
             Closed::RefusedByPeer(_) => "refused_by_peer",
             Closed::TooLarge => "too_large",
             Closed::Malformed(_) => "malformed",
@@ -908,6 +940,8 @@ impl Closed {
                 | Closed::BadNodeId(_)
                 | Closed::WrongNode { .. }
                 | Closed::WrongDirection(_)
+                | Closed::Tls(_)
+                | Closed::NotCertified(_)
                 | Closed::RefusedByPeer(_)
                 | Closed::TooLarge
                 | Closed::Malformed(_)
@@ -928,8 +962,12 @@ fn short(text: &str) -> &str {
     &text[..end]
 }
 
-type Reader = FramedRead<OwnedReadHalf, LengthDelimitedCodec>;
-type Writer = FramedWrite<OwnedWriteHalf, LengthDelimitedCodec>;
+/// A connection's bytes: TLS, or plain TCP in an insecure cluster.
+trait Io: AsyncRead + AsyncWrite + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
+
+type Reader = FramedRead<ReadHalf<Box<dyn Io>>, LengthDelimitedCodec>;
+type Writer = FramedWrite<WriteHalf<Box<dyn Io>>, LengthDelimitedCodec>;
 
 /// Dials `peer` and runs the connection.
 async fn dial(setup: ConnSetup, peer: String) -> Ended {
@@ -963,12 +1001,28 @@ fn connect_failed(setup: &ConnSetup, peer: String, e: io::Error) -> Ended {
 /// logs how it ended before its socket closes.
 async fn run(stream: TcpStream, setup: ConnSetup, expected: Option<String>) -> Ended {
     let _ = stream.set_nodelay(true);
-    let (read, write) = stream.into_split();
+    let (io, certificate) = match secure(stream, &setup, expected.as_deref()).await {
+        Ok(secured) => secured,
+        Err(closed) => {
+            record(&setup, expected.as_deref(), &closed);
+            return Ended {
+                peer: expected,
+                closed,
+                progress: false,
+            };
+        }
+    };
+    let (read, write) = tokio::io::split(io);
     let mut reader = FramedRead::new(read, wire::codec());
     let mut writer = FramedWrite::new(write, wire::codec());
     let progress = Cell::new(false);
     let mut peer = None;
-    let closed = match handshake(&mut reader, &mut writer, &setup, expected.as_deref()).await {
+    let hello = handshake(&mut reader, &mut writer, &setup, expected.as_deref());
+    let checked = hello.await.and_then(|id| match &certificate {
+        Some(cert) if !tls::certificate_names(cert, &id) => Err(Closed::NotCertified(id)),
+        _ => Ok(id),
+    });
+    let closed = match checked {
         Err(closed) => closed,
         Ok(id) => {
             peer = Some(id.clone());
@@ -1012,6 +1066,51 @@ async fn run(stream: TcpStream, setup: ConnSetup, expected: Option<String>) -> E
         closed,
         progress: progress.get(),
     }
+}
+
+/// The connection's TLS handshake (bounded by the silence limit), when
+/// the cluster has TLS: the stream to speak over and, for a connection we
+/// accepted, the peer's certificate (its hello must name the node the
+/// certificate names). A dialled peer's certificate is checked by rustls
+/// against the name of the node dialled.
+async fn secure(
+    stream: TcpStream,
+    setup: &ConnSetup,
+    expected: Option<&str>,
+) -> Result<(Box<dyn Io>, Option<CertificateDer<'static>>), Closed> {
+    let Some(node_tls) = &setup.tls else {
+        return Ok((Box::new(stream), None));
+    };
+    let failed = |e: io::Error| Closed::Tls(e.to_string());
+    let handshake = async {
+        match expected {
+            Some(peer) => {
+                let name = tls::server_name(peer).map_err(|e| Closed::Tls(e.to_string()))?;
+                let stream = node_tls
+                    .connector()
+                    .connect(name, stream)
+                    .await
+                    .map_err(failed)?;
+                Ok((Box::new(stream) as Box<dyn Io>, None))
+            }
+            None => {
+                let stream = node_tls.acceptor().accept(stream).await.map_err(failed)?;
+                let certificate = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|chain| chain.first())
+                    .map(|cert| cert.clone().into_owned());
+                if certificate.is_none() {
+                    return Err(Closed::Tls("no client certificate".into()));
+                }
+                Ok((Box::new(stream) as Box<dyn Io>, certificate))
+            }
+        }
+    };
+    timeout(setup.silence, handshake)
+        .await
+        .map_err(|_| Closed::Silent(setup.silence))?
 }
 
 /// Counts and logs a connection's end.

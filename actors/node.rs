@@ -53,7 +53,9 @@ use super::seen::SeenSet;
 use super::upload::{UploadActor, UploadOpenError, Uploads};
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::assign::Assignment;
+use crate::cluster::gossip_auth::GossipKey;
 use crate::cluster::lease::StopReason;
+use crate::cluster::tls::NodeTls;
 use crate::cluster::wire::WireEntry;
 use crate::config::Config;
 use crate::control::{ControlError, Controls};
@@ -113,6 +115,17 @@ pub enum NodeError {
     /// The bridge could not start.
     #[error(transparent)]
     Bridge(#[from] super::bridge::BridgeError),
+    /// The cluster's TLS files cannot be used.
+    #[error("cluster tls: {0}")]
+    ClusterTls(#[from] crate::cluster::tls::TlsError),
+    /// The cluster's gossip key cannot be read.
+    #[error("cluster.gossip_key {path}: {reason}")]
+    GossipKey {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A `[cluster]` address does not parse.
     #[error("cluster address {0:?}")]
     Address(String),
@@ -420,6 +433,28 @@ impl Node {
         }))
     }
 
+    /// The bridge's TLS identity and the gossip key, unless the cluster is
+    /// insecure (config validation makes sure it is one or the other).
+    fn credentials(
+        c: &crate::config::ClusterConfig,
+    ) -> Result<(Option<Arc<NodeTls>>, Option<GossipKey>), NodeError> {
+        if c.insecure {
+            tracing::warn!(
+                node = %c.node_id,
+                "cluster.insecure: the bridge and gossip are not authenticated"
+            );
+            return Ok((None, None));
+        }
+        let tls = NodeTls::load(&c.tls_ca, &c.tls_cert, &c.tls_key, &c.node_id)?;
+        let key_error = |reason: String| NodeError::GossipKey {
+            path: c.gossip_key.clone(),
+            reason,
+        };
+        let text = std::fs::read_to_string(&c.gossip_key).map_err(|e| key_error(e.to_string()))?;
+        let key = GossipKey::from_hex(&text).map_err(|e| key_error(e.to_string()))?;
+        Ok((Some(Arc::new(tls)), Some(key)))
+    }
+
     /// Starts the bridge and the cluster controller of a cluster node.
     fn join(
         config: &Config,
@@ -433,6 +468,8 @@ impl Node {
                 .map_err(|_| NodeError::Address(a.to_owned()))
         };
         let mut settings = BridgeSettings::new(&c.cluster_id, &c.node_id, addr(&c.bridge)?);
+        let (tls, gossip_key) = Self::credentials(c)?;
+        settings.tls = tls;
         if !c.state_url.is_empty() {
             // A batch is acknowledged once a published checkpoint covers
             // its admission, up to a checkpoint interval later: the window
@@ -456,6 +493,8 @@ impl Node {
             addr(&c.gossip)?,
         );
         membership.seeds = c.peers.clone();
+        membership.gossip_key = gossip_key;
+        membership.gossip_rejected = Some(metrics.gossip_rejected.clone());
         membership.gossip_interval = c.gossip_interval;
         let arbiter = Arbiter::new();
         let controller = ClusterActor::start_on(

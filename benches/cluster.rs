@@ -110,6 +110,11 @@ fn config_with(
             m.bridge,
             peers.join(", ")
         );
+        let certs = trawl::cluster::tls::CertsDir::new(dir.join("certs"));
+        certs
+            .make("bench", std::slice::from_ref(&m.id))
+            .expect("cluster credentials");
+        extra += &certs.toml(&m.id);
         extra += more;
     }
     let name = all.get(me).map_or("single".to_owned(), |m| m.id.clone());

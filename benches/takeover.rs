@@ -77,12 +77,20 @@ gossip_interval = "200ms"
 state_url = "file://{state}"
 lease = "4s"
 checkpoint_interval = "2s"
-"#,
+{auth}"#,
         data = dir.join(format!("n{node}")).display().to_string(),
         me = gossip(node),
         node_ip = 10 + node,
         peer = gossip(other),
         state = state.display(),
+        auth = {
+            let certs = trawl::cluster::tls::CertsDir::new(dir.join("certs"));
+            let id = format!("n{node}");
+            certs
+                .make("takeover", std::slice::from_ref(&id))
+                .expect("cluster credentials");
+            certs.toml(&id)
+        },
     );
     let path = dir.join(format!("n{node}.toml"));
     std::fs::write(&path, toml).unwrap();

@@ -92,12 +92,22 @@ PY
   sleep 0.2
 done
 
+# The cluster's credentials: a CA, each node's certificate and key, the
+# gossip key; each node's config gets a layer naming its files.
+"$bin" cluster certs --out "$work/certs" --cluster-id demo n1 n2 n3 > /dev/null 2>&1
+for n in 1 2 3; do
+  printf '[cluster]\ntls_ca = "%s"\ntls_cert = "%s"\ntls_key = "%s"\ngossip_key = "%s"\n' \
+    "$work/certs/ca.pem" "$work/certs/n$n.pem" "$work/certs/n$n.key" "$work/certs/gossip.key" \
+    > "$work/auth-n$n.toml"
+done
+
 node_pids=()
 for n in 1 2 3; do
   seeds=()
   [ "$n" = 1 ] && seeds=(--seeds "$work/seeds")
   NO_COLOR=1 RUST_LOG="${RUST_LOG:-warn,trawl::actors::ownership=info}" \
     ip netns exec "${tag}n$n" "$bin" run --config "config/cluster/node$n.toml" \
+    --config "$work/auth-n$n.toml" \
     --data "$work/n$n" --until-idle "${seeds[@]}" > "$work/node$n.log" 2>&1 &
   node_pids+=($!)
   pids+=($!)

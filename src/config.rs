@@ -244,6 +244,18 @@ pub struct ClusterConfig {
     /// How often an owner publishes a checkpoint (at most half the lease).
     #[serde(with = "humantime_serde")]
     pub checkpoint_interval: Duration,
+    /// The cluster CA's certificate (PEM): bridge peers must present a
+    /// certificate it issued.
+    pub tls_ca: PathBuf,
+    /// This node's certificate (PEM), naming `<node_id>.node.trawl`.
+    pub tls_cert: PathBuf,
+    /// Its private key (PEM).
+    pub tls_key: PathBuf,
+    /// A file holding the cluster's gossip key as hex (32 bytes or more).
+    pub gossip_key: PathBuf,
+    /// Run without authentication (no TLS, plain gossip): only where no
+    /// one else can reach the nodes.
+    pub insecure: bool,
 }
 
 /// `[recrawl]`: when fetched URLs are fetched again (the scheduler is
@@ -876,16 +888,25 @@ impl Config {
     /// Checks what this module can check alone; callers also run
     /// `validate::domain` (or use `validate::load`, which does both).
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
-        match path {
-            None => Self::from_layers(&[]),
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.to_owned(),
-                    source,
-                })?;
-                Self::from_layers(&[(path.display().to_string(), text)])
-            }
-        }
+        Self::load_files(path.as_slice())
+    }
+
+    /// Defaults with each file layered on top in order: a later file's
+    /// values win (a cluster's shared settings, then a node's own).
+    pub fn load_files<P: AsRef<Path>>(paths: &[P]) -> Result<Self, ConfigError> {
+        let layers = paths
+            .iter()
+            .map(|path| {
+                let path = path.as_ref();
+                std::fs::read_to_string(path)
+                    .map(|text| (path.display().to_string(), text))
+                    .map_err(|source| ConfigError::Read {
+                        path: path.to_owned(),
+                        source,
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Self::from_layers(&layers)
     }
 
     /// Defaults with each `(origin, toml text)` layer merged on top in order.
@@ -1109,6 +1130,33 @@ impl Config {
         }
         if c.gossip == c.bridge {
             return invalid("cluster.gossip and cluster.bridge must differ".into());
+        }
+        let auth = [
+            ("tls_ca", &c.tls_ca),
+            ("tls_cert", &c.tls_cert),
+            ("tls_key", &c.tls_key),
+            ("gossip_key", &c.gossip_key),
+        ];
+        let missing: Vec<&str> = auth
+            .iter()
+            .filter(|(_, path)| path.as_os_str().is_empty())
+            .map(|(key, _)| *key)
+            .collect();
+        match (c.insecure, missing.len()) {
+            (false, 0) => {}
+            (false, _) => {
+                return invalid(format!(
+                    "cluster: {} not set: a cluster authenticates its nodes \
+                     (`trawl cluster certs` makes the files), or says insecure = true",
+                    missing.join(", ")
+                ))
+            }
+            (true, 4) => {}
+            (true, _) => {
+                return invalid(
+                    "cluster: insecure = true with TLS or gossip files set: choose one".into(),
+                )
+            }
         }
         for peer in &c.peers {
             let port = peer.rsplit_once(':').map(|(_, p)| p.parse::<u16>());
@@ -1447,7 +1495,7 @@ mod tests {
     fn a_cluster_node_needs_an_id_and_addresses() {
         assert!(!Config::defaults().cluster.enabled);
         let node = |extra: &str| {
-            let base = "[cluster]\nenabled = true\nnode_id = \"n1\"\n\
+            let base = "[cluster]\nenabled = true\nnode_id = \"n1\"\ninsecure = true\n\
                         gossip = \"127.0.0.1:7946\"\nbridge = \"127.0.0.1:7947\"\n";
             Config::from_layers(&[
                 ("node".into(), base.into()),
@@ -1477,6 +1525,41 @@ mod tests {
             let err = node(bad).unwrap_err();
             assert!(err.to_string().contains(key), "{bad}: {err}");
         }
+    }
+
+    /// A cluster node authenticates (every credential file named) or says
+    /// `insecure = true`; never half of it.
+    #[test]
+    fn a_cluster_node_is_authenticated_or_says_it_is_not() {
+        let node = |extra: &str| {
+            let text = format!(
+                "[cluster]\nenabled = true\nnode_id = \"n1\"\n\
+                 gossip = \"127.0.0.1:7946\"\nbridge = \"127.0.0.1:7947\"\n{extra}"
+            );
+            Config::from_layers(&[("node".into(), text)])
+        };
+        let files = "tls_ca = \"ca.pem\"\ntls_cert = \"n1.pem\"\ntls_key = \"n1.key\"\n\
+                     gossip_key = \"gossip.key\"\n";
+        let authenticated = node(files).unwrap();
+        assert!(!authenticated.cluster.insecure);
+        assert_eq!(authenticated.cluster.tls_key, PathBuf::from("n1.key"));
+        assert!(node("insecure = true").is_ok());
+        let none = node("").unwrap_err().to_string();
+        assert!(
+            none.contains("tls_ca, tls_cert, tls_key, gossip_key not set"),
+            "{none}"
+        );
+        let half = node("tls_ca = \"ca.pem\"\ngossip_key = \"g\"").unwrap_err();
+        assert!(
+            half.to_string().contains("tls_cert, tls_key not set"),
+            "{half}"
+        );
+        let both = node(&format!("{files}insecure = true")).unwrap_err();
+        assert!(both.to_string().contains("choose one"), "{both}");
+        // A single node needs none of it.
+        assert!(
+            Config::from_layers(&[("x".into(), "[cluster]\ninsecure = false\n".into())]).is_ok()
+        );
     }
 
     #[test]

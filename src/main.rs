@@ -1,5 +1,5 @@
 //! The `trawl` command line: demo, run, robots, testweb, url, simhash,
-//! config.
+//! config, cluster.
 //!
 //! The binary is the edge of the system: it parses arguments, builds the
 //! config, starts the node and the admin server, and turns errors into exit
@@ -49,6 +49,17 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// Cluster tools.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Make a cluster CA, node certificates and the gossip key.
+    Certs(cli::cluster::CertsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -61,9 +72,9 @@ enum UrlCommand {
 enum ConfigCommand {
     /// Print the effective configuration (defaults + --config file).
     Print {
-        /// A TOML file layered on the defaults.
+        /// A TOML file layered on the defaults (repeatable, as for `run`).
         #[arg(long)]
-        config: Option<PathBuf>,
+        config: Vec<PathBuf>,
     },
 }
 
@@ -87,9 +98,12 @@ fn main() -> std::process::ExitCode {
             command: UrlCommand::Normalize(a),
         } => cli::url::main(a),
         Command::Simhash(a) => cli::simhash::main(a),
+        Command::Cluster {
+            command: ClusterCommand::Certs(a),
+        } => cli::cluster::main(a),
         Command::Config {
             command: ConfigCommand::Print { config },
-        } => trawl::validate::load(config.as_deref())
+        } => trawl::validate::load_files(&config)
             .map(|c| {
                 print!("{}", c.to_toml());
                 std::process::ExitCode::SUCCESS

@@ -169,10 +169,18 @@ pub struct Metrics {
     /// Bridge connections cut off for what the other side sent or said,
     /// by reason: handshake refusals (`not_hello`, `wrong_cluster`,
     /// `old_protocol`, `same_node`, `wrong_node`, `wrong_direction`,
-    /// `refused_by_peer`, `bad_node_id`), protocol violations
-    /// (`malformed`, `too_large`, `unexpected`), and accepted connections
-    /// closed at once while too many are in their handshake (`busy`).
+    /// `refused_by_peer`, `bad_node_id`), authentication failures (`tls`:
+    /// no certificate from the cluster's CA, or not for the node dialled;
+    /// `not_certified`: a certificate for another node than the hello
+    /// names), protocol violations (`malformed`, `too_large`,
+    /// `unexpected`), and accepted connections closed at once while too
+    /// many are in their handshake (`busy`).
     pub bridge_refusals: IntCounterVec,
+    /// Gossip datagrams dropped unread, by reason (`src/cluster/gossip_auth.rs`):
+    /// `malformed` (not sealed: a node without the key), `forged` (another
+    /// key, or altered), `stale` (sent beyond the allowed clock skew),
+    /// `replayed`, `crowded` (too many senders at once).
+    pub gossip_rejected: IntCounterVec,
     /// Bridge connections lost otherwise, by reason: `eof`, `io`,
     /// `silent` (nothing came for three heartbeats), `stalled` (the peer
     /// took no bytes as long), `rejected` (a batch from the peer was not
@@ -562,6 +570,11 @@ impl Metrics {
             bridge_refusals: counter_vec(
                 "trawl_bridge_refusals_total",
                 "Bridge connections refused or cut off for what the other side sent, by reason.",
+                "reason",
+            ),
+            gossip_rejected: counter_vec(
+                "trawl_gossip_rejected_total",
+                "Gossip datagrams dropped unread (not sealed with the cluster's key, replayed or stale), by reason.",
                 "reason",
             ),
             bridge_disconnects: counter_vec(

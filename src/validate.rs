@@ -7,7 +7,7 @@
 //! runs these before starting anything, so a bad regex is one clear error
 //! at start rather than a failure deep inside a running node.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::config::{Config, ConfigError};
 use crate::dedup::NearIndex;
@@ -62,6 +62,13 @@ fn check_upload(config: &Config) -> Result<(), ConfigError> {
 /// [`Config::load`] followed by [`domain`]: what the command line uses.
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
     let config = Config::load(path)?;
+    domain(&config)?;
+    Ok(config)
+}
+
+/// [`Config::load_files`] followed by [`domain`].
+pub fn load_files(paths: &[PathBuf]) -> Result<Config, ConfigError> {
+    let config = Config::load_files(paths)?;
     domain(&config)?;
     Ok(config)
 }

@@ -1,5 +1,6 @@
 //! The subcommands' implementations (binary only).
 
+pub mod cluster;
 pub mod crawl;
 pub mod demo;
 pub mod progress;

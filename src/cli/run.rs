@@ -9,9 +9,10 @@ use anyhow::Context as _;
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// A TOML file layered on the defaults (the container image names its
-    /// own in `TRAWL_CONFIG`).
+    /// own in `TRAWL_CONFIG`). Repeatable: each file is layered on the one
+    /// before (e.g. the cluster's shared settings, then the node's own).
     #[arg(long, env = "TRAWL_CONFIG")]
-    config: Option<PathBuf>,
+    config: Vec<PathBuf>,
     /// A seed URL (repeatable).
     #[arg(long = "seed")]
     seed: Vec<String>,
@@ -56,7 +57,7 @@ fn seed_lines(path: &Path) -> anyhow::Result<impl Iterator<Item = anyhow::Result
 
 /// Runs `trawl run`.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let loaded = trawl::validate::load(args.config.as_deref());
+    let loaded = trawl::validate::load_files(&args.config);
     let (format, color) = loaded.as_ref().map_or(
         (
             trawl::config::LogFormat::Text,

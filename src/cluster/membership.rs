@@ -57,6 +57,8 @@ use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 
+use super::sealed_udp::SealedUdp;
+
 /// Key of a node's bridge address (`SocketAddr`, e.g. `10.0.0.7:7281`).
 pub const KEY_BRIDGE_ADDR: &str = "bridge_addr";
 /// Key of the partitions a node holds now: sorted ranges, e.g. `0-3,7`.
@@ -294,6 +296,12 @@ pub struct MembershipConfig {
     /// How long a dead node stays listed before it is forgotten (default
     /// 1 h).
     pub dead_node_grace_period: Duration,
+    /// The cluster's gossip key: every datagram sealed and checked
+    /// ([`super::gossip_auth`]). `None`: plain chitchat UDP, which anyone
+    /// who can reach the port can join (`[cluster] insecure`).
+    pub gossip_key: Option<super::gossip_auth::GossipKey>,
+    /// Where dropped datagrams are counted (label `reason`).
+    pub gossip_rejected: Option<prometheus::IntCounterVec>,
 }
 
 impl MembershipConfig {
@@ -308,6 +316,8 @@ impl MembershipConfig {
             gossip_interval: Duration::from_millis(500),
             phi_threshold: 8.0,
             dead_node_grace_period: Duration::from_secs(3600),
+            gossip_key: None,
+            gossip_rejected: None,
         }
     }
 
@@ -502,7 +512,15 @@ impl Membership {
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        let handle = spawn_chitchat(chitchat_config, initial, &UdpTransport)
+        let sealed;
+        let transport: &dyn chitchat::transport::Transport = match &config.gossip_key {
+            Some(key) => {
+                sealed = SealedUdp::new(key.clone(), config.gossip_rejected.clone());
+                &sealed
+            }
+            None => &UdpTransport,
+        };
+        let handle = spawn_chitchat(chitchat_config, initial, transport)
             .await
             .map_err(|e| MembershipError::Start {
                 addr: config.gossip_addr,
@@ -1124,6 +1142,129 @@ mod tests {
         assert_eq!(theirs.live_ids(), ["x"]);
         assert_eq!(theirs.as_slice().len(), 1);
         for m in [a, b, x] {
+            m.shutdown().await.expect("clean shutdown");
+        }
+    }
+
+    fn keyed(
+        node: &str,
+        addr: SocketAddr,
+        seeds: &[SocketAddr],
+        key: Option<u8>,
+        rejected: &prometheus::IntCounterVec,
+    ) -> MembershipConfig {
+        MembershipConfig {
+            gossip_key: key.map(|k| super::super::gossip_auth::GossipKey::from_bytes(&[k; 32])),
+            gossip_rejected: Some(rejected.clone()),
+            ..config("ours", node, addr, seeds)
+        }
+    }
+
+    fn rejected_counter() -> prometheus::IntCounterVec {
+        prometheus::IntCounterVec::new(prometheus::Opts::new("rejected", "test"), &["reason"])
+            .unwrap()
+    }
+
+    /// With a gossip key, a node without it (plain chitchat) or with
+    /// another key is never listed, though it knocks every round and
+    /// names the right cluster; its packets are counted as dropped. A
+    /// packet of a member, captured and sent again, is dropped as a
+    /// replay.
+    #[tokio::test]
+    async fn only_holders_of_the_gossip_key_join() {
+        let (a_addr, b_addr, plain_addr, other_addr) =
+            (free_addr(), free_addr(), free_addr(), free_addr());
+        // A socket posing as a seed of b's: it receives b's sealed packets.
+        let spy = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let spy_addr = spy.local_addr().unwrap();
+        let (counted_a, counted_other) = (rejected_counter(), rejected_counter());
+        let everyone = [a_addr, b_addr, plain_addr, other_addr];
+        let seeds = |me: SocketAddr| -> Vec<SocketAddr> {
+            everyone.iter().copied().filter(|s| *s != me).collect()
+        };
+        let a = Membership::start(
+            keyed("a", a_addr, &seeds(a_addr), Some(1), &counted_a),
+            info(9601, &[0], true),
+        )
+        .await
+        .unwrap();
+        let mut b_seeds = seeds(b_addr);
+        b_seeds.push(spy_addr);
+        let b = Membership::start(
+            keyed("b", b_addr, &b_seeds, Some(1), &rejected_counter()),
+            info(9602, &[1], true),
+        )
+        .await
+        .unwrap();
+        let plain = Membership::start(
+            keyed(
+                "plain",
+                plain_addr,
+                &seeds(plain_addr),
+                None,
+                &rejected_counter(),
+            ),
+            info(9603, &[2], true),
+        )
+        .await
+        .unwrap();
+        let other = Membership::start(
+            keyed(
+                "other",
+                other_addr,
+                &seeds(other_addr),
+                Some(2),
+                &counted_other,
+            ),
+            info(9604, &[3], true),
+        )
+        .await
+        .unwrap();
+        wait_for(&a, CONVERGE, "a and b live", |ms| {
+            ms.live_ids() == ["a", "b"]
+        })
+        .await;
+        // The intruders knock until a has dropped packets of both kinds.
+        let dropped = |why: &str| counted_a.with_label_values(&[why]).get();
+        let deadline = Instant::now() + CONVERGE;
+        while dropped("malformed") == 0 || dropped("forged") == 0 {
+            assert!(Instant::now() < deadline, "a dropped no intruder's packet");
+            tokio::time::sleep(GOSSIP).await;
+        }
+        // One more change seen by both members: rounds went on meanwhile.
+        let mut changed = a.published();
+        changed.partitions.push(9);
+        a.publish(changed.clone());
+        for m in [&a, &b] {
+            let members = wait_for(m, CONVERGE, "a's change", |ms| {
+                ms.get("a").and_then(|a| a.info.as_ref()) == Some(&changed)
+            })
+            .await;
+            assert_eq!(members.live_ids(), ["a", "b"], "{members:#?}");
+            assert_eq!(members.as_slice().len(), 2);
+        }
+        assert_eq!(plain.snapshot().live_ids(), ["plain"]);
+        assert_eq!(other.snapshot().live_ids(), ["other"]);
+        assert!(counted_other.with_label_values(&["forged"]).get() > 0);
+
+        // Replay: a packet b sent (to the spy), sent to a from the spy.
+        let mut packet = vec![0u8; 65_536];
+        let (len, _) = tokio::time::timeout(CONVERGE, spy.recv_from(&mut packet))
+            .await
+            .expect("b gossips with its seeds")
+            .unwrap();
+        let replays_before = dropped("replayed");
+        // b's packets are numbered; a has seen later ones than this by
+        // now or will: either way this copy is one a has or can't take.
+        for _ in 0..2 {
+            spy.send_to(&packet[..len], a_addr).await.unwrap();
+        }
+        let deadline = Instant::now() + CONVERGE;
+        while dropped("replayed") < replays_before + 1 {
+            assert!(Instant::now() < deadline, "a took a replayed packet");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for m in [a, b, plain, other] {
             m.shutdown().await.expect("clean shutdown");
         }
     }

@@ -20,7 +20,12 @@
 //! - [`idle`]: when the whole cluster has run out of work;
 //! - [`link`]: one peer link's numbering, window, resending and redial
 //!   backoff, with no I/O (the bridge carries it out over TCP);
-//! - [`wire`]: the bridge's frames, messages and handshake.
+//! - [`wire`]: the bridge's frames, messages and handshake;
+//! - [`tls`]: who may open a bridge: mutual TLS against the cluster's CA,
+//!   each certificate naming its node;
+//! - [`gossip_auth`] and [`sealed_udp`]: who may gossip: every datagram
+//!   sealed with the cluster's key (HMAC-SHA256) and numbered against
+//!   replays.
 //!
 //! The rule the rest builds on: membership and assignment are advice. With
 //! `state_url`, a node crawls a partition only while its lease over the
@@ -31,12 +36,15 @@
 pub mod assign;
 pub mod chain;
 pub mod gate;
+pub mod gossip_auth;
 pub mod holders;
 pub mod idle;
 pub mod lease;
 pub mod link;
 pub mod manifest;
 pub mod membership;
+pub mod sealed_udp;
+pub mod tls;
 pub mod wire;
 
 /// Whether `id` is a usable node id: 1 to 64 ASCII letters, digits, `-`

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +26,7 @@ use trawl::actors::messages::{
     BridgeInbound, BridgeStatus, DigestQuery, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit,
     RemoteDigest, SendBatch, SendDigest, SetPeers,
 };
+use trawl::cluster::tls::{CertsDir, NodeTls};
 use trawl::cluster::wire::{self, Message, WireEntry, WireKind};
 use trawl::dedup::exact::{DigestAsk, DigestReply};
 use trawl::metrics::Metrics;
@@ -46,6 +49,8 @@ struct Delivery {
 struct Probe {
     tx: mpsc::UnboundedSender<Delivery>,
     hold: bool,
+    /// Digest questions that reached it.
+    digests: Arc<AtomicU64>,
 }
 
 impl Actor for Probe {
@@ -82,6 +87,7 @@ impl Handler<RemoteDigest> for Probe {
     type Result = Result<DigestReply, Failure>;
 
     fn handle(&mut self, msg: RemoteDigest, _: &mut Self::Context) -> Self::Result {
+        self.digests.fetch_add(1, Ordering::SeqCst);
         if msg.partition != 1 {
             return Err(Failure::NotHeld {
                 partition: msg.partition,
@@ -101,6 +107,7 @@ struct TestNode {
     addr: Addr<BridgeActor>,
     bound: SocketAddr,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
+    digests: Arc<AtomicU64>,
     metrics: Arc<Metrics>,
 }
 
@@ -120,20 +127,32 @@ fn loopback() -> SocketAddr {
 
 /// Starts a bridge on the current arbiter.
 fn start_at(id: &'static str, listen: SocketAddr, window: usize, hold: bool) -> TestNode {
+    start_with(id, settings(id, listen, window), hold)
+}
+
+/// Starts a bridge with `settings` on the current arbiter.
+fn start_with(id: &'static str, settings: BridgeSettings, hold: bool) -> TestNode {
     let (tx, deliveries) = mpsc::unbounded_channel();
-    let probe = Probe { tx, hold }.start();
+    let digests = Arc::new(AtomicU64::new(0));
+    let probe = Probe {
+        tx,
+        hold,
+        digests: digests.clone(),
+    }
+    .start();
     let metrics = Arc::new(Metrics::new());
     let inbound = BridgeInbound {
         admit: probe.clone().recipient(),
         digest: probe.recipient(),
     };
-    let (addr, bound) = BridgeActor::start(settings(id, listen, window), inbound, metrics.clone())
-        .expect("bridge starts");
+    let (addr, bound) =
+        BridgeActor::start(settings, inbound, metrics.clone()).expect("bridge starts");
     TestNode {
         id,
         addr,
         bound,
         deliveries,
+        digests,
         metrics,
     }
 }
@@ -641,5 +660,176 @@ fn digest_questions_are_answered_across_the_bridge_or_refused_if_not_held() {
         assert_eq!(count(&a.metrics.bridge_batches, &["b", "acked"]), 2);
         assert_eq!(count(&a.metrics.bridge_batches, &["b", "nacked"]), 1);
         assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);
+    });
+}
+
+// ------------------------------------------------------- Authentication
+
+/// A node's bridge in an authenticated cluster: TLS with its certificate
+/// from `certs`.
+fn start_secure(id: &'static str, certs: &CertsDir) -> TestNode {
+    certs.make(CLUSTER, &[id.to_owned()]).unwrap();
+    let tls = NodeTls::load(&certs.ca(), &certs.cert(id), &certs.key(id), id).unwrap();
+    let settings = BridgeSettings {
+        tls: Some(Arc::new(tls)),
+        ..settings(id, loopback(), 4)
+    };
+    start_with(id, settings, false)
+}
+
+/// Waits until `node` has refused `n` connections for `label`.
+async fn refused(node: &TestNode, label: &str, n: u64) {
+    within(&format!("{n} refusals for {label}"), async {
+        while count(&node.metrics.bridge_refusals, &[label]) < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+/// What an intruder says once connected: a hello as node `a`, a batch of
+/// links and a digest claim.
+fn intrusion() -> Vec<u8> {
+    let digest = Message::Digest {
+        seq: 2,
+        partition: 1,
+        digest: [9; 32],
+        ask: trawl::cluster::wire::WireAsk::Claim,
+    };
+    framed(&[
+        wire::hello(CLUSTER, "a"),
+        Message::Admit {
+            seq: 1,
+            partition: 1,
+            entries: entries(7, 3),
+        },
+        digest,
+    ])
+}
+
+/// Dials `to` with TLS as `client` says (its certificate, if any, and the
+/// CA it trusts), asking for node `b`'s name, and writes `bytes`; reads
+/// until the connection ends. Whether the handshake completed.
+async fn tls_intrude(to: SocketAddr, client: rustls::ClientConfig, bytes: &[u8]) -> bool {
+    use tokio::io::AsyncReadExt;
+    let tcp = TcpStream::connect(to).await.unwrap();
+    let name = trawl::cluster::tls::server_name("b").unwrap();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+    let Ok(mut tls) = connector.connect(name, tcp).await else {
+        return false;
+    };
+    let _ = tls.write_all(bytes).await;
+    let _ = tls.flush().await;
+    let mut sink = Vec::new();
+    let _ = within("the bridge to close", tls.read_to_end(&mut sink)).await;
+    true
+}
+
+/// A client configuration trusting `ca`, presenting `cert`/`key` if given.
+fn client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots);
+    match identity {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_file_iter(cert)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            let key = PrivateKeyDer::from_pem_file(key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    }
+}
+
+/// Two nodes of one CA: batches and digest answers cross, over TLS.
+#[test]
+fn an_authenticated_pair_exchanges_batches_and_digest_answers() {
+    System::new().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let certs = CertsDir::new(dir.path());
+        let mut a = start_secure("a", &certs);
+        let mut b = start_secure("b", &certs);
+        pair(&a, &b).await;
+        let there = within("a batch a to b", a.addr.send(batch("b", 1))).await;
+        let back = within("a batch b to a", b.addr.send(batch("a", 2))).await;
+        assert_eq!((there, back), (Ok(Ok(())), Ok(Ok(()))));
+        assert_eq!(b.deliveries.recv().await.unwrap().admit.from, "a");
+        assert_eq!(a.deliveries.recv().await.unwrap().admit.from, "b");
+        let claim = a.addr.send(SendDigest {
+            peer: "b".into(),
+            partition: 1,
+            query: DigestQuery {
+                digest: [7; 32],
+                ask: DigestAsk::Claim,
+            },
+        });
+        assert_eq!(within("a claim", claim).await, Ok(Ok(DigestReply::Claimed)));
+        assert_eq!(count(&a.metrics.bridge_connections, &["b"]), 1);
+        assert_eq!(count(&b.metrics.bridge_refusals, &["tls"]), 0);
+    });
+}
+
+/// Without a certificate of the cluster's CA for the node it says it is,
+/// nothing a process sends reaches the node: no hello is answered, no
+/// link admitted, no digest claim asked, whether it speaks plain TCP,
+/// TLS with no certificate, TLS with another CA's certificate, or TLS
+/// with a real node's certificate while claiming to be another node.
+#[test]
+fn without_the_clusters_certificate_nothing_crosses_the_bridge() {
+    System::new().block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let (ours, theirs) = (
+            CertsDir::new(dir.path().join("ours")),
+            CertsDir::new(dir.path().join("theirs")),
+        );
+        let mut b = start_secure("b", &ours);
+        ours.make(CLUSTER, &["c".to_owned()]).unwrap();
+        theirs.make(CLUSTER, &["a".to_owned()]).unwrap();
+
+        // Plain TCP: the bridge's TLS handshake fails on the first bytes;
+        // it sends no hello of its own.
+        let got = raw_exchange(b.bound, &intrusion()).await;
+        assert!(got.is_empty(), "answered in the clear: {got:?}");
+        refused(&b, "tls", 1).await;
+
+        // TLS, no client certificate.
+        tls_intrude(b.bound, client_config(&ours.ca(), None), &intrusion()).await;
+        refused(&b, "tls", 2).await;
+
+        // TLS with a certificate for "a" from another CA.
+        let foreign = client_config(&ours.ca(), Some((&theirs.cert("a"), &theirs.key("a"))));
+        tls_intrude(b.bound, foreign, &intrusion()).await;
+        refused(&b, "tls", 3).await;
+
+        // TLS with node c's real certificate, saying it is node a.
+        let impostor = client_config(&ours.ca(), Some((&ours.cert("c"), &ours.key("c"))));
+        assert!(tls_intrude(b.bound, impostor, &intrusion()).await);
+        refused(&b, "not_certified", 1).await;
+
+        // Each connection is over (counted when it closed): nothing of
+        // what was sent reached the node.
+        assert!(
+            b.deliveries.try_recv().is_err(),
+            "an intruder's links were admitted"
+        );
+        assert_eq!(
+            b.digests.load(Ordering::SeqCst),
+            0,
+            "an intruder's claim was asked"
+        );
+        for label in ["a", "unknown"] {
+            assert_eq!(count(&b.metrics.bridge_batches, &[label, "received"]), 0);
+            assert_eq!(count(&b.metrics.bridge_connections, &[label]), 0);
+        }
     });
 }

@@ -39,6 +39,10 @@ fn config_print_shows_defaults_and_layers() {
 #[test]
 fn every_shipped_config_file_is_valid() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The cluster demo's nodes get their credentials as a second layer
+    // (scripts/cluster-demo.sh); the compose nodes name theirs.
+    let dir = tempfile::tempdir().unwrap();
+    let auth = dir.path().join("auth.toml");
     let mut checked = 0;
     for dir in ["config/cluster", "config/docker"] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
@@ -46,11 +50,19 @@ fn every_shipped_config_file_is_valid() {
             if path.extension().is_none_or(|e| e != "toml") {
                 continue;
             }
-            let out = trawl()
-                .args(["config", "print", "--config"])
-                .arg(&path)
-                .output()
-                .unwrap();
+            let mut print = trawl();
+            print.args(["config", "print", "--config"]).arg(&path);
+            if dir == "config/cluster" {
+                let node = path
+                    .file_stem()
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace("node", "n");
+                let layer = format!("[cluster]\n{}", crate::common::cluster_auth(&node));
+                std::fs::write(&auth, layer).unwrap();
+                print.arg("--config").arg(&auth);
+            }
+            let out = print.output().unwrap();
             assert!(
                 out.status.success(),
                 "{}: {}",
@@ -411,4 +423,74 @@ fn the_service_unit_passes_systemd_analyze_verify() {
     );
     // A bad value is only a warning to verify: none may be printed.
     assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
+
+/// `trawl cluster certs` makes a CA, each node's pair and the gossip key,
+/// and prints each node's settings; a node given another node's
+/// certificate, or no credentials at all, refuses to start and says why.
+#[test]
+fn cluster_certs_make_a_nodes_credentials_and_a_node_starts_only_with_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = dir.path().join("certs");
+    let out = trawl()
+        .args(["cluster", "certs", "--cluster-id", "t", "--out"])
+        .arg(&certs)
+        .args(["n1", "n2"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).unwrap();
+    for file in [
+        "ca.pem",
+        "ca.key",
+        "n1.pem",
+        "n1.key",
+        "n2.pem",
+        "n2.key",
+        "gossip.key",
+    ] {
+        assert!(certs.join(file).is_file(), "{file} not made");
+    }
+    let n1_cert = certs.join("n1.pem").display().to_string();
+    assert!(
+        printed.contains(&format!("tls_cert = \"{n1_cert}\"")),
+        "{printed}"
+    );
+
+    let start = |auth: &str| {
+        let config = dir.path().join("node.toml");
+        let gossip = crate::common::gossip_addr();
+        std::fs::write(
+            &config,
+            format!(
+                "[storage]\ndata_dir = \"{}\"\n[admin]\nenabled = false\n\
+                 [cluster]\nenabled = true\nnode_id = \"n1\"\ngossip = \"{gossip}\"\n\
+                 bridge = \"127.0.0.1:0\"\n{auth}",
+                dir.path().join("data").display()
+            ),
+        )
+        .unwrap();
+        let out = trawl()
+            .args(["run", "--until-idle", "--config"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let theirs = start(&format!(
+        "tls_ca = \"{0}/ca.pem\"\ntls_cert = \"{0}/n2.pem\"\ntls_key = \"{0}/n2.key\"\n\
+         gossip_key = \"{0}/gossip.key\"\n",
+        certs.display()
+    ));
+    assert!(
+        theirs.contains("is not a certificate for node \"n1\""),
+        "{theirs}"
+    );
+    let none = start("");
+    assert!(none.contains("trawl cluster certs"), "{none}");
 }

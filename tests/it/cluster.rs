@@ -41,7 +41,8 @@ fn node_config(
         &format!(
             "[cluster]\nenabled = true\ncluster_id = \"test\"\nnode_id = \"{id}\"\n\
              gossip = \"{gossip}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [\"{peer}\"]\n\
-             gossip_interval = \"100ms\"\n[admin]\nenabled = true\nlisten = \"{admin}\"\n"
+             gossip_interval = \"100ms\"\n{auth}[admin]\nenabled = true\nlisten = \"{admin}\"\n",
+            auth = crate::common::cluster_auth(id),
         ),
     )
 }

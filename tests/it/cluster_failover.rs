@@ -53,13 +53,14 @@ fn write_config(dir: &Path, data: &Path, all: &[Member], me: usize) -> PathBuf {
         .collect();
     let extra = format!(
         "[cluster]\nenabled = true\ncluster_id = \"failover\"\nnode_id = \"{}\"\n\
-         gossip = \"{}\"\nbridge = \"{}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
+         gossip = \"{}\"\nbridge = \"{}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n{}\
          [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
          [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
         m.id,
         m.gossip,
         ANY_BRIDGE,
-        peers.join(", ")
+        peers.join(", "),
+        crate::common::cluster_auth(&m.id),
     );
     let path = dir.join(format!("{}.toml", m.id));
     std::fs::write(

@@ -315,7 +315,7 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize) -> PathBuf {
     let extra = format!(
         "[cluster]\nenabled = true\ncluster_id = \"hosts\"\nnode_id = \"n{n}\"\n\
          gossip = {gossip}\nbridge = \"{addr}:{BRIDGE_PORT}\"\npeers = [{peers}]\n\
-         gossip_interval = \"100ms\"\nstate_url = \"s3://{bucket}/state\"\n\
+         gossip_interval = \"100ms\"\nstate_url = \"s3://{bucket}/state\"\n{auth}\
          lease = \"{lease}ms\"\ncheckpoint_interval = \"500ms\"\n\
          [cluster.state_options]\n{options}\
          [upload]\nenabled = true\nurl = \"s3://{bucket}/warcs\"\nverify = \"size\"\n\
@@ -330,6 +330,7 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize) -> PathBuf {
         lease = LEASE.as_millis(),
         subnet = lab.subnet(),
         web = lab.test_addr(),
+        auth = crate::common::cluster_auth(&format!("n{}", me + 1)),
     );
     let data = dir.join(format!("n{}", me + 1));
     let path = dir.join(format!("n{}.toml", me + 1));

@@ -47,7 +47,7 @@ fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usi
     let extra = format!(
         "[cluster]\nenabled = true\ncluster_id = \"state\"\nnode_id = \"n{}\"\n\
          gossip = \"{}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
-         {}lease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
+         {}{}lease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
          [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
          [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
         me + 1,
@@ -57,6 +57,7 @@ fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usi
             "state_url = \"file://{}\"\n",
             s.display()
         )),
+        crate::common::cluster_auth(&format!("n{}", me + 1)),
     );
     // With a state store, records go to object storage too (before the
     // checkpoints that cover their pages).

@@ -210,7 +210,8 @@ fn node_config(id: &str, data: &Path, gossip: SocketAddr, peer: SocketAddr) -> C
         &format!(
             "[cluster]\nenabled = true\ncluster_id = \"test\"\nnode_id = \"{id}\"\n\
              gossip = \"{gossip}\"\nbridge = \"{bridge}\"\npeers = [\"{peer}\"]\n\
-             gossip_interval = \"100ms\"\n"
+             gossip_interval = \"100ms\"\n{auth}",
+            auth = crate::common::cluster_auth(id),
         ),
     )
 }

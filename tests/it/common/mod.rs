@@ -419,3 +419,24 @@ pub fn spawn_run(config_path: &Path, seeds_path: &Path) -> std::process::Child {
         .spawn()
         .expect("spawn trawl")
 }
+
+/// The `[cluster]` credentials of test node `id`: a certificate from one
+/// CA shared by every cluster of this test process, and its gossip key
+/// (the files live in a temporary directory for the process's life). The
+/// cluster tests run authenticated, as production clusters do.
+pub fn cluster_auth(id: &str) -> String {
+    use std::sync::{Mutex, OnceLock};
+    use trawl::cluster::tls::CertsDir;
+    static CERTS: OnceLock<Mutex<(tempfile::TempDir, CertsDir)>> = OnceLock::new();
+    let certs = CERTS.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let certs = CertsDir::new(dir.path());
+        Mutex::new((dir, certs))
+    });
+    let certs = certs.lock().unwrap_or_else(|e| e.into_inner());
+    certs
+        .1
+        .make("tests", &[id.to_owned()])
+        .expect("test cluster credentials");
+    certs.1.toml(id)
+}
