@@ -78,17 +78,18 @@ pub fn start(
     start_with(listen, Access::open(), node, metrics)
 }
 
-/// Serves the API on `listener`, bound by the caller, open to anyone who
-/// can reach it. A test that must know the port before the node starts
-/// (to put it in the node's config) keeps the socket it found the port
-/// with, instead of closing it and binding again: in between, an outgoing
+/// Serves the API on `listener`, bound by the caller, with `access`
+/// rules. A test that must know the port before the node starts (to put
+/// it in the node's config) keeps the socket it found the port with,
+/// instead of closing it and binding again: in between, an outgoing
 /// connection may be given that port.
 pub fn start_on(
     listener: std::net::TcpListener,
+    access: Access,
     node: Addr<Node>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<AdminServer> {
-    serve(Listen::Socket(listener), Access::open(), node, metrics)
+    serve(Listen::Socket(listener), access, node, metrics)
 }
 
 /// Binds `listen` and serves the API with `access` rules.

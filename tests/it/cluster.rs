@@ -27,6 +27,11 @@ use trawl::testweb::dupes::{self, MIRRORS};
 const PARTITIONS: u16 = 8;
 const MIN_DELAY_MS: u64 = 5;
 
+/// The admin token both nodes share: their APIs want it for every request
+/// (`protect_reads`), so a request one forwards to the other is answered
+/// only if the caller's credentials go with it.
+const TOKEN: &str = "cluster-test-token";
+
 fn node_config(
     data: &Path,
     id: &str,
@@ -34,6 +39,8 @@ fn node_config(
     peer: SocketAddr,
     admin: SocketAddr,
 ) -> Config {
+    let token = data.join("admin-token");
+    std::fs::write(&token, TOKEN).unwrap();
     crate::common::config_with(
         data,
         MIN_DELAY_MS,
@@ -41,21 +48,23 @@ fn node_config(
         &format!(
             "[cluster]\nenabled = true\ncluster_id = \"test\"\nnode_id = \"{id}\"\n\
              gossip = \"{gossip}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [\"{peer}\"]\n\
-             gossip_interval = \"100ms\"\n{auth}[admin]\nenabled = true\nlisten = \"{admin}\"\n",
+             gossip_interval = \"100ms\"\n{auth}[admin]\nenabled = true\nlisten = \"{admin}\"\n\
+             token_file = {token:?}\nprotect_reads = true\n",
             auth = crate::common::cluster_auth(id),
+            token = token.display().to_string(),
         ),
     )
 }
 
-/// An admin API call (no token: the test nodes' APIs are open on
-/// loopback): status and JSON body.
+/// A client of the nodes' admin APIs, with their token.
+fn admin_client() -> awc::Client {
+    awc::Client::builder().bearer_auth(TOKEN).finish()
+}
+
+/// An admin API call, with the token: status and JSON body.
 async fn admin_call(method: &str, url: &str) -> (u16, serde_json::Value) {
     let method = awc::http::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut answer = awc::Client::new()
-        .request(method, url)
-        .send()
-        .await
-        .unwrap();
+    let mut answer = admin_client().request(method, url).send().await.unwrap();
     let body = answer.body().await.unwrap();
     let value = serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null);
     (answer.status().as_u16(), value)
@@ -150,7 +159,7 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
             .map(trawl::testweb::SyntheticWeb::host_name)
             .find(|h| split.1.contains(&trawl::url::partition_of(h, PARTITIONS)))
             .expect("a host of n2");
-        let mut answer = awc::Client::new()
+        let mut answer = admin_client()
             .put(format!("http://{a1}/api/v1/hosts/{theirs}/politeness"))
             .send_json(&serde_json::json!({ "min_delay_ms": 1 }))
             .await
@@ -200,7 +209,7 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
                 .expect("a host in those partitions")
         };
         for host in [host_of(&split.1), host_of(&split.0)] {
-            let mut answer = awc::Client::new()
+            let mut answer = admin_client()
                 .get(format!("http://{a1}/api/v1/hosts/{host}"))
                 .send()
                 .await
@@ -209,6 +218,13 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
             let snapshot: serde_json::Value = answer.json().await.unwrap();
             assert_eq!(snapshot["host"], host.as_str());
         }
+        // Without the token, n1 answers 401 itself and asks no one.
+        let stranger = awc::Client::new()
+            .get(format!("http://{a1}/api/v1/hosts/{}", host_of(&split.1)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stranger.status().as_u16(), 401);
         admin1.handle.stop(true).await;
         admin2.handle.stop(true).await;
         n1.send(Shutdown).await.unwrap().expect("n1 stops");

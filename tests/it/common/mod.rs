@@ -72,11 +72,14 @@ impl Served {
         }
     }
 
-    /// The API on `listener`, open (a cluster test binds it first: its
-    /// port is in the node's config), with the node's own `metrics`.
+    /// The API on `listener` (a cluster test binds it first: its port is
+    /// in the node's config), with the access rules of the config's
+    /// `[admin]` and the node's own `metrics`.
     pub fn start_on(config: Config, listener: TcpListener, metrics: Arc<Metrics>) -> Served {
+        let access =
+            trawl::admin::Access::from_config(&config.admin).expect("the admin API's access rules");
         let node = Node::start(config, metrics.clone()).expect("the node starts");
-        let admin = trawl::admin::start_on(listener, node.clone(), metrics.clone())
+        let admin = trawl::admin::start_on(listener, access, node.clone(), metrics.clone())
             .expect("the admin API starts");
         Served {
             node,
