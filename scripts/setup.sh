@@ -14,7 +14,9 @@
 # image on (scripts/docker-base.sh: no registry is reachable here).
 # With TRAWL_NEED_BENCH=1, nginx (with its echo module, for a delayed
 # web) and GNU time for the side-by-side bench (benches/sidebyside/run.sh
-# serves its web with nginx and measures each crawler with /usr/bin/time). Checks
+# serves its web with nginx and measures each crawler with /usr/bin/time).
+# With TRAWL_NEED_FUZZ=1, cargo-fuzz (scripts/fuzz.sh builds the fuzz
+# targets with it; from crates.io, built here, about a minute). Checks
 # first, installs only what is missing. Sourced by demo.sh, test.sh and
 # the side-by-side bench.
 set -euo pipefail
@@ -78,6 +80,11 @@ if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   fi
   # Tests call these tools through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"
+fi
+
+if [ "${TRAWL_NEED_FUZZ:-0}" = 1 ] && ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-fuzz" >&2
+  cargo install --quiet --locked cargo-fuzz --version 0.13.2
 fi
 
 if [ "${TRAWL_NEED_DOCKER:-0}" = 1 ] && docker info >/dev/null 2>&1; then

@@ -172,6 +172,15 @@ pub struct Rules {
     pub sitemaps: Vec<String>,
 }
 
+impl Rule {
+    /// The path pattern as matched: percent-encoding normalised
+    /// ([`normalise_encoding`]), `*` and a trailing `$` as written. A file
+    /// rewritten from these patterns reads as the same rules.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+}
+
 impl Rules {
     /// Interprets a fetch result for the agent `product_token`.
     pub fn from_record(record: &RobotsRecord, product_token: &str) -> Rules {
@@ -187,8 +196,13 @@ impl Rules {
     }
 
     /// Parses a robots.txt body (the first [`MAX_ROBOTS_BYTES`] of it).
+    ///
+    /// A body of [`MAX_ROBOTS_BYTES`] or more may have been cut there
+    /// (a stored [`RobotsRecord`] keeps that much of a longer file), so
+    /// its last line, which may be the beginning of a longer one, is
+    /// dropped: `Allow: /public/page` cut to `Allow: /` would allow all.
     pub fn parse(body: &[u8], product_token: &str) -> Rules {
-        let cut = body.len() > MAX_ROBOTS_BYTES;
+        let cut = body.len() >= MAX_ROBOTS_BYTES;
         let body = syntax::strip_bom(&body[..body.len().min(MAX_ROBOTS_BYTES)]);
         let text = String::from_utf8_lossy(body);
         let mut lines: Vec<&str> = syntax::lines(&text).collect();
@@ -379,7 +393,13 @@ fn is_unreserved(b: u8) -> bool {
 
 /// Normalises percent-encoding for comparison (RFC 9309 §2.2.2): decodes
 /// escapes of unreserved characters, upper-cases the hex of the others,
-/// and encodes octets outside printable ASCII.
+/// and encodes octets outside printable ASCII and a `%` that starts no
+/// escape (as `%25`).
+///
+/// The result is a fixed point, so a pattern and a path compare the same
+/// however often they were normalised: a lone `%` kept as it was could
+/// start a new escape with a decoded digit (`/%%34a` gave `/%4a`, which
+/// is `/J`).
 pub fn normalise_encoding(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = String::with_capacity(s.len());
@@ -401,7 +421,7 @@ pub fn normalise_encoding(s: &str) -> String {
                 continue;
             }
         }
-        if b.is_ascii_graphic() {
+        if b.is_ascii_graphic() && b != b'%' {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));

@@ -29,14 +29,18 @@ pub enum DecodeError {
 /// A decoded body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded<'a> {
-    /// The decoded bytes (at most the cap).
+    /// The decoded bytes: at most the cap when a coding was undone; the
+    /// body itself (borrowed, whatever its size) when there was none.
     pub bytes: Cow<'a, [u8]>,
     /// The decoded body was longer than the cap.
     pub truncated: bool,
 }
 
 /// Decodes `body` per its Content-Encoding header (a comma-separated list,
-/// applied in order) into at most `cap` bytes.
+/// applied in order) into at most `cap` bytes. A body without a coding
+/// (none given, or `identity`) is returned as it is, not cut at `cap`: the
+/// cap bounds what decompression makes of a body, and the fetch's own
+/// body cap already bounds the body.
 pub fn decode_body<'a>(
     body: &'a [u8],
     content_encoding: Option<&str>,
@@ -82,6 +86,10 @@ fn decode_one(data: &[u8], coding: &str, cap: usize) -> Result<(Vec<u8>, bool), 
         "deflate" => read_capped(flate2::read::ZlibDecoder::new(data), cap)
             .or_else(|_| read_capped(flate2::read::DeflateDecoder::new(data), cap))
             .map_err(corrupt("deflate")),
+        "br" if is_large_window_brotli(data) => Err(DecodeError::Corrupt {
+            coding: "br",
+            reason: "large-window brotli stream (not RFC 7932)".into(),
+        }),
         "br" => read_capped(brotli_decompressor::Decompressor::new(data, 4096), cap)
             .map_err(corrupt("br")),
         "zstd" => {
@@ -95,6 +103,18 @@ fn decode_one(data: &[u8], coding: &str, cap: usize) -> Result<(Vec<u8>, bool), 
         }
         other => Err(DecodeError::Unsupported(other.to_owned())),
     }
+}
+
+/// Whether a brotli stream declares a large window (up to 1 GiB, an
+/// extension of brotli's reference decoder): the first seven bits of the
+/// stream header are `0010001` (RFC 7932 §9.1's window bits, read from the
+/// lowest bit, with the value that RFC 7932 leaves unused). HTTP's `br` is
+/// RFC 7932, whose windows are at most 16 MiB; `brotli_decompressor`
+/// accepts large windows, and allocates the whole window for the ring
+/// buffer before a byte is decoded, so six bytes of body asked for a
+/// gigabyte.
+fn is_large_window_brotli(data: &[u8]) -> bool {
+    data.first().is_some_and(|b| b & 0x7f == 0x11)
 }
 
 /// Reads at most `cap` bytes (one more to learn whether there was more).
@@ -116,6 +136,32 @@ mod tests {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         enc.write_all(data).unwrap();
         enc.finish().unwrap()
+    }
+
+    /// Found by the `decode` fuzz target: six bytes of `br` body
+    /// declaring a large window made the decoder allocate a 1 GiB ring
+    /// buffer at once (a process abort where the allocation fails).
+    #[test]
+    fn a_large_window_brotli_stream_is_refused_before_allocating() {
+        let body = [0x11, 0x9d, 0x4a, 0x8b, 0x9f, 0x06];
+        match decode_body(&body, Some("br"), 384) {
+            Err(DecodeError::Corrupt { coding, reason }) => {
+                assert_eq!(coding, "br");
+                assert!(reason.contains("large-window"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // An ordinary stream still decodes (its header is no marker).
+        let mut out = Vec::new();
+        {
+            let mut enc = brotli::CompressorWriter::new(&mut out, 4096, 5, 24);
+            enc.write_all(b"<a href=x>").unwrap();
+        }
+        assert!(!is_large_window_brotli(&out));
+        assert_eq!(
+            decode_body(&out, Some("br"), 100).unwrap().bytes.as_ref(),
+            b"<a href=x>"
+        );
     }
 
     #[test]

@@ -283,7 +283,8 @@ pub fn parse_record(bytes: &[u8]) -> Option<RecordView<'_>> {
         headers,
     };
     let length: usize = view.header("Content-Length")?.parse().ok()?;
-    let block = bytes.get(end + 4..end + 4 + length)?;
+    // A torn or corrupt record may claim any length: no overflow.
+    let block = bytes.get(end + 4..(end + 4).checked_add(length)?)?;
     Some(RecordView { block, ..view })
 }
 
@@ -306,6 +307,22 @@ fn head_of(block: &[u8]) -> &[u8] {
 mod tests {
     use super::super::WarcRef;
     use super::*;
+
+    /// Found with the `warc_record` fuzz target (built with overflow
+    /// checks): a Content-Length near `usize::MAX` overflowed the block's
+    /// end (a panic with overflow checks, a wrapped range without). The
+    /// release profile these tests run in has no overflow checks, so the
+    /// guard against its return is the input kept in
+    /// `fuzz/corpus/warc_record/`, which the fuzz smoke runs with them.
+    #[test]
+    fn a_record_claiming_more_than_memory_is_none() {
+        let record = b"WARC/1.1\r\nContent-Length: 18446744073709551615\r\n\r\nabc";
+        assert!(parse_record(record).is_none());
+        let record = b"WARC/1.1\r\nContent-Length: 4\r\n\r\nabc";
+        assert!(parse_record(record).is_none(), "a torn block");
+        let record = b"WARC/1.1\r\nContent-Length: 3\r\n\r\nabc";
+        assert_eq!(parse_record(record).unwrap().block, b"abc");
+    }
 
     /// The whole CDXJ line of a record stored at `at`, or `None` for a
     /// record the index leaves out.

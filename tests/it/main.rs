@@ -26,6 +26,7 @@ mod dedup;
 mod depth;
 mod durability;
 mod frontier;
+mod fuzz_corpus;
 mod hostile;
 mod https;
 mod logs;
