@@ -7,6 +7,10 @@
 #   scripts/fuzz.sh smoke [seconds]            every target briefly (default
 #                                              10 s each) on its corpus, the
 #                                              corpus left as it is; CI
+#   scripts/fuzz.sh campaign [seconds] [jobs]  fuzz every target (default
+#                                              900 s each, 1 at a time),
+#                                              growing its corpus, and print
+#                                              a row of figures per target
 #   scripts/fuzz.sh cmin [target]              minimise the corpora
 #   scripts/fuzz.sh list                       the targets
 #
@@ -92,6 +96,29 @@ fuzz_one() {
         -artifact_prefix="$fuzz/artifacts/$target/" "$out" "$@"
 }
 
+# One campaign row from a fuzzer's log whose lines start with the second
+# of the run they were printed in: the final statistics, the last status
+# line's coverage, and when the edge count last rose.
+campaign_row() {
+    local target="$1" seconds="$2" log="$3" status="$4"
+    awk -v target="$target" -v seconds="$seconds" -v status="$status" '
+        /stat::number_of_executed_units:/ { execs = $NF }
+        /stat::average_exec_per_sec:/ { rate = $NF }
+        /stat::peak_rss_mb:/ { rss = $NF }
+        / cov: / {
+            for (i = 2; i < NF; i++) {
+                if ($i == "cov:") c = $(i + 1) + 0
+                if ($i == "ft:") ft = $(i + 1) + 0
+            }
+            if (c > cov) { cov = c; grew = $1 }
+        }
+        END {
+            result = (status == 0) ? "clean" : "FINDING (fuzz/artifacts/" target "/)"
+            printf "| `%s` | %d | %d | %d | %d | %d | %d | %d | %s |\n",
+                target, seconds, execs, rate, cov, ft, rss, grew, result
+        }' "$log"
+}
+
 cmd="${1:-}"
 shift || true
 case "$cmd" in
@@ -128,6 +155,29 @@ case "$cmd" in
             exit 1
         fi
         echo "fuzz smoke: every target ran ${seconds} s without a finding" >&2
+        ;;
+    campaign)
+        seconds="${1:-900}"
+        jobs="${2:-1}"
+        build
+        logs="$fuzz/artifacts/campaign"
+        mkdir -p "$logs"
+        echo "| target | s | executions | exec/s | cov | ft | peak RSS MB | cov last grew at s | result |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        for target in $(targets); do
+            # At most `jobs` fuzzers at once.
+            while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
+            (
+                start="$(date +%s)"
+                status=0
+                fuzz_one "$target" "$seconds" "$fuzz/corpus/$target" 2>&1 \
+                    | while IFS= read -r line; do
+                        printf '%s %s\n' "$(( $(date +%s) - start ))" "$line"
+                    done > "$logs/$target.log" || status=$?
+                campaign_row "$target" "$seconds" "$logs/$target.log" "$status"
+            ) &
+        done
+        wait
         ;;
     cmin)
         build
