@@ -7,10 +7,15 @@
 #   scripts/fuzz.sh smoke [seconds]            every target briefly (default
 #                                              10 s each) on its corpus, the
 #                                              corpus left as it is; CI
-#   scripts/fuzz.sh campaign [seconds] [jobs]  fuzz every target (default
-#                                              900 s each, 1 at a time),
-#                                              growing its corpus, and print
-#                                              a row of figures per target
+#   scripts/fuzz.sh campaign [max] [jobs] [flat]
+#                                              fuzz every target (TARGETS, if
+#                                              set: those), `jobs` at a time
+#                                              (default 1), growing its corpus,
+#                                              until its edge coverage has not
+#                                              risen for `flat` seconds
+#                                              (default 600) or for `max`
+#                                              (default 3600); a row of
+#                                              figures per target
 #   scripts/fuzz.sh cmin [target]              minimise the corpora
 #   scripts/fuzz.sh list                       the targets
 #
@@ -96,26 +101,61 @@ fuzz_one() {
         -artifact_prefix="$fuzz/artifacts/$target/" "$out" "$@"
 }
 
-# One campaign row from a fuzzer's log whose lines start with the second
-# of the run they were printed in: the final statistics, the last status
-# line's coverage, and when the edge count last rose.
+# The highest edge count in a fuzzer's log so far (0 before the first
+# status line).
+coverage_in() {
+    awk '/ cov: / { for (i = 2; i < NF; i++) if ($i == "cov:" && $(i + 1) + 0 > c) c = $(i + 1) + 0 }
+         END { print c + 0 }' "$1"
+}
+
+# Fuzzes $1, growing its corpus, until its edge coverage has not risen for
+# $3 seconds (a plateau: the fuzzer is stopped with SIGINT, as Ctrl-C
+# would, and prints its final statistics) or for at most $2 seconds; then
+# prints its campaign row. Coverage is read from the log every 5 seconds,
+# so the second it last grew at is known to within 5.
+campaign_one() {
+    local target="$1" max="$2" flat="$3" log="$4"
+    local start pid status=0 cov=0 grew=0 now seen stop="max"
+    start="$(date +%s)"
+    mkdir -p "$fuzz/corpus/$target" "$fuzz/artifacts/$target"
+    # shellcheck disable=SC2046
+    "$bin_dir/$target" $(limits) -max_total_time="$max" \
+        -artifact_prefix="$fuzz/artifacts/$target/" "$fuzz/corpus/$target" > "$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 5
+        now=$(( $(date +%s) - start ))
+        seen="$(coverage_in "$log")"
+        if [ "$seen" -gt "$cov" ]; then cov="$seen"; grew="$now"; fi
+        if [ $(( now - grew )) -ge "$flat" ] && kill -INT "$pid" 2>/dev/null; then
+            stop="plateau"
+            break
+        fi
+    done
+    wait "$pid" || status=$?
+    # libFuzzer exits 72 when interrupted: the plateau stop, not a finding.
+    if [ "$stop" = plateau ] && [ "$status" = 72 ]; then status=0; fi
+    campaign_row "$target" "$(( $(date +%s) - start ))" "$grew" "$stop" "$log" "$status"
+}
+
+# One campaign row: the fuzzer's final statistics and last coverage, the
+# run's length, when coverage last grew, and why the run ended.
 campaign_row() {
-    local target="$1" seconds="$2" log="$3" status="$4"
-    awk -v target="$target" -v seconds="$seconds" -v status="$status" '
+    local target="$1" seconds="$2" grew="$3" stop="$4" log="$5" status="$6"
+    awk -v target="$target" -v seconds="$seconds" -v grew="$grew" -v stop="$stop" -v status="$status" '
         /stat::number_of_executed_units:/ { execs = $NF }
         /stat::average_exec_per_sec:/ { rate = $NF }
         /stat::peak_rss_mb:/ { rss = $NF }
         / cov: / {
             for (i = 2; i < NF; i++) {
-                if ($i == "cov:") c = $(i + 1) + 0
+                if ($i == "cov:" && $(i + 1) + 0 > cov) cov = $(i + 1) + 0
                 if ($i == "ft:") ft = $(i + 1) + 0
             }
-            if (c > cov) { cov = c; grew = $1 }
         }
         END {
             result = (status == 0) ? "clean" : "FINDING (fuzz/artifacts/" target "/)"
-            printf "| `%s` | %d | %d | %d | %d | %d | %d | %d | %s |\n",
-                target, seconds, execs, rate, cov, ft, rss, grew, result
+            printf "| `%s` | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n",
+                target, seconds, execs, rate, cov, ft, rss, grew, seconds - grew, stop, result
         }' "$log"
 }
 
@@ -157,25 +197,19 @@ case "$cmd" in
         echo "fuzz smoke: every target ran ${seconds} s without a finding" >&2
         ;;
     campaign)
-        seconds="${1:-900}"
+        max="${1:-3600}"
         jobs="${2:-1}"
+        flat="${3:-600}"
         build
         logs="$fuzz/artifacts/campaign"
         mkdir -p "$logs"
-        echo "| target | s | executions | exec/s | cov | ft | peak RSS MB | cov last grew at s | result |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
-        for target in $(targets); do
+        echo "| target | s | executions | exec/s | cov | ft | peak RSS MB | cov last grew at s | flat for s | stop | result |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        for target in ${TARGETS:-$(targets)}; do
+            check_target "$target"
             # At most `jobs` fuzzers at once.
             while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || true; done
-            (
-                start="$(date +%s)"
-                status=0
-                fuzz_one "$target" "$seconds" "$fuzz/corpus/$target" 2>&1 \
-                    | while IFS= read -r line; do
-                        printf '%s %s\n' "$(( $(date +%s) - start ))" "$line"
-                    done > "$logs/$target.log" || status=$?
-                campaign_row "$target" "$seconds" "$logs/$target.log" "$status"
-            ) &
+            campaign_one "$target" "$max" "$flat" "$logs/$target.log" &
         done
         wait
         ;;
@@ -204,7 +238,7 @@ case "$cmd" in
         done
         ;;
     *)
-        sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+        sed -n '2,/^#   scripts\/fuzz.sh list/p' "$0" | sed 's/^# \{0,1\}//'
         exit 2
         ;;
 esac

@@ -48,6 +48,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("wire", wire),
     ("store_codec", store_codec),
     ("admin_json", admin_json),
+    ("admin_request", admin_request),
     ("config", config),
 ];
 
@@ -815,13 +816,114 @@ pub fn admin_json(data: &[u8]) {
             }
         }
         3 => {
-            let _ = serde_json::from_slice::<trawl::admin::hosts::HostsParams>(body);
-            let _ = serde_json::from_slice::<trawl::admin::hosts::QueueParams>(body);
+            // A `{domain}` path segment (the listing parameters are a
+            // query string: `admin_request`).
+            let _ = trawl::frontier::blocks::BlockTarget::domain(&String::from_utf8_lossy(body));
         }
         _ => {
             // A `{host}` path segment.
             let _ = trawl::url::host_name(&String::from_utf8_lossy(body));
         }
+    }
+}
+
+// --------------------------------------------------------- admin request
+
+/// The parts of an admin API request that are not a JSON body: a path and
+/// query (read by the query extractor as the listing handlers read it,
+/// and marked forwarded as a node sends it on) and an `Authorization`
+/// header checked against a token. Input: the token, a NUL, the header
+/// value, a NUL, the path and query.
+pub fn admin_request(data: &[u8]) {
+    let mut parts = data.splitn(3, |b| *b == 0);
+    let (token, header, target) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    authorization(token, header);
+    query(&String::from_utf8_lossy(target));
+}
+
+/// A request is let in only with `Bearer <token>` (spaces around the
+/// token aside), and always with exactly that.
+fn authorization(token: &[u8], header: &[u8]) {
+    use trawl::admin::auth::Access;
+    assert!(Access::open().accepts(Some(header)), "no token: all let in");
+    let Ok(token) = std::str::from_utf8(token) else {
+        return;
+    };
+    let token = token.trim();
+    if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return; // not a token a header can carry
+    }
+    let access = Access::with_token(token, true);
+    assert!(access.accepts(Some(format!("Bearer {token}").as_bytes())));
+    assert!(!access.accepts(None));
+    if access.accepts(Some(header)) {
+        let given = header
+            .strip_prefix(b"Bearer ")
+            .expect("accepted without Bearer");
+        assert_eq!(
+            std::str::from_utf8(given).map(str::trim),
+            Ok(token),
+            "accepted another token"
+        );
+    }
+}
+
+/// The listing parameters read back from the path a node asks its peers
+/// with give the listing it asks for; marking a request forwarded keeps
+/// its parameters, makes it read as forwarded, and is idempotent.
+fn query(target: &str) {
+    use actix_web::web::Query;
+    use trawl::admin::forward::{mark_forwarded, query_is_forwarded};
+    use trawl::admin::hosts::{peer_listing_path, HostsParams, QueueParams};
+    let target = target.split('#').next().unwrap_or_default();
+    let query_of = |path: &str| {
+        path.split_once('?')
+            .map(|(_, q)| q.to_owned())
+            .unwrap_or_default()
+    };
+    let marked = mark_forwarded(target);
+    assert!(query_is_forwarded(&query_of(&marked)), "{marked}");
+    assert_eq!(mark_forwarded(&marked), marked, "marking twice");
+    let others = |query: &str| -> Vec<(String, String)> {
+        form_urlencoded::parse(query.as_bytes())
+            .filter(|(k, _)| k != "forwarded")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect()
+    };
+    assert_eq!(others(&query_of(&marked)), others(&query_of(target)));
+    let listing = |query: &str| {
+        Query::<HostsParams>::from_query(query)
+            .ok()
+            .map(|p| p.query().ok())
+    };
+    if let Some(asked) = listing(&query_of(target)) {
+        assert_eq!(
+            listing(&query_of(&marked)),
+            Some(asked),
+            "forwarding changed the listing"
+        );
+        if let Some(asked) = asked {
+            let holders = asked.for_holders();
+            let path = peer_listing_path(&holders);
+            let read = listing(&query_of(&path))
+                .flatten()
+                .expect("a peer refuses its listing");
+            let capped = trawl::frontier::listing::MAX_LIMIT;
+            assert_eq!(
+                read,
+                trawl::frontier::listing::ListQuery {
+                    limit: holders.limit.min(capped),
+                    ..holders
+                }
+            );
+        }
+    }
+    if Query::<QueueParams>::from_query(&query_of(target)).is_ok() {
+        assert!(Query::<QueueParams>::from_query(&query_of(&marked)).is_ok());
     }
 }
 

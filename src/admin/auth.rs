@@ -113,19 +113,31 @@ impl Access {
     }
 
     fn authenticate(&self, req: &HttpRequest) -> Result<(), ApiError> {
-        let Some(expected) = &self.token else {
-            return Ok(());
-        };
-        let given = req
+        let authorization = req
             .headers()
             .get(actix_web::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(|t| hash(t.trim()));
-        match given {
-            Some(given) if bool::from(given.ct_eq(expected)) => Ok(()),
-            _ => Err(ApiError::unauthorized()),
+            .map(|v| v.as_bytes());
+        if self.accepts(authorization) {
+            Ok(())
+        } else {
+            Err(ApiError::unauthorized())
         }
+    }
+
+    /// Whether a request with this `Authorization` header value (as sent,
+    /// any bytes) is let in where a token is asked for: always without a
+    /// token, else only `Bearer <token>` (spaces around the token allowed).
+    /// A value that is not visible ASCII is refused.
+    pub fn accepts(&self, authorization: Option<&[u8]>) -> bool {
+        let Some(expected) = &self.token else {
+            return true;
+        };
+        let given = authorization
+            .filter(|v| v.iter().all(|b| (b' '..=b'~').contains(b) || *b == b'\t'))
+            .and_then(|v| v.strip_prefix(b"Bearer "))
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .map(|t| hash(t.trim()));
+        given.is_some_and(|given| bool::from(given.ct_eq(expected)))
     }
 }
 
@@ -215,6 +227,13 @@ mod tests {
             assert_eq!(err.to_string(), "a valid bearer token is required");
         }
         assert!(access.read(&with(None)).is_ok(), "reads are open");
+        assert!(access.accepts(Some(b"Bearer \t s3cret  ")));
+        assert!(
+            !access.accepts(Some(b"Bearer s3cret\xff")),
+            "not visible ASCII"
+        );
+        assert!(!access.accepts(Some(b"bearer s3cret")));
+        assert!(Access::open().accepts(None));
         assert!(Access::with_token("s3cret", true)
             .read(&with(None))
             .is_err());

@@ -19,7 +19,37 @@ const PEER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether `req` was forwarded by another node already.
 pub fn is_forwarded(req: &HttpRequest) -> bool {
-    req.query_string().split('&').any(|kv| kv == "forwarded=1")
+    query_is_forwarded(req.query_string())
+}
+
+/// Whether a query string marks its request forwarded: a `forwarded`
+/// parameter whose value, decoded as the query extractor decodes it, is
+/// `1` (so `forwarded=%31` is one too).
+pub fn query_is_forwarded(query: &str) -> bool {
+    form_urlencoded::parse(query.as_bytes()).any(|(key, value)| key == "forwarded" && value == "1")
+}
+
+/// `path_and_query` as sent to another node: every `forwarded` parameter
+/// the caller gave dropped (a repeated parameter would make the other
+/// node refuse the query), then `forwarded=1`. The other parameters are
+/// kept as they were written, in their order.
+pub fn mark_forwarded(path_and_query: &str) -> String {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let mut pairs: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty() && !names_forwarded(pair))
+        .collect();
+    pairs.push("forwarded=1");
+    format!("{path}?{}", pairs.join("&"))
+}
+
+/// Whether one `key=value` pair of a query sets `forwarded`.
+fn names_forwarded(pair: &str) -> bool {
+    form_urlencoded::parse(pair.as_bytes())
+        .next()
+        .is_some_and(|(key, _)| key == "forwarded")
 }
 
 /// Sends `req`'s method, path and query (with `body` as JSON, if any) to
@@ -131,12 +161,7 @@ async fn send(
     path_and_query: &str,
     body: Option<&serde_json::Value>,
 ) -> Result<(StatusCode, Bytes), String> {
-    let mark = if path_and_query.contains('?') {
-        '&'
-    } else {
-        '?'
-    };
-    let url = format!("http://{admin}{path_and_query}{mark}forwarded=1");
+    let url = format!("http://{admin}{}", mark_forwarded(path_and_query));
     let method = Method::from_bytes(req.method().as_str().as_bytes()).map_err(|e| e.to_string())?;
     let mut request = awc::Client::new()
         .request(method, url)
@@ -155,4 +180,30 @@ async fn send(
         .await
         .map_err(|e| e.to_string())?;
     Ok((answer.status(), body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_query_is_recognised_as_the_extractor_decodes_it() {
+        assert!(query_is_forwarded("forwarded=1"));
+        assert!(query_is_forwarded("limit=5&forwarded=%31"));
+        assert!(!query_is_forwarded("forwarded=0"));
+        assert!(!query_is_forwarded("xforwarded=1&forwarded=11"));
+        assert!(!query_is_forwarded(""));
+    }
+
+    #[test]
+    fn marking_replaces_the_callers_forwarded_parameters() {
+        assert_eq!(mark_forwarded("/api/v1/hosts"), "/api/v1/hosts?forwarded=1");
+        assert_eq!(
+            mark_forwarded("/api/v1/hosts?limit=5&forwarded=0&&sort=host&forwarde%64=x"),
+            "/api/v1/hosts?limit=5&sort=host&forwarded=1"
+        );
+        let marked = mark_forwarded("/a?b=%2F+c");
+        assert_eq!(marked, "/a?b=%2F+c&forwarded=1", "others kept as written");
+        assert_eq!(mark_forwarded(&marked), marked);
+    }
 }

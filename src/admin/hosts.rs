@@ -90,7 +90,8 @@ pub struct HostsParams {
 }
 
 impl HostsParams {
-    fn query(&self) -> Result<ListQuery, ApiError> {
+    /// The listing asked for, or why the parameters are refused.
+    pub fn query(&self) -> Result<ListQuery, ApiError> {
         let limit = self.limit.unwrap_or(ListQuery::default().limit);
         if limit == 0 || limit > listing::MAX_LIMIT {
             return Err(ApiError::bad_request(format!(
@@ -164,7 +165,7 @@ pub async fn hosts(
 /// `offset + limit` rows, capped at [`listing::MAX_LIMIT`] (what its API
 /// takes), so on a cluster pages past row 1,000 may miss rows of other
 /// nodes.
-fn peer_listing_path(query: &ListQuery) -> String {
+pub fn peer_listing_path(query: &ListQuery) -> String {
     let mut path = format!(
         "/api/v1/hosts?offset={}&limit={}",
         query.offset,

@@ -36,7 +36,7 @@ pub mod api;
 pub mod auth;
 pub mod crawl;
 pub mod error;
-mod forward;
+pub mod forward;
 pub mod hosts;
 
 use std::net::SocketAddr;

@@ -1127,14 +1127,7 @@ mod tests {
         }
         // Every gossip round x has been knocking on both of them; one more
         // published change, seen by both, proves more rounds have passed.
-        let mut changed = a.published();
-        changed.partitions.push(9);
-        a.publish(changed.clone());
-        for m in [&a, &b] {
-            let members = wait_for(m, CONVERGE, "a's change", |ms| {
-                ms.get("a").and_then(|a| a.info.as_ref()) == Some(&changed)
-            })
-            .await;
+        for members in rounds_later(&a, &b).await {
             assert!(members.get("x").is_none(), "{members:#?}");
             assert_eq!(members.as_slice().len(), 2);
         }
@@ -1144,6 +1137,20 @@ mod tests {
         for m in [a, b, x] {
             m.shutdown().await.expect("clean shutdown");
         }
+    }
+
+    /// Publishes a change of `a`'s (named "a") and waits until `a` and `b`
+    /// both see it: proof that gossip rounds went on meanwhile. What each
+    /// then lists, `a`'s view first.
+    async fn rounds_later(a: &Membership, b: &Membership) -> [Members; 2] {
+        let mut changed = a.published();
+        changed.partitions.push(9);
+        a.publish(changed.clone());
+        let sees_it = |ms: &Members| ms.get("a").and_then(|a| a.info.as_ref()) == Some(&changed);
+        [
+            wait_for(a, CONVERGE, "a's change", sees_it).await,
+            wait_for(b, CONVERGE, "a's change", sees_it).await,
+        ]
     }
 
     fn keyed(
@@ -1232,14 +1239,7 @@ mod tests {
             tokio::time::sleep(GOSSIP).await;
         }
         // One more change seen by both members: rounds went on meanwhile.
-        let mut changed = a.published();
-        changed.partitions.push(9);
-        a.publish(changed.clone());
-        for m in [&a, &b] {
-            let members = wait_for(m, CONVERGE, "a's change", |ms| {
-                ms.get("a").and_then(|a| a.info.as_ref()) == Some(&changed)
-            })
-            .await;
+        for members in rounds_later(&a, &b).await {
             assert_eq!(members.live_ids(), ["a", "b"], "{members:#?}");
             assert_eq!(members.as_slice().len(), 2);
         }

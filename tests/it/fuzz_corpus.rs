@@ -89,6 +89,7 @@ corpus_tests!(
     wire,
     store_codec,
     admin_json,
+    admin_request,
     config,
 );
 
