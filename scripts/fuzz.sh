@@ -13,9 +13,11 @@
 #                                              (default 1), growing its corpus,
 #                                              until its edge coverage has not
 #                                              risen for `flat` seconds
-#                                              (default 600) or for `max`
+#                                              (default 600; FUZZ_PLATEAU=own:
+#                                              trawl's own edges) or for `max`
 #                                              (default 3600); a row of
-#                                              figures per target
+#                                              figures per target (needs
+#                                              python3 and nm)
 #   scripts/fuzz.sh cmin [target]              minimise the corpora
 #   scripts/fuzz.sh list                       the targets
 #
@@ -37,6 +39,8 @@
 #   FUZZ_MALLOC_MB          largest single allocation (default 512; see
 #                           fuzz/README.md for how it is enforced)
 #   FUZZ_MAX_LEN            largest input generated (default 16384)
+#   FUZZ_PLATEAU            what a campaign's plateau counts: all (every
+#                           edge, the default) or own (trawl's own code's)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -101,62 +105,18 @@ fuzz_one() {
         -artifact_prefix="$fuzz/artifacts/$target/" "$out" "$@"
 }
 
-# The highest edge count in a fuzzer's log so far (0 before the first
-# status line).
-coverage_in() {
-    awk '/ cov: / { for (i = 2; i < NF; i++) if ($i == "cov:" && $(i + 1) + 0 > c) c = $(i + 1) + 0 }
-         END { print c + 0 }' "$1"
-}
-
-# Fuzzes $1, growing its corpus, until its edge coverage has not risen for
-# $3 seconds (a plateau: the fuzzer is stopped with SIGINT, as Ctrl-C
-# would, and prints its final statistics) or for at most $2 seconds; then
-# prints its campaign row. Coverage is read from the log every 5 seconds,
-# so the second it last grew at is known to within 5.
+# Fuzzes $1, growing its corpus, until its coverage has levelled off
+# (scripts/fuzz_watch.py: no new edge for $3 seconds, counting every edge
+# or, with FUZZ_PLATEAU=own, trawl's own) or for at most $2 seconds; prints
+# its campaign row.
 campaign_one() {
     local target="$1" max="$2" flat="$3" log="$4"
-    local start pid status=0 cov=0 grew=0 now seen stop="max"
-    start="$(date +%s)"
     mkdir -p "$fuzz/corpus/$target" "$fuzz/artifacts/$target"
     # shellcheck disable=SC2046
-    "$bin_dir/$target" $(limits) -max_total_time="$max" \
-        -artifact_prefix="$fuzz/artifacts/$target/" "$fuzz/corpus/$target" > "$log" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-        sleep 5
-        now=$(( $(date +%s) - start ))
-        seen="$(coverage_in "$log")"
-        if [ "$seen" -gt "$cov" ]; then cov="$seen"; grew="$now"; fi
-        if [ $(( now - grew )) -ge "$flat" ] && kill -INT "$pid" 2>/dev/null; then
-            stop="plateau"
-            break
-        fi
-    done
-    wait "$pid" || status=$?
-    # libFuzzer exits 72 when interrupted: the plateau stop, not a finding.
-    if [ "$stop" = plateau ] && [ "$status" = 72 ]; then status=0; fi
-    campaign_row "$target" "$(( $(date +%s) - start ))" "$grew" "$stop" "$log" "$status"
-}
-
-# One campaign row: the fuzzer's final statistics and last coverage, the
-# run's length, when coverage last grew, and why the run ended.
-campaign_row() {
-    local target="$1" seconds="$2" grew="$3" stop="$4" log="$5" status="$6"
-    awk -v target="$target" -v seconds="$seconds" -v grew="$grew" -v stop="$stop" -v status="$status" '
-        /stat::number_of_executed_units:/ { execs = $NF }
-        /stat::average_exec_per_sec:/ { rate = $NF }
-        /stat::peak_rss_mb:/ { rss = $NF }
-        / cov: / {
-            for (i = 2; i < NF; i++) {
-                if ($i == "cov:" && $(i + 1) + 0 > cov) cov = $(i + 1) + 0
-                if ($i == "ft:") ft = $(i + 1) + 0
-            }
-        }
-        END {
-            result = (status == 0) ? "clean" : "FINDING (fuzz/artifacts/" target "/)"
-            printf "| `%s` | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n",
-                target, seconds, execs, rate, cov, ft, rss, grew, seconds - grew, stop, result
-        }' "$log"
+    python3 "$root/scripts/fuzz_watch.py" --target "$target" --max "$max" --flat "$flat" \
+        --plateau "${FUZZ_PLATEAU:-all}" --log "$log" -- \
+        "$bin_dir/$target" $(limits) -artifact_prefix="$fuzz/artifacts/$target/" \
+        "$fuzz/corpus/$target"
 }
 
 cmd="${1:-}"
@@ -203,8 +163,8 @@ case "$cmd" in
         build
         logs="$fuzz/artifacts/campaign"
         mkdir -p "$logs"
-        echo "| target | s | executions | exec/s | cov | ft | peak RSS MB | cov last grew at s | flat for s | stop | result |"
-        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        echo "| target | s | executions | exec/s | cov | ft | new edges in trawl | peak RSS MB | cov last grew at s | trawl's last grew at s | stop | new edges while fuzzing, by crate | in the last flat s | result |"
+        echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|"
         for target in ${TARGETS:-$(targets)}; do
             check_target "$target"
             # At most `jobs` fuzzers at once.

@@ -12,6 +12,7 @@
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 
+use actix_web::http::header::{HeaderValue, AUTHORIZATION};
 use actix_web::HttpRequest;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -113,29 +114,24 @@ impl Access {
     }
 
     fn authenticate(&self, req: &HttpRequest) -> Result<(), ApiError> {
-        let authorization = req
-            .headers()
-            .get(actix_web::http::header::AUTHORIZATION)
-            .map(|v| v.as_bytes());
-        if self.accepts(authorization) {
+        if self.accepts(req.headers().get(AUTHORIZATION)) {
             Ok(())
         } else {
             Err(ApiError::unauthorized())
         }
     }
 
-    /// Whether a request with this `Authorization` header value (as sent,
-    /// any bytes) is let in where a token is asked for: always without a
-    /// token, else only `Bearer <token>` (spaces around the token allowed).
-    /// A value that is not visible ASCII is refused.
-    pub fn accepts(&self, authorization: Option<&[u8]>) -> bool {
+    /// Whether a request with this `Authorization` header value is let in
+    /// where a token is asked for: always without a token, else only
+    /// `Bearer <token>` (spaces around the token allowed). A value that is
+    /// not visible ASCII (`HeaderValue::to_str` refuses it) is refused.
+    pub fn accepts(&self, authorization: Option<&HeaderValue>) -> bool {
         let Some(expected) = &self.token else {
             return true;
         };
         let given = authorization
-            .filter(|v| v.iter().all(|b| (b' '..=b'~').contains(b) || *b == b'\t'))
-            .and_then(|v| v.strip_prefix(b"Bearer "))
-            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
             .map(|t| hash(t.trim()));
         given.is_some_and(|given| bool::from(given.ct_eq(expected)))
     }
@@ -227,12 +223,13 @@ mod tests {
             assert_eq!(err.to_string(), "a valid bearer token is required");
         }
         assert!(access.read(&with(None)).is_ok(), "reads are open");
-        assert!(access.accepts(Some(b"Bearer \t s3cret  ")));
+        let value = |v: &[u8]| HeaderValue::from_bytes(v).unwrap();
+        assert!(access.accepts(Some(&value(b"Bearer \t s3cret  "))));
         assert!(
-            !access.accepts(Some(b"Bearer s3cret\xff")),
+            !access.accepts(Some(&value(b"Bearer s3cret\xff"))),
             "not visible ASCII"
         );
-        assert!(!access.accepts(Some(b"bearer s3cret")));
+        assert!(!access.accepts(Some(&value(b"bearer s3cret"))));
         assert!(Access::open().accepts(None));
         assert!(Access::with_token("s3cret", true)
             .read(&with(None))
