@@ -17,7 +17,8 @@
 #                                              trawl's own edges) or for `max`
 #                                              (default 3600); a row of
 #                                              figures per target (needs
-#                                              python3 and nm)
+#                                              python3 and llvm-symbolizer,
+#                                              Debian's llvm)
 #   scripts/fuzz.sh cmin [target]              minimise the corpora
 #   scripts/fuzz.sh list                       the targets
 #

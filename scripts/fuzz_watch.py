@@ -6,25 +6,27 @@ campaign table (Markdown) on stdout, the fuzzer's own output going to a
 log file.
 
 The fuzzer runs with `-print_pcs=1`, so every edge it covers for the first
-time after loading its corpus is printed as it is covered. Each is attributed to the function, and
-so the crate, it lies in (the binary's symbol table, read with `nm`), and
-timed as it arrives. That separates two kinds of growth: edges in trawl's
-own code (`trawl::`, `trawl_fuzz::` in the symbol's name, generic code
-instantiated with trawl's types included) and edges in dependencies, some
-of which are large generated tables (the public-suffix list, Unicode data)
-where a fuzzer finds one more edge per new suffix or code point for hours
-while trawl's logic around them has long been explored.
+time after loading its corpus is printed as it is covered. Each is timed
+as it arrives and attributed to the source file it lies in (the binary's
+debug information, read with `llvm-symbolizer`), and so to a crate. That
+separates two kinds of growth: edges in trawl's own code (this checkout's
+files, code of trawl's inlined elsewhere included) and edges in
+dependencies, some of which are large generated tables (the public-suffix
+list, Unicode data) where a fuzzer finds one more edge per new suffix or
+code point for hours while trawl's logic around them has long been
+explored.
 
 The run stops at a plateau: when the chosen count (`--plateau all`: every
 edge; `--plateau own`: trawl's own) has not risen for `--flat` seconds
 (the fuzzer is interrupted with SIGINT, as Ctrl-C would, and prints its
 final statistics; its exit 72 is then counted as clean), or after
 `--max` seconds. The row says when each count last rose, so a reader can
-judge both.
+judge both; `<log>.edges` lists every edge found while fuzzing (second,
+crate, source file, function).
 """
 
 import argparse
-import bisect
+import json
 import os
 import re
 import signal
@@ -33,35 +35,58 @@ import sys
 import threading
 import time
 
-OWN = re.compile(r"\btrawl(_fuzz)?::")
 NEW_PC = re.compile(r"NEW_PC: (0x[0-9a-f]+)")
 # libFuzzer's status lines: "#1234 NEW cov: 567 ft: 890 corp: ..."
 STATUS = re.compile(r"\bcov: (\d+) ft: (\d+)")
 STAT = re.compile(r"^stat::(\w+):\s+(\d+)")
 
 
-def symbols(binary):
-    """The binary's functions as (sorted start addresses, names)."""
-    out = subprocess.run(
-        ["nm", "-n", "-C", "--defined-only", binary],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    starts, names = [], []
-    for line in out.splitlines():
-        parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[1] in "tTwWi":
-            starts.append(int(parts[0], 16))
-            names.append(parts[2])
-    return starts, names
+class Symbolizer:
+    """Where an address of the binary is in the source: a persistent
+    `llvm-symbolizer` reading the binary's debug information. The
+    innermost frame counts, so code inlined from trawl (a closure passed
+    to an iterator of `core`, say) is trawl's, and a dependency's generic
+    code instantiated with trawl's types is the dependency's."""
+
+    def __init__(self, binary, root):
+        self.root = os.path.realpath(root) + os.sep
+        # JSON: one line per address asked, whatever the address (the
+        # plain style answers an address it cannot parse with one line
+        # and no blank line after it, and a reader waiting for the blank
+        # would wait for ever).
+        self.proc = subprocess.Popen(
+            ["llvm-symbolizer", "--output-style=JSON", f"--obj={binary}"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def locate(self, address):
+        """(function, source file) of the innermost frame at `address`."""
+        if address < 0:
+            return "??", "??"
+        self.proc.stdin.write(f"{address:#x}\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline() or "{}")
+        frames = answer.get("Symbol") or [{}]
+        return frames[0].get("FunctionName") or "??", frames[0].get("FileName") or "??"
+
+    def crate(self, path):
+        """The crate a source file belongs to: trawl (this checkout), a
+        crate from the registry by its directory, the standard library's
+        part (core, alloc, std), or "?"."""
+        if path.startswith(self.root):
+            return "trawl"
+        if m := REGISTRY.search(path):
+            return m.group(1)
+        if m := STD.search(path):
+            return m.group(1)
+        return "?"
 
 
-def crate_of(name):
-    """The crate a demangled symbol belongs to: trawl's own if its path
-    names trawl anywhere, else the first path segment."""
-    if OWN.search(name):
-        return "trawl"
-    name = name.lstrip("<&*").removeprefix("dyn ").removeprefix("mut ")
-    return name.split("::", 1)[0] or "?"
+# .../registry/src/<index>/<crate>-<version>/... (and the standard
+# library's own dependencies, /rust/deps/<crate>-<version>/...);
+# /rustc/<hash>/library/<lib>/...
+REGISTRY = re.compile(r"/(?:registry/src/[^/]+|rust/deps)/([A-Za-z0-9_-]+?)-\d+\.\d+\.\d+[^/]*/")
+STD = re.compile(r"/rustc/[0-9a-f]+/library/([a-z_]+)/")
 
 
 def load_base(binary, pid):
@@ -83,9 +108,8 @@ def load_base(binary, pid):
 class Coverage:
     """Edges seen so far, by crate, and when each count last rose."""
 
-    def __init__(self, binary):
-        self.starts, self.names = symbols(binary)
-        self.crate_memo = {}
+    def __init__(self, symbolizer):
+        self.symbolizer = symbolizer
         self.cov = self.ft = 0
         self.own = 0  # trawl's edges found while fuzzing
         self.cov_grew = self.own_grew = 0.0  # seconds into the run
@@ -94,22 +118,17 @@ class Coverage:
         self.found = {}  # crate -> edges found while fuzzing
         self.recent = []  # (seconds, crate) of edges found while fuzzing
 
-    def crate(self, pc):
-        i = bisect.bisect_right(self.starts, pc) - 1
-        if i < 0:
-            return "?"
-        if i not in self.crate_memo:
-            self.crate_memo[i] = crate_of(self.names[i])
-        return self.crate_memo[i]
-
-    def edge(self, pc, now):
-        crate = self.crate(pc)
+    def edge(self, pc, now, timeline):
+        """An edge covered for the first time (libFuzzer prints none
+        before fuzzing starts)."""
+        function, path = self.symbolizer.locate(pc)
+        crate = self.symbolizer.crate(path)
+        timeline.write(f"{now:.1f}\t{crate}\t{path}\t{function}\n")
         if crate == "trawl":
             self.own += 1
             self.own_grew = now
-        if self.fuzzing:  # (libFuzzer prints none before)
-            self.found[crate] = self.found.get(crate, 0) + 1
-            self.recent.append((now, crate))
+        self.found[crate] = self.found.get(crate, 0) + 1
+        self.recent.append((now, crate))
 
     def status(self, cov, ft, now):
         if cov > self.cov:
@@ -118,9 +137,11 @@ class Coverage:
 
 
 def top(counts, n=3):
-    """The `n` crates with most edges, as "crate 12, other 3"."""
+    """How many edges, and the `n` crates with most: "15: crate 12, other 3"."""
     ranked = sorted(counts.items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{crate} {count}" for crate, count in ranked[:n]) or "none"
+    if not ranked:
+        return "0"
+    return f"{sum(counts.values())}: " + ", ".join(f"{c} {k}" for c, k in ranked[:n])
 
 
 def main():
@@ -135,7 +156,8 @@ def main():
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     binary = command[0]
 
-    cov = Coverage(binary)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cov = Coverage(Symbolizer(binary, root))
     start = time.monotonic()
     proc = subprocess.Popen(
         command + ["-print_pcs=1", f"-max_total_time={args.max}"],
@@ -147,7 +169,11 @@ def main():
 
     def read():
         nonlocal base
-        with open(args.log, "wb") as log:
+        # The timeline: every edge found while fuzzing, with the second it
+        # was found at, its crate, its source file and its function.
+        with open(args.log, "wb") as log, open(
+            args.log + ".edges", "w", buffering=1  # a line at a time: readable as it runs
+        ) as timeline:
             for raw in proc.stdout:
                 log.write(raw)
                 line = raw.decode("utf-8", "replace")
@@ -157,7 +183,7 @@ def main():
                         if base is None:
                             base = load_base(binary, proc.pid)
                         if base is not None:
-                            cov.edge(int(m.group(1), 16) - base, now)
+                            cov.edge(int(m.group(1), 16) - base, now, timeline)
                         continue
                     if "INITED" in line:
                         cov.fuzzing, cov.inited = True, now
