@@ -26,6 +26,7 @@ crate, source file, function).
 """
 
 import argparse
+import collections
 import json
 import os
 import re
@@ -115,8 +116,7 @@ class Coverage:
         self.cov_grew = self.own_grew = 0.0  # seconds into the run
         self.fuzzing = False  # past the corpus load (libFuzzer's INITED)
         self.inited = 0.0  # when the corpus load ended
-        self.found = {}  # crate -> edges found while fuzzing
-        self.recent = []  # (seconds, crate) of edges found while fuzzing
+        self.found = []  # (seconds, crate) of every edge found while fuzzing
 
     def edge(self, pc, now, timeline):
         """An edge covered for the first time (libFuzzer prints none
@@ -127,8 +127,7 @@ class Coverage:
         if crate == "trawl":
             self.own += 1
             self.own_grew = now
-        self.found[crate] = self.found.get(crate, 0) + 1
-        self.recent.append((now, crate))
+        self.found.append((now, crate))
 
     def status(self, cov, ft, now):
         if cov > self.cov:
@@ -136,12 +135,13 @@ class Coverage:
         self.ft = max(self.ft, ft)
 
 
-def top(counts, n=3):
+def top(crates, n=3):
     """How many edges, and the `n` crates with most: "15: crate 12, other 3"."""
-    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
-    if not ranked:
+    counts = collections.Counter(crates)
+    if not counts:
         return "0"
-    return f"{sum(counts.values())}: " + ", ".join(f"{c} {k}" for c, k in ranked[:n])
+    ranked = counts.most_common(n)
+    return f"{counts.total()}: " + ", ".join(f"{c} {k}" for c, k in ranked)
 
 
 def main():
@@ -213,17 +213,15 @@ def main():
     # libFuzzer exits 72 when interrupted: the plateau stop, not a finding.
     if stop == "plateau" and status == 72:
         status = 0
-    last = {}
-    for when, crate in cov.recent:
-        if when >= seconds - args.flat:
-            last[crate] = last.get(crate, 0) + 1
+    found = [crate for _, crate in cov.found]
+    last = [crate for when, crate in cov.found if when >= seconds - args.flat]
     result = "clean" if status == 0 else f"FINDING (fuzz/artifacts/{args.target}/)"
     own_grew = f"{cov.own_grew:.0f}" if cov.own else "-"
     print(
         f"| `{args.target}` | {seconds:.0f} | {stats.get('number_of_executed_units', 0)} "
         f"| {stats.get('average_exec_per_sec', 0)} | {cov.cov} | {cov.ft} | {cov.own} "
         f"| {stats.get('peak_rss_mb', 0)} | {cov.cov_grew:.0f} | {own_grew} "
-        f"| {stop} ({args.plateau}) | {top(cov.found)} | {top(last)} | {result} |"
+        f"| {stop} ({args.plateau}) | {top(found)} | {top(last)} | {result} |"
     )
     return 0
 
