@@ -91,6 +91,27 @@ limits() {
         "-max_len=$max_len" "-print_final_stats=1"
 }
 
+# The dictionaries (fuzz/dicts/) of target $1: words its input is made of
+# that the fuzzer cannot learn from comparisons (fuzz/README.md).
+dicts_of() {
+    case "$1" in
+        html_stream | html_tree) echo html ;;
+        response_head) echo http html ;;
+    esac
+}
+
+# libFuzzer's -dict option for target $1 (it takes one file, so a target's
+# dictionaries are joined into one in the build directory), or nothing.
+dict_option() {
+    local names joined name
+    names="$(dicts_of "$1")"
+    [ -n "$names" ] || return 0
+    joined="$CARGO_TARGET_DIR/dicts/$1.dict"
+    mkdir -p "$(dirname "$joined")"
+    for name in $names; do cat "$fuzz/dicts/$name.dict"; done > "$joined"
+    echo "-dict=$joined"
+}
+
 check_target() {
     targets | grep -qx "$1" || { echo "fuzz: no target $1 (scripts/fuzz.sh list)" >&2; exit 2; }
 }
@@ -102,7 +123,7 @@ fuzz_one() {
     mkdir -p "$out" "$fuzz/artifacts/$target"
     # One process (no -jobs/-workers): the machines this runs on are shared.
     # shellcheck disable=SC2046
-    "$bin_dir/$target" $(limits) -max_total_time="$seconds" \
+    "$bin_dir/$target" $(limits) $(dict_option "$target") -max_total_time="$seconds" \
         -artifact_prefix="$fuzz/artifacts/$target/" "$out" "$@"
 }
 
@@ -116,8 +137,8 @@ campaign_one() {
     # shellcheck disable=SC2046
     python3 "$root/scripts/fuzz_watch.py" --target "$target" --max "$max" --flat "$flat" \
         --plateau "${FUZZ_PLATEAU:-all}" --log "$log" -- \
-        "$bin_dir/$target" $(limits) -artifact_prefix="$fuzz/artifacts/$target/" \
-        "$fuzz/corpus/$target"
+        "$bin_dir/$target" $(limits) $(dict_option "$target") \
+        -artifact_prefix="$fuzz/artifacts/$target/" "$fuzz/corpus/$target"
 }
 
 cmd="${1:-}"
