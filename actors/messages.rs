@@ -195,6 +195,10 @@ pub struct Discovered {
     /// checkpoint chain: of every partition but the finder's), by
     /// partition, for the finder's outbox (on a single node: none).
     pub remote: Vec<crate::store::OutboxBatch>,
+    /// The partitions held here that candidates went to straight: their
+    /// stores hold them now, a checkpoint chain not yet (seeds wait for
+    /// that before they are answered).
+    pub straight: Vec<u16>,
 }
 
 /// What became of a [`Discover`]'s candidates.

@@ -1017,18 +1017,73 @@ impl Node {
             let admit = held.addr.send(AdmitBatch { entries });
             return Box::pin(async move { admit.await?.map(drop) });
         }
+        let marked = self.admit_marked(id, entries);
+        Box::pin(async move {
+            marked
+                .await?
+                .await
+                .map_err(|_| Failure::NotHeld { partition: id })
+        })
+    }
+
+    /// With a checkpoint chain, admits `entries` into held partition `id`
+    /// and registers for the write's durability: resolves, once the
+    /// admission is written, to a receiver that resolves when a published
+    /// checkpoint covers it (dropped if the partition is lost first). An
+    /// empty batch is a marker: its write number follows every write made
+    /// to the partition before it.
+    fn admit_marked(
+        &self,
+        id: u16,
+        entries: Vec<crate::store::AdmitEntry>,
+    ) -> futures_util::future::BoxFuture<'static, Result<oneshot::Receiver<()>, Failure>> {
+        let Some(held) = self.schedule.held(id) else {
+            return Box::pin(async move { Err(Failure::NotHeld { partition: id }) });
+        };
         let admit = held.addr.send(super::messages::AdmitMarked { entries });
         let admitter = held.addr.clone();
         let node = self.self_addr.clone();
         Box::pin(async move {
             let seq = admit.await??;
-            let durable = node
-                .send(AwaitDurable { id, seq, admitter })
+            node.send(AwaitDurable { id, seq, admitter })
                 .await?
-                .ok_or(Failure::NotHeld { partition: id })?;
-            durable
-                .await
-                .map_err(|_| Failure::NotHeld { partition: id })
+                .ok_or(Failure::NotHeld { partition: id })
+        })
+    }
+
+    /// Resolves once a published checkpoint of each of `partitions` (held
+    /// here) covers everything written to it before this call; at once
+    /// without a checkpoint chain. Their checkpoints are hurried, so this
+    /// waits a tenth of `checkpoint_interval`
+    /// ([`crate::cluster::lease::HURRY_GAP`]) after each partition's last
+    /// publication, at most an interval (one already being taken may not
+    /// cover the write).
+    fn published(
+        &self,
+        partitions: Vec<u16>,
+    ) -> futures_util::future::BoxFuture<'static, Result<(), Failure>> {
+        if !self.schedule.durable() || partitions.is_empty() {
+            return Box::pin(async { Ok(()) });
+        }
+        let marks: Vec<_> = partitions
+            .iter()
+            .map(|&id| (id, self.admit_marked(id, Vec::new())))
+            .collect();
+        let ownership = self.ownership().map(|o| o.addr.clone());
+        Box::pin(async move {
+            let mut covered = Vec::with_capacity(marks.len());
+            for (id, mark) in marks {
+                covered.push((id, mark.await?));
+            }
+            // Only now: a checkpoint taken before a marker's write would
+            // not cover it.
+            if let Some(ownership) = ownership {
+                ownership.do_send(super::messages::Hurry { partitions });
+            }
+            for (id, rx) in covered {
+                rx.await.map_err(|_| Failure::NotHeld { partition: id })?;
+            }
+            Ok(())
         })
     }
 
@@ -1380,7 +1435,9 @@ impl Handler<SeedEach> for Node {
 impl Node {
     /// Offers `urls` as seeds (depth 0); with `detail`, also what became of
     /// each (an unparseable one is filtered as `invalid`); with `reseed`,
-    /// as changed now (a `lastmod` of now).
+    /// as changed now (a `lastmod` of now). With a checkpoint chain it
+    /// resolves only once published checkpoints hold the seeds (see
+    /// [`Node::published`]): a seed answered is never lost with this node.
     fn offer(
         &mut self,
         urls: Vec<String>,
@@ -1428,14 +1485,19 @@ impl Node {
                         .collect(),
                     false => Vec::new(),
                 };
+                // What must be in a published checkpoint before the
+                // seeds are answered: an answered seed outlives the loss
+                // of this node with its disk.
+                let mut written = d.straight;
                 if d.remote.is_empty() {
-                    return Ok((admission, outcomes, Vec::new()));
+                    return Ok((admission, outcomes, Vec::new(), written));
                 }
-                if let Some(held) = act.schedule.seed_outbox() {
+                if let Some((id, held)) = act.schedule.seed_outbox() {
                     held.store
                         .complete_with_outbox(&[], &[], &d.remote, &[])
                         .map_err(|e| Failure::Store(e.to_string()))?;
-                    return Ok((admission, outcomes, Vec::new()));
+                    written.push(id);
+                    return Ok((admission, outcomes, Vec::new(), written));
                 }
                 let sends = d
                     .remote
@@ -1446,13 +1508,17 @@ impl Node {
                         })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok((admission, outcomes, sends))
+                Ok((admission, outcomes, sends, written))
+            });
+            let routed = routed.map(|(admission, outcomes, sends, written)| {
+                (admission, outcomes, sends, act.published(written))
             });
             async move {
-                let (admission, outcomes, sends) = routed?;
+                let (admission, outcomes, sends, published) = routed?;
                 for send in sends {
                     send.await?;
                 }
+                published.await?;
                 Ok((admission, outcomes))
             }
             .into_actor(act)

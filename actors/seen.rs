@@ -284,10 +284,12 @@ impl Handler<Discover> for SeenSet {
         self.counted.filtered.inc_by(filtered as u64);
         self.counted.shortcut.inc_by(settled as u64);
         let mut replies = Vec::new();
+        let mut straight = Vec::new();
         for (p, fps) in mine.into_iter().enumerate() {
             if fps.is_empty() {
                 continue;
             }
+            straight.push(p as u16);
             let (tx, rx) = oneshot::channel();
             self.pending[p].waiters.push(tx);
             replies.push((fps, rx));
@@ -353,6 +355,7 @@ impl Handler<Discover> for SeenSet {
                 admission,
                 remote,
                 outcomes,
+                straight,
             })
         })
     }

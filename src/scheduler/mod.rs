@@ -235,9 +235,10 @@ impl<H, T> NodeScheduler<H, T> {
 
     /// Where seeds of partitions held elsewhere wait, durably, to go to
     /// their owners as links do: the outbox of a partition this node
-    /// holds (`None` if it holds none yet; they are sent at once then).
-    pub fn seed_outbox(&self) -> Option<&H> {
-        self.iter().map(|(_, held)| held).next()
+    /// holds, with its id (`None` if it holds none yet; they are sent at
+    /// once then).
+    pub fn seed_outbox(&self) -> Option<(u16, &H)> {
+        self.iter().next()
     }
 
     /// Whether partition `id` may be opened here, by node `me`, without a

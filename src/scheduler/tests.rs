@@ -38,7 +38,7 @@ fn batches_go_to_their_owner_and_wait_while_no_one_can_admit_them() {
     assert_eq!(s.route(1, Some("n1"), "n1"), Route::Nowhere);
     s.opened(1, "p1");
     assert_eq!(s.route(1, Some("n1"), "n1"), Route::Here);
-    assert_eq!(s.seed_outbox(), Some(&"p1"));
+    assert_eq!(s.seed_outbox(), Some((1, &"p1")));
     assert_eq!(s.held_ids(), vec![1]);
     assert!(s.holds_all(&[1]) && !s.holds_all(&[1, 2]));
 }

@@ -38,6 +38,26 @@ fn upload_layer(warcs: &Path) -> String {
 }
 
 fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usize) -> PathBuf {
+    write_node_config(
+        dir,
+        state,
+        gossip,
+        me,
+        ("2s", "500ms"),
+        "[admin]\nenabled = false\n",
+    )
+}
+
+/// [`write_config`] with a lease and checkpoint interval and an `[admin]`
+/// section.
+fn write_node_config(
+    dir: &Path,
+    state: Option<&Path>,
+    gossip: &[SocketAddr],
+    me: usize,
+    (lease, checkpoint_interval): (&str, &str),
+    admin: &str,
+) -> PathBuf {
     let peers: Vec<String> = gossip
         .iter()
         .enumerate()
@@ -47,8 +67,8 @@ fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usi
     let extra = format!(
         "[cluster]\nenabled = true\ncluster_id = \"state\"\nnode_id = \"n{}\"\n\
          gossip = \"{}\"\nbridge = \"{ANY_BRIDGE}\"\npeers = [{}]\ngossip_interval = \"100ms\"\n\
-         {}{}lease = \"2s\"\ncheckpoint_interval = \"500ms\"\n\
-         [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n[admin]\nenabled = false\n\
+         {}{}lease = \"{lease}\"\ncheckpoint_interval = \"{checkpoint_interval}\"\n\
+         [storage]\npartitions = 8\n[fetch]\ntimeout = \"2s\"\n{admin}\
          [politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
         me + 1,
         gossip[me],
@@ -76,11 +96,17 @@ fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usi
 }
 
 fn spawn(config: &Path, seeds: Option<&Path>, log: &Path) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
-    cmd.args(["run", "--until-idle", "--config"]).arg(config);
+    let mut args = vec!["--until-idle".into()];
     if let Some(seeds) = seeds {
-        cmd.arg("--seeds").arg(seeds);
+        args.extend(["--seeds".into(), seeds.as_os_str().to_owned()]);
     }
+    spawn_with(config, &args, log)
+}
+
+/// `trawl run --config <config> <args>`, logging into `log`.
+fn spawn_with(config: &Path, args: &[std::ffi::OsString], log: &Path) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    cmd.args(["run", "--config"]).arg(config).args(args);
     let log = std::fs::File::create(log).unwrap();
     cmd.env(
         "RUST_LOG",
@@ -259,6 +285,71 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
             "partition {p}'s last manifest is not a hand-back: {m:?}"
         );
     }
+}
+
+/// A seed a cluster node has answered outlives the node and its disk:
+/// the answer waits until a published checkpoint holds the seed. The
+/// node (alone in its cluster, so holding every partition, checkpoints
+/// 10 s apart) is lost with its disk right after answering; another
+/// takes its partitions from their chains and crawls every page the
+/// seeds lead to. Answered before a checkpoint, the seeds would be in no
+/// chain, and the second node would find nothing to do.
+#[test]
+fn a_seed_answered_outlives_the_node_and_its_disk() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 4,
+        pages_per_host: 12,
+        seed: 43,
+        behaviours: false,
+    });
+    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1)
+        .expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let gossip = [gossip_addr(), gossip_addr()];
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let configs = [
+        format!("[admin]\nenabled = true\nlisten = \"{admin}\"\n"),
+        "[admin]\nenabled = false\n".to_owned(),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, a)| write_node_config(dir.path(), Some(&state), &gossip, i, ("20s", "10s"), a))
+    .collect::<Vec<_>>();
+    let logs = [dir.path().join("n1.log"), dir.path().join("n2.log")];
+    // n1 runs until killed: without `--until-idle`, and with no seeds yet.
+    let mut n1 = spawn_with(&configs[0], &[], &logs[0]);
+    // `trawl ctl seed` succeeds once n1 holds the seeds' partitions.
+    let seeded = eventually_true(Duration::from_secs(30), || {
+        Command::new(env!("CARGO_BIN_EXE_trawl"))
+            .args(["ctl", "--admin", &admin.to_string(), "seed"])
+            .args(web.seeds(port))
+            .output()
+            .is_ok_and(|out| out.status.success())
+    });
+    n1.kill().unwrap();
+    let _ = n1.wait();
+    let n1_log = std::fs::read_to_string(&logs[0]).unwrap_or_default();
+    assert!(seeded, "n1 never answered the seeds: {n1_log}");
+    std::fs::remove_dir_all(dir.path().join("n1")).unwrap();
+
+    let mut n2 = spawn(&configs[1], None, &logs[1]);
+    let status = wait_exit(&mut n2, Duration::from_secs(120));
+    let n2_log = std::fs::read_to_string(&logs[1]).unwrap_or_default();
+    assert!(status.success(), "n2 failed: {n2_log}");
+    let records = server.log().records();
+    server.stop();
+    let fetched: BTreeSet<String> = page_requests(&records, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
+    assert!(
+        n2_log.contains("partition restored from its chain"),
+        "n2 restored no partition: {n2_log}"
+    );
 }
 
 /// Without `state_url`, a cluster on separate disks is restart-in-place:
