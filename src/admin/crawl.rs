@@ -174,8 +174,7 @@ pub async fn set_rate(
 }
 
 /// Admits URLs as seeds; answers what became of each. On a cluster, seeds
-/// of another node's partitions are sent to it; with `state_url`, the
-/// answer comes once a published checkpoint holds the seeds.
+/// of another node's partitions are sent to it.
 #[utoipa::path(post, path = "/api/v1/seeds", tag = "control",
     security(("bearer" = [])),
     request_body = SeedRequest,
