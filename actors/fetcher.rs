@@ -194,7 +194,15 @@ impl Handler<Fetch> for FetcherPool {
                 return Err(FetchError::NotSent("the partition's lease ended".into()));
             }
             let started = Instant::now();
-            let mut result = client.get_with(&msg.url, &msg.validators).await;
+            if started >= msg.deadline {
+                // It waited for a slot past its deadline: sent now, it
+                // would outlive the hold its host wrote for it.
+                return Err(FetchError::NotSent(
+                    "its deadline passed while it waited".into(),
+                ));
+            }
+            let deadline = Some(msg.deadline);
+            let mut result = client.get_within(&msg.url, &msg.validators, deadline).await;
             if let Some(window) = window {
                 window.set(measured(window.get(), started.elapsed(), &result, msg.page));
             }

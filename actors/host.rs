@@ -23,8 +23,8 @@ use tokio::sync::oneshot;
 
 use super::messages::{
     Archive, ArchiveRemoval, Complete, Crash, DigestPayload, DigestQuery, Discover, DrainHost,
-    Failure, Fetch, GetHostSnapshot, HostIdle, HostLinks, Parse, ParseSitemap, SaveHostState,
-    SlowDown, Wake,
+    Failure, Fetch, GetHostSnapshot, HoldHost, HostIdle, HostLinks, Parse, ParseSitemap,
+    SaveHostState, SlowDown, Wake,
 };
 use crate::archive::Archived;
 use crate::clock::SharedClock;
@@ -91,9 +91,20 @@ impl HostActor {
                 Effect::Fetch {
                     id,
                     url,
+                    hold,
+                    deadline,
                     validators,
                     page,
-                } => self.fetch(id, url, validators, page, ctx),
+                } => {
+                    let request = Request {
+                        url,
+                        hold,
+                        deadline,
+                        validators,
+                        page,
+                    };
+                    self.hold_then_fetch(id, request, ctx)
+                }
                 Effect::Run { id, task, schedule } => self.run(id, task, schedule, ctx),
                 Effect::Save(state) => self.links.save.do_send(SaveHostState {
                     host: self.machine.host().to_owned(),
@@ -130,29 +141,54 @@ impl HostActor {
         }
     }
 
-    fn fetch(
-        &mut self,
-        id: TaskId,
-        url: url::Url,
-        validators: Validators,
-        page: bool,
-        ctx: &mut Context<Self>,
-    ) {
+    /// Writes the request's hold through the partition, then sends it: a
+    /// request never leaves before its claim on the host is in the store.
+    /// A hold that cannot be written sends nothing (the URL is asked for
+    /// again after the host's ordinary delay).
+    fn hold_then_fetch(&mut self, id: TaskId, request: Request, ctx: &mut Context<Self>) {
+        let hold = self.links.hold.send(HoldHost {
+            host: self.machine.host().to_owned(),
+            hold: self.machine.hold().unwrap_or(request.hold),
+        });
+        ctx.spawn(
+            hold.into_actor(self)
+                .map(move |written, act, ctx| match written {
+                    Ok(Ok(())) => act.fetch(id, request, ctx),
+                    Ok(Err(err)) => act.not_sent(id, &err.to_string(), ctx),
+                    Err(err) => act.not_sent(id, &err.to_string(), ctx),
+                }),
+        );
+    }
+
+    /// Request `id` was not sent (`why`).
+    fn not_sent(&mut self, id: TaskId, why: &str, ctx: &mut Context<Self>) {
+        tracing::debug!(host = self.machine.host(), why, "a request was not sent");
+        let fx = self
+            .machine
+            .fetch_lost(id, false, &*self.store, self.clock.now());
+        self.apply(fx, ctx);
+    }
+
+    fn fetch(&mut self, id: TaskId, request: Request, ctx: &mut Context<Self>) {
         let lease = self.links.lease.clone();
         if lease.as_ref().is_some_and(|l| !l.is_open()) {
             // The partition's lease ended (after a pause, the stop is on
             // its way): not sent, and asked again if the host lives on.
-            let fx = self.machine.fetch_lost(id, &*self.store, self.clock.now());
-            return self.apply(fx, ctx);
+            return self.not_sent(id, "the partition's lease ended", ctx);
         }
+        // The deadline on the machine's clock, as an instant of the
+        // runtime's (the fetcher's timers run on it).
+        let now = self.clock.now();
+        let left = request.deadline.saturating_duration_since(now.at);
         // Dropped with this future, so with the actor if it dies.
         let asker = Arc::new(());
         let fetch = self.links.pipeline.fetch.send(Fetch {
-            url,
-            validators,
+            url: request.url,
+            validators: request.validators,
             asker: Arc::downgrade(&asker),
             released: std::time::Instant::now(),
-            page,
+            deadline: std::time::Instant::now() + left,
+            page: request.page,
             lease,
         });
         ctx.spawn(fetch.into_actor(self).map(move |result, act, ctx| {
@@ -160,13 +196,13 @@ impl HostActor {
             let now = act.clock.now();
             let fx = match result {
                 Ok(Err(crate::fetch::FetchError::NotSent(why))) => {
-                    tracing::debug!(host = act.machine.host(), why, "a request was not sent");
-                    act.machine.fetch_lost(id, &*act.store, now)
+                    return act.not_sent(id, &why, ctx);
                 }
                 Ok(result) => act.machine.fetched(id, result, &*act.store, now),
                 Err(err) => {
-                    tracing::debug!(host = act.machine.host(), error = %err, "the fetcher did not take a request");
-                    act.machine.fetch_lost(id, &*act.store, now)
+                    // The request may have left before its answer was lost.
+                    tracing::debug!(host = act.machine.host(), error = %err, "the fetcher's answer was lost");
+                    act.machine.fetch_lost(id, true, &*act.store, now)
                 }
             };
             act.apply(fx, ctx);
@@ -223,6 +259,15 @@ impl HostActor {
                 }),
         );
     }
+}
+
+/// A request the machine handed out ([`Effect::Fetch`]).
+struct Request {
+    url: url::Url,
+    hold: crate::politeness::Hold,
+    deadline: std::time::Instant,
+    validators: Validators,
+    page: bool,
 }
 
 /// What a page's read step found.

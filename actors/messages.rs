@@ -95,6 +95,8 @@ pub struct HostLinks {
     pub idle: Recipient<HostIdle>,
     /// Its partition: host state saves.
     pub save: Recipient<SaveHostState>,
+    /// Its partition: a request's hold, written before it leaves.
+    pub hold: Recipient<HoldHost>,
     /// The end of the node's lease over its partition (with a checkpoint
     /// chain): no request starts after it.
     pub lease: Option<std::sync::Arc<crate::cluster::gate::LeaseGate>>,
@@ -319,6 +321,20 @@ pub struct SaveHostState {
     pub state: HostState,
 }
 
+/// Persists a host's claim on its host before a request leaves
+/// ([`crate::politeness::Hold`]); answered once it is written (in the
+/// partition's next batch, with the completions), and only then is the
+/// request sent, so whoever opens the host after a crash, a drain that
+/// timed out or a hand-back honours it.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<(), Failure>")]
+pub struct HoldHost {
+    /// The host.
+    pub host: String,
+    /// The hold of its requests in flight, this one included.
+    pub hold: crate::politeness::Hold,
+}
+
 /// Stop dispatching and wait until nothing is in flight or in processing,
 /// at most `timeout`; the partition then writes what it holds to its store
 /// (not synced: the node syncs the stores it drained, each off its thread,
@@ -468,6 +484,10 @@ pub struct Fetch {
     /// When the host released the request (its politeness allows it): the
     /// wait until a fetch slot starts it is the `queue_wait` stage.
     pub released: std::time::Instant,
+    /// Given up at this instant at the latest: the deadline of the hold
+    /// its host wrote before sending it (a request that waited for a slot
+    /// past it is not sent).
+    pub deadline: std::time::Instant,
     /// A page (a queue entry): it takes a place in the node's pipeline
     /// before it starts, carried with its response
     /// ([`crate::fetch::pipeline`]); robots.txt takes none.

@@ -340,7 +340,15 @@ impl Node {
             slots: slots.clone(),
             clock: clock.clone(),
             metrics: metrics.clone(),
-            hold_until_ms: 0,
+            // A single node after a crash holds its partitions as a
+            // cluster node does (the scheduler's hold rule).
+            hold_until_ms: crate::scheduler::opening(
+                clock.now().unix_ms(),
+                0,
+                crashed,
+                config.fetch.timeout,
+            )
+            .hold_until_ms,
             covers: 0,
             lease: None,
         };
@@ -546,6 +554,7 @@ impl Node {
             state: Arc::new(state),
             clock,
             owed: config.politeness.min_delay,
+            request_timeout: config.fetch.timeout,
             metrics,
         };
         let orders = NodeOrders {

@@ -62,6 +62,10 @@ pub struct OwnershipSettings {
     pub clock: SharedClock,
     /// The least delay a drained host still owes (`politeness.min_delay`).
     pub owed: Duration,
+    /// `fetch.timeout`: what a drain that timed out leaves owed (a request
+    /// still in flight may run that long). Each host's own hold is in the
+    /// store the next owner opens; this covers the partition as a whole.
+    pub request_timeout: Duration,
     /// Metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -595,8 +599,15 @@ impl OwnershipActor {
     fn drain(&mut self, p: u16, ctx: &mut Context<Self>) {
         let drain = self.orders.drain.send(DrainPartition { id: p });
         let owed = self.settings.owed;
-        ctx.spawn(drain.into_actor(self).map(move |_, act, ctx| {
+        let timeout = self.settings.request_timeout;
+        ctx.spawn(drain.into_actor(self).map(move |drained, act, ctx| {
             let now = act.now();
+            // Requests still out when the drain gave up may run until their
+            // deadlines: the next owner waits that long, then the delay.
+            let owed = match drained {
+                Ok(true) => owed,
+                _ => timeout + owed,
+            };
             act.chains[usize::from(p)].lease.on_drained(now, owed);
             act.effects(p, ctx);
         }));

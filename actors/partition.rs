@@ -29,7 +29,7 @@ mod operator;
 use super::host::HostActor;
 use super::messages::{
     AdmitBatch, AdmitMarked, AdmitReply, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost,
-    Failure, GetPartitionSnapshot, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks,
+    Failure, GetPartitionSnapshot, HoldHost, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks,
     SaveHostState, TakeCheckpoint, Wake,
 };
 use crate::clock::SharedClock;
@@ -150,6 +150,8 @@ struct PendingCompletions {
     /// Links for partitions other nodes own, found by those pages.
     outbox: Vec<crate::store::OutboxBatch>,
     schedules: Vec<(String, Schedule)>,
+    /// Holds of requests waiting to leave until they are written.
+    holds: Vec<(String, crate::politeness::Hold)>,
     /// New entries of the partition's digest index.
     digests: Vec<DigestEntry>,
     waiters: Vec<oneshot::Sender<Result<(), Failure>>>,
@@ -171,6 +173,18 @@ impl PartitionActor {
             lease,
         } = setup;
         let request_timeout = settings.request_timeout;
+        // A crashed last life makes each host it left owe its last delay
+        // at its first start (the activation's), not at every start.
+        let mut activation = Activation::new(slots, hold_until_ms, request_timeout);
+        let settings = match settings.crashed {
+            true => {
+                activation = activation.after_crash();
+                let mut settings = (*settings).clone();
+                settings.crashed = false;
+                Arc::new(settings)
+            }
+            false => settings,
+        };
         PartitionActor {
             id,
             store,
@@ -178,7 +192,7 @@ impl PartitionActor {
             pipeline,
             clock,
             hosts: HashMap::new(),
-            activation: Activation::new(slots, hold_until_ms, request_timeout),
+            activation,
             reported: (0, 0),
             due_timer: None,
             store_errors: 0,
@@ -279,7 +293,8 @@ impl PartitionActor {
             complete: me.clone().recipient(),
             forward: me.clone().recipient(),
             idle: me.clone().recipient(),
-            save: me.recipient(),
+            save: me.clone().recipient(),
+            hold: me.recipient(),
             lease: self.lease.clone(),
         };
         let settings = if crashed {
@@ -450,9 +465,8 @@ impl PartitionActor {
         self.queued = hosts.values().sum();
         self.metrics.frontier_size.add(self.queued as i64);
         self.report_partition();
-        // After a restart, nothing starts before the hold; the restarted
-        // partition's settings say `crashed`, so each host also owes its
-        // last delay.
+        // After a restart, nothing starts before the hold; after a crash
+        // each host also owes its last delay, at its first start.
         self.activation
             .open(hosts.keys().map(String::as_str), &due, &refreshes);
         self.report_hosts();
@@ -591,7 +605,8 @@ impl PartitionActor {
     fn flush_completions(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         self.batching.written();
-        if pending.completions.is_empty() && pending.digests.is_empty() {
+        if pending.completions.is_empty() && pending.digests.is_empty() && pending.holds.is_empty()
+        {
             return;
         }
         // The hosts wait for their records to be handed to the OS (with
@@ -611,11 +626,17 @@ impl PartitionActor {
             .iter()
             .map(|(host, schedule)| (host.as_str(), schedule))
             .collect();
+        let holds: Vec<(&str, &crate::politeness::Hold)> = pending
+            .holds
+            .iter()
+            .map(|(host, hold)| (host.as_str(), hold))
+            .collect();
         let result = self
             .store
-            .complete_with_outbox(
+            .complete_with_holds(
                 &pending.completions,
                 &schedules,
+                &holds,
                 &pending.outbox,
                 &pending.digests,
             )
@@ -667,10 +688,28 @@ impl Handler<Complete> for PartitionActor {
     }
 }
 
+impl Handler<HoldHost> for PartitionActor {
+    type Result = ResponseFuture<Result<(), Failure>>;
+
+    /// Writes a request's hold in the next batch, beside the completions
+    /// (one WAL write for both); the request leaves once it is written.
+    fn handle(&mut self, msg: HoldHost, ctx: &mut Self::Context) -> Self::Result {
+        let (tx, rx) = oneshot::channel();
+        self.pending.holds.push((msg.host, msg.hold));
+        self.pending.waiters.push(tx);
+        self.schedule_flush(ctx);
+        Box::pin(async move {
+            rx.await
+                .unwrap_or_else(|_| Err(Failure::Mailbox("a hold was dropped".into())))
+        })
+    }
+}
+
 impl PartitionActor {
     /// Writes the pending batch now if it is full, or arms its timer.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
-        let pending = self.pending.completions.len() + self.pending.digests.len();
+        let pending =
+            self.pending.completions.len() + self.pending.digests.len() + self.pending.holds.len();
         match self.batching.added(pending) {
             Flush::Now => self.flush_completions(),
             Flush::After(wait) => {

@@ -126,6 +126,13 @@ pub struct Metrics {
     pub politeness_waits: IntCounterVec,
     /// robots.txt files whose Crawl-delay exceeded `max_crawl_delay`.
     pub crawl_delay_capped: IntCounter,
+    /// Requests the crawl stopped waiting for after they may have reached
+    /// the server (a timeout, a reset): each held its host until its
+    /// deadline.
+    pub requests_abandoned: IntCounter,
+    /// Hosts parked after `park_after_failures` consecutive failures
+    /// (timeouts among them).
+    pub hosts_parked: IntCounter,
     /// Sitemap entries by outcome (`queued`, `dropped_limit`,
     /// `dropped_host`, `dropped_depth`).
     pub sitemap_urls: IntCounterVec,
@@ -493,6 +500,14 @@ impl Metrics {
             crawl_delay_capped: counter(
                 "trawl_crawl_delay_capped_total",
                 "robots.txt files whose Crawl-delay exceeded max_crawl_delay.",
+            ),
+            requests_abandoned: counter(
+                "trawl_requests_abandoned_total",
+                "Requests given up after they may have reached the server (timeout, reset); each held its host until its deadline.",
+            ),
+            hosts_parked: counter(
+                "trawl_hosts_parked_total",
+                "Hosts parked after park_after_failures consecutive failures.",
             ),
             sitemap_urls: counter_vec(
                 "trawl_sitemap_urls_total",

@@ -27,7 +27,16 @@
 //! - after `park_after_failures` consecutive failures the host is parked
 //!   for `park_duration`; its queue is kept;
 //! - optionally, at most `max_in_flight_per_ip` requests to one address
-//!   across all hosts ([`ip`]).
+//!   across all hosts ([`ip`]);
+//! - a request occupies its host until the server could have finished
+//!   with it: its answer, or, when the crawl stops waiting (a timeout, a
+//!   reset, a drain, a lost lease, a crash), its *deadline* (its start
+//!   plus `fetch.timeout`: a server does not learn that a client stopped
+//!   waiting). The delay after it is computed from the time it took,
+//!   answered or not. So a request's [`Hold`] is written to the store
+//!   before it leaves, and whoever opens the host next (a restart after
+//!   `kill -9`, a takeover, a hand-back, a join) honours it
+//!   ([`HostPoliteness::honour_hold`]): the same rule on every path.
 
 pub mod ip;
 pub mod slowdown;
@@ -210,6 +219,31 @@ pub struct Schedule {
     pub parked_until_ms: u64,
 }
 
+/// A request's claim on its host, persisted before the request leaves:
+/// it may be on the wire, and the server may be working on it, from
+/// `sent_ms` until `until_ms` (its deadline), both Unix ms. A hold still in
+/// the store when a host is opened again means its last life ended with a
+/// request out (a crash, a drain that timed out, a lost lease): the host
+/// waits until the deadline and then the delay a request that took that
+/// long owes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    /// When the request was handed out (Unix ms).
+    pub sent_ms: u64,
+    /// Its deadline: the server may work on it until then (Unix ms).
+    pub until_ms: u64,
+}
+
+impl Hold {
+    /// The hold of requests `a` and `b` together (several in flight).
+    pub fn join(self, b: Hold) -> Hold {
+        Hold {
+            sent_ms: self.sent_ms.min(b.sent_ms),
+            until_ms: self.until_ms.max(b.until_ms),
+        }
+    }
+}
+
 /// The politeness state of one host.
 #[derive(Debug, Clone)]
 pub struct HostPoliteness {
@@ -294,6 +328,19 @@ impl HostPoliteness {
             host.defer_until(now + host.last_delay);
         }
         host
+    }
+
+    /// Honours `hold`, a request of an earlier life that may still be on
+    /// the wire: no start before its deadline plus the delay owed after a
+    /// request that took from its start to its deadline (the most it can
+    /// have taken). Counted as neither a success nor a failure.
+    pub fn honour_hold(&mut self, policy: &Policy, hold: Hold, now: Instant, now_wall: SystemTime) {
+        let now_ms = unix_ms(now_wall);
+        let until = now + Duration::from_millis(hold.until_ms.saturating_sub(now_ms));
+        let took = Duration::from_millis(hold.until_ms.saturating_sub(hold.sent_ms));
+        let delay = policy.delay_after(took, self.crawl_delay);
+        self.last_delay = self.last_delay.max(delay);
+        self.defer_until(until + delay);
     }
 
     /// The persisted form, relative to `now`/`now_wall`. Rounded up: a

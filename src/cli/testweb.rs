@@ -56,6 +56,13 @@ pub struct TestwebArgs {
     /// into this directory (list them in `[fetch] extra_root_certificates`).
     #[arg(long)]
     tls_dir: Option<PathBuf>,
+    /// Pages of every host that answer late, as `ID=DURATION` pairs
+    /// separated by commas (page 0 is each host's seed page), e.g.
+    /// `--slow-pages 0=25s,3=12s`: a web slower than the crawler's
+    /// timeouts. A request the crawler gives up on is still served to its
+    /// end and counts in flight until then.
+    #[arg(long, default_value = "")]
+    slow_pages: trawl::testweb::server::SlowPages,
 }
 
 /// Runs `trawl testweb` until SIGINT/SIGTERM, then prints the audit.
@@ -79,6 +86,7 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
     };
     let options = ServerOptions {
         tls,
+        slow_pages: args.slow_pages.clone(),
         ..Default::default()
     };
     let server = TestWebServer::start_with(web.clone(), args.listen, args.workers, options)

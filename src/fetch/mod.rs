@@ -82,6 +82,22 @@ pub enum FetchError {
 }
 
 impl FetchError {
+    /// Whether the request may have reached the server, which then may
+    /// still be working on it after the crawl gave up: a timeout (of the
+    /// connect, too: a slow accept is not told apart), a reset or broken
+    /// response, an oversized head. No address, a refused or failed
+    /// connection, a denied address, a bad URL or a request never sent
+    /// left nothing behind at the server.
+    pub fn may_have_reached_server(&self) -> bool {
+        matches!(
+            self,
+            FetchError::Timeout
+                | FetchError::Reset(_)
+                | FetchError::Protocol(_)
+                | FetchError::TooLarge(_)
+        )
+    }
+
     /// Whether trying again later may succeed. A denied address, a bad URL,
     /// a certificate the crawler does not trust or an oversized head will
     /// be the same next time, so the URL is given up at once.
@@ -316,6 +332,18 @@ impl HttpClient {
         url: &Url,
         validators: &Validators,
     ) -> Result<FetchResponse, FetchError> {
+        self.get_within(url, validators, None).await
+    }
+
+    /// [`HttpClient::get_with`], given up at `deadline` at the latest (a
+    /// host's request carries the deadline its hold was written with, so
+    /// it never outlives the hold, however long it waited for a slot).
+    pub async fn get_within(
+        &self,
+        url: &Url,
+        validators: &Validators,
+        deadline: Option<Instant>,
+    ) -> Result<FetchResponse, FetchError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(FetchError::BadUrl(format!("scheme {}", url.scheme())));
         }
@@ -336,6 +364,10 @@ impl HttpClient {
         }
         let started = Instant::now();
         let started_at = SystemTime::now();
+        let deadline = match deadline {
+            Some(at) => at.min(started + self.limits.timeout),
+            None => started + self.limits.timeout,
+        };
         let headers = request_headers(
             &self.user_agent,
             self.accept_encoding.as_deref(),
@@ -346,7 +378,7 @@ impl HttpClient {
         for &(name, value) in &headers {
             request = request.insert_header((name, value));
         }
-        let first_byte = started + self.limits.first_byte_timeout.min(self.limits.timeout);
+        let first_byte = deadline.min(started + self.limits.first_byte_timeout);
         let mut response = tokio::time::timeout_at(first_byte.into(), request.send())
             .await
             .map_err(|_| FetchError::Timeout)?
@@ -370,7 +402,6 @@ impl HttpClient {
                 self.limits.max_header_bytes
             )));
         }
-        let deadline = started + self.limits.timeout;
         let (body, truncated) = read_body(&mut response, &self.limits, deadline).await?;
         // A connection closed before Content-Length bytes arrived is a
         // broken response, not a short page.

@@ -71,8 +71,12 @@ pub struct Activation {
     /// Active hosts, by the generation of their last start or wake.
     active: HashMap<String, u64>,
     generations: u64,
-    /// Hosts to be started owing their last delay.
+    /// Hosts to be started owing their last delay (once: their next
+    /// start, not every start of this life).
     restarted: HashSet<String>,
+    /// The partition's last life did not end cleanly: every host it
+    /// opens with owes its last delay at its first start.
+    crashed: bool,
     /// Nothing dormant comes due before this (activation lead included).
     hold_ms: u64,
     request_timeout: Duration,
@@ -91,6 +95,7 @@ impl Activation {
             active: HashMap::new(),
             generations: 0,
             restarted: HashSet::new(),
+            crashed: false,
             hold_ms: match hold_until_ms {
                 0 => 0,
                 ms => ms + ACTIVATE_AHEAD_MS,
@@ -99,6 +104,17 @@ impl Activation {
             draining: false,
             slots,
         }
+    }
+
+    /// The partition's last life did not end cleanly (a crash, a kill,
+    /// a takeover as after one): each host [`Activation::open`] finds owes
+    /// its last delay at its *first* start. Only then: a host started
+    /// again later in this life (after a passivation) owes nothing more,
+    /// or a host whose delay is longer than the passivation threshold
+    /// would be pushed back at every start and never fetch again.
+    pub fn after_crash(mut self) -> Self {
+        self.crashed = true;
+        self
     }
 
     /// Fills the index from the store at open: every host with queued
@@ -113,6 +129,9 @@ impl Activation {
         for host in queued {
             let at = due_times.get(host).copied().unwrap_or(0);
             self.due.insert(host, at.max(self.hold_ms));
+            if self.crashed {
+                self.restarted.insert(host.to_owned());
+            }
         }
         for (host, first) in refreshes {
             // Its politeness still applies once it is active.
@@ -124,13 +143,18 @@ impl Activation {
                 }
             };
             self.due.insert(host, at.max(self.hold_ms));
+            if self.crashed {
+                // A refresh may have been in flight too.
+                self.restarted.insert(host.clone());
+            }
         }
     }
 
     /// Work arrived for `host` at `levels`. An active host is woken (the
     /// step); a dormant one waiting in the index keeps its place (it may
     /// not be contacted earlier) unless it waits for a refresh or
-    /// refreshes were made due; any other becomes due now (then
+    /// refreshes were made due; any other becomes due now, or at the end
+    /// of the partition's hold if that is later (then
     /// [`Activation::activate`]). A blocked host is left alone.
     pub fn wake(&mut self, host: &str, levels: u8, blocked: bool) -> Option<Step> {
         if blocked {
@@ -146,10 +170,14 @@ impl Activation {
             });
         }
         let waits_for_refresh = self.refresh_waiting.remove(host);
+        // "At once" is never before the partition's hold: a host that had
+        // no work at a takeover may still have a request of the former
+        // owner on the wire.
+        let now = self.hold_ms;
         match self.due.due_ms(host) {
-            None => self.due.insert(host, 0),
-            Some(due) if due > 0 && (waits_for_refresh || levels & RECRAWL_BIT != 0) => {
-                self.due.insert(host, 0)
+            None => self.due.insert(host, now),
+            Some(due) if due > now && (waits_for_refresh || levels & RECRAWL_BIT != 0) => {
+                self.due.insert(host, now)
             }
             Some(_) => {}
         }

@@ -53,7 +53,7 @@ use crate::fetch::{DnsOverrides, FetchError, FetchResponse, Validators};
 use crate::metrics::Metrics;
 use crate::politeness::ip::{IpSlot, IpSlots, SlotFreed};
 use crate::politeness::slowdown::Slowdown;
-use crate::politeness::{HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
+use crate::politeness::{Hold, HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
 use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
 use crate::robots::{self, RobotsRecord, RobotsSummary};
 use crate::store::{
@@ -311,6 +311,15 @@ pub enum Effect {
         id: TaskId,
         /// The URL.
         url: Url,
+        /// The request's claim on its host: persist it before the
+        /// request leaves ([`crate::store::PartitionStore::hold_host`]);
+        /// if it cannot be, answer [`HostMachine::fetch_lost`] unsent.
+        hold: Hold,
+        /// The request is abandoned at this instant at the latest
+        /// (`hold.until_ms` on the machine's clock): a request that waited
+        /// for a fetch slot gets only what is left of its time, so it
+        /// never outlives its hold.
+        deadline: Instant,
         /// Validators of the copy on record (a refresh): ask conditionally.
         validators: Validators,
         /// A queue entry (a page or a sitemap), processed once fetched: it
@@ -372,6 +381,12 @@ impl std::fmt::Debug for Effect {
 struct InFlight {
     what: Requested,
     permit: Permit,
+    /// When it was handed out.
+    sent: Instant,
+    /// When the crawl stops waiting for it at the latest.
+    deadline: Instant,
+    /// Its claim on the host, as persisted.
+    hold: Hold,
     /// Freed when dropped.
     _ip_slot: Option<IpSlot>,
 }
@@ -722,6 +737,10 @@ impl HostMachine {
             robots::Rules::from_record(r, &settings.robots.product_token).crawl_delay
         });
         politeness.set_crawl_delay(crawl_delay);
+        if let Some(hold) = state.hold {
+            // A request of its last life may still be on the wire.
+            politeness.honour_hold(&settings.policy, hold, now.at, now.wall);
+        }
         let jitter = xxhash_rust::xxh3::xxh3_64(host.as_bytes()) | 1;
         let ip = host
             .trim_matches(['[', ']'])
@@ -876,7 +895,7 @@ impl HostMachine {
                 let give_up = robots.give_up_at_ms(&self.settings.robots);
                 match self.acquire(now, fx) {
                     Some((permit, slot)) => {
-                        self.start_robots(origin, robots_url, permit, slot, fx);
+                        self.start_robots(origin, robots_url, permit, slot, now, fx);
                         return true;
                     }
                     None => {
@@ -911,8 +930,8 @@ impl HostMachine {
                 sent_ms,
             },
             validators,
-            permit,
-            slot,
+            (permit, slot),
+            now,
             fx,
         );
         true
@@ -980,22 +999,25 @@ impl HostMachine {
         url: Url,
         permit: Permit,
         slot: Option<IpSlot>,
+        now: Now,
         fx: &mut Vec<Effect>,
     ) {
         if let Some(state) = self.origins.get_mut(&origin) {
             state.fetch_started(url.clone());
         }
         let plain = Validators::default();
-        self.send(Requested::Robots { origin, url }, plain, permit, slot, fx);
+        let what = Requested::Robots { origin, url };
+        self.send(what, plain, (permit, slot), now, fx);
     }
 
-    /// Hands out the request `what` under its permit (and IP slot).
+    /// Hands out the request `what` under its permit (and IP slot), with
+    /// its deadline one request timeout from `now` and its hold to persist.
     fn send(
         &mut self,
         what: Requested,
         validators: Validators,
-        permit: Permit,
-        slot: Option<IpSlot>,
+        (permit, slot): (Permit, Option<IpSlot>),
+        now: Now,
         fx: &mut Vec<Effect>,
     ) {
         let id = self.next_id();
@@ -1003,9 +1025,17 @@ impl HostMachine {
             Requested::Robots { url, .. } => (url.clone(), false),
             Requested::Entry { url, .. } => (url.clone(), true),
         };
+        let timeout = self.settings.request_timeout;
+        let deadline = now.at + timeout;
+        let hold = Hold {
+            sent_ms: now.unix_ms(),
+            until_ms: now.unix_ms() + timeout.as_millis() as u64,
+        };
         fx.push(Effect::Fetch {
             id,
             url,
+            hold,
+            deadline,
             validators,
             page,
         });
@@ -1014,9 +1044,34 @@ impl HostMachine {
             InFlight {
                 what,
                 permit,
+                sent: now.at,
+                deadline,
+                hold,
                 _ip_slot: slot,
             },
         );
+    }
+
+    /// When request `flight`, answered with `result` at `now`, stopped
+    /// occupying its host, and how long it took. An answer ends it at
+    /// once, after its time on the wire; a request the crawl gave up on
+    /// after it may have reached the server (a timeout, a reset) occupies
+    /// the host until its deadline, having taken from its start to then;
+    /// one that never reached the server (no address, refused, denied)
+    /// ends now, having taken no time of the host's.
+    fn ended(
+        flight: &InFlight,
+        result: &Result<FetchResponse, FetchError>,
+        now: Now,
+    ) -> (Instant, Duration) {
+        match result {
+            Ok(response) => (now.at, response.elapsed),
+            Err(err) if err.may_have_reached_server() => {
+                let until = flight.deadline.max(now.at);
+                (until, until.saturating_duration_since(flight.sent))
+            }
+            Err(_) => (now.at, Duration::ZERO),
+        }
     }
 
     /// Completes the entry at `source` without fetching it.
@@ -1097,13 +1152,19 @@ impl HostMachine {
             self.ip = Some(*ip);
         }
         let outcome = response::politeness_outcome(&result, now.wall);
-        // A failed request's delay is its backoff; only a response's time
-        // on the wire measures the host's speed.
-        let wire_time = result.as_ref().map_or(Duration::ZERO, |r| r.elapsed);
+        let (until, took) = Self::ended(&flight, &result, now);
+        if result
+            .as_ref()
+            .is_err_and(FetchError::may_have_reached_server)
+        {
+            self.metrics.requests_abandoned.inc();
+            tracing::debug!(host = %self.host, held_for_ms = until.saturating_duration_since(now.at).as_millis() as u64, "request abandoned; the host is held until its deadline");
+        }
         let InFlight {
             what,
             permit,
             _ip_slot,
+            ..
         } = flight;
         match what {
             Requested::Robots { origin, url } => {
@@ -1111,7 +1172,7 @@ impl HostMachine {
                 // wait after this very request; the state is saved after the
                 // release, with the schedule that request set.
                 let save = self.robots_fetched(origin, url, result, now, &mut fx);
-                self.release(permit, now, wire_time, outcome);
+                self.release(permit, until, took, outcome);
                 if save {
                     fx.push(Effect::Save(self.state(now)));
                 }
@@ -1123,7 +1184,7 @@ impl HostMachine {
             } => {
                 self.stats
                     .count(result.as_ref().ok().map(|r| r.elapsed), outcome);
-                self.release(permit, now, wire_time, outcome);
+                self.release(permit, until, took, outcome);
                 let answer = EntryAnswer {
                     entry,
                     url,
@@ -1138,14 +1199,30 @@ impl HostMachine {
         fx
     }
 
-    /// The answer to request `id` was lost inside the node (the fetcher's
-    /// mailbox closed or its reply was dropped): an internal condition,
-    /// never counted against the host (no failure, no backoff, no try).
-    /// The request may still have reached the host, so the host owes its
-    /// ordinary delay before the URL is asked for again.
-    pub fn fetch_lost(&mut self, id: TaskId, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+    /// The answer to request `id` was lost inside the node: an internal
+    /// condition, never counted against the host (no failure, no backoff,
+    /// no try). `sent`: the request may have left (the fetcher's mailbox
+    /// closed or its reply was dropped), so it occupies the host until its
+    /// deadline like any abandoned request; otherwise it never left (its
+    /// hold could not be written, its lease ended, its host is gone) and
+    /// the host owes only its ordinary delay before the URL is asked for
+    /// again.
+    pub fn fetch_lost(
+        &mut self,
+        id: TaskId,
+        sent: bool,
+        queue: &dyn QueueSource,
+        now: Now,
+    ) -> Vec<Effect> {
         if let Some(flight) = self.in_flight.remove(&id) {
-            self.release(flight.permit, now, Duration::ZERO, Outcome::Lost);
+            let (until, took) = match sent {
+                true => {
+                    let until = flight.deadline.max(now.at);
+                    (until, until.saturating_duration_since(flight.sent))
+                }
+                false => (now.at, Duration::ZERO),
+            };
+            self.release(flight.permit, until, took, Outcome::Lost);
             match flight.what {
                 Requested::Entry { entry, .. } => self.head.retry.push_front(entry),
                 Requested::Robots { origin, .. } => {
@@ -1158,21 +1235,23 @@ impl HostMachine {
         self.poll(queue, now)
     }
 
-    /// Frees the permit of a request that ended at `now` and counts the
-    /// wait it imposed.
-    fn release(&mut self, permit: Permit, now: Now, wire_time: Duration, outcome: Outcome) {
+    /// Frees the permit of a request that stopped occupying its host at
+    /// `until` (now, or its deadline if it was abandoned) after `took`,
+    /// and counts the wait it imposed.
+    fn release(&mut self, permit: Permit, until: Instant, took: Duration, outcome: Outcome) {
         let jitter = self.next_jitter();
-        let released =
-            self.politeness
-                .release(&self.policy, permit, now.at, wire_time, outcome, jitter);
+        let released = self
+            .politeness
+            .release(&self.policy, permit, until, took, outcome, jitter);
         self.metrics
             .politeness_waits
             .with_label_values(&[released.reason.as_str()])
             .inc();
         if released.parked {
-            // Routine on a large crawl of unreliable hosts: debug, and
-            // counted in trawl_politeness_waits_total{reason="parked"}.
-            tracing::debug!(host = %self.host, for_s = released.delay.as_secs(), "host parked after repeated failures");
+            // An event an operator looks for (a site down, or answering
+            // slower than the timeouts), and counted.
+            self.metrics.hosts_parked.inc();
+            tracing::info!(host = %self.host, for_s = released.delay.as_secs(), failures = self.policy.park_after_failures, "host parked after repeated failures (errors or timeouts); its queue is kept");
         }
     }
 
@@ -1506,7 +1585,13 @@ impl HostMachine {
             // A URL's tries are in its record (written as they happen).
             attempts: Vec::new(),
             ip: self.ip,
+            hold: self.hold(),
         }
+    }
+
+    /// The claim of the requests in flight on the host, if any.
+    pub fn hold(&self) -> Option<Hold> {
+        self.in_flight.values().map(|f| f.hold).reduce(Hold::join)
     }
 
     /// Observable state; `queued_by_priority` is the store's count.

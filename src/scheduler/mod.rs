@@ -23,10 +23,20 @@
 //!   machine's hold, `cluster::lease`, carried in the partition's durable
 //!   state so no hand-back forgets it);
 //! - opened from a store whose last run did not end cleanly (a crash, a
-//!   kill, a cut-off owner without a chain), or restarted after its actor
-//!   failed: until one request timeout from now, since a request of the
-//!   last life may still be on the wire; each host then also owes its last
-//!   delay again.
+//!   kill, a cut-off owner without a chain; on a single node as in a
+//!   cluster), or restarted after its actor failed: until one request
+//!   timeout from now, since a request of the last life may still be on
+//!   the wire; each host then also owes its last delay again.
+//!
+//! Within that, each host honours its own [`Hold`](crate::politeness::Hold):
+//! written to the partition's store before each request leaves, it keeps a
+//! host whose request was still out (a crash, a drain that gave up, a
+//! hand-back) waiting until that request's deadline and the delay after
+//! it, whoever opens the store next and however (restart, takeover from
+//! the chain, hand-back, join): one rule, in the host machine. The
+//! partition-wide holds above cover what the store cannot know: a former
+//! owner's requests after its last published checkpoint, and holds lost
+//! with an unsynced write.
 
 pub mod idle;
 pub mod outbox;
@@ -54,6 +64,27 @@ pub struct Opening {
     /// The last life may have a request on the wire: each host owes its
     /// last delay again.
     pub crashed: bool,
+}
+
+/// How a partition opens at `now_ms` (Unix ms), held until
+/// `taken_until_ms` at least (a takeover's hold, 0 if none), and for one
+/// `request_timeout` from now if its last life may have a request in
+/// flight (`crashed`): the rule of [`NodeScheduler::opening`], which a
+/// single node (no scheduler yet when it opens its stores) applies too.
+pub fn opening(
+    now_ms: u64,
+    taken_until_ms: u64,
+    crashed: bool,
+    request_timeout: Duration,
+) -> Opening {
+    let hold_until_ms = match crashed {
+        true => taken_until_ms.max(now_ms + request_timeout.as_millis() as u64),
+        false => taken_until_ms,
+    };
+    Opening {
+        hold_until_ms,
+        crashed,
+    }
 }
 
 /// Where a batch for a partition goes.
@@ -158,14 +189,7 @@ impl<H, T> NodeScheduler<H, T> {
     /// none), and one request timeout from now at least if its last life
     /// may have a request in flight (`crashed`). See the module's docs.
     pub fn opening(&self, now_ms: u64, taken_until_ms: u64, crashed: bool) -> Opening {
-        let hold_until_ms = match crashed {
-            true => taken_until_ms.max(now_ms + self.request_timeout.as_millis() as u64),
-            false => taken_until_ms,
-        };
-        Opening {
-            hold_until_ms,
-            crashed,
-        }
+        opening(now_ms, taken_until_ms, crashed, self.request_timeout)
     }
 
     /// Partition `id` is open here, through `handle`: the next outbox

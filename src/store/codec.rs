@@ -13,7 +13,9 @@
 //!   [`QueueValue`], so one host's queue of one priority is one contiguous
 //!   key range in admission order;
 //! - `hosts`: host name → robots.txt records by origin;
-//! - `schedules`: host name → [`Schedule`];
+//! - `schedules`: host name → [`Schedule`]; `host ‖ 0x00 ‖ memory` →
+//!   [`HostMemory`]; `host ‖ 0x00 ‖ hold` → [`Hold`] (the request it may
+//!   have on the wire);
 //! - `queued`: host name → URLs queued (i64 BE, summed by a merge operator);
 //! - `budgets`: see `budgets.rs`;
 //! - `meta`: small named counters and markers.
@@ -61,7 +63,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::frontier::{EntryKind, Priority};
-use crate::politeness::Schedule;
+use crate::politeness::{Hold, Schedule};
 use crate::robots::RobotsRecord;
 use crate::url::Fingerprint;
 
@@ -390,6 +392,41 @@ pub fn encode_memory(m: &HostMemory) -> Result<Vec<u8>, CodecError> {
 /// Decodes [`encode_memory`]'s form.
 pub fn decode_memory(bytes: &[u8]) -> Result<HostMemory, CodecError> {
     decode_value(MEMORY, bytes)
+}
+
+const HOLD: &str = "request hold";
+
+/// The key of a host's [`Hold`] in the `schedules` family: the host name,
+/// a NUL and `hold`.
+pub fn hold_key(host: &str) -> Vec<u8> {
+    let mut key = host_prefix(host);
+    key.extend_from_slice(b"hold");
+    key
+}
+
+/// The stored shape of a [`Hold`] (version 1).
+#[derive(Serialize, Deserialize)]
+struct StoredHold {
+    sent_ms: u64,
+    until_ms: u64,
+}
+
+/// Encodes a host's [`Hold`].
+pub fn encode_hold(h: &Hold) -> Result<Vec<u8>, CodecError> {
+    let stored = StoredHold {
+        sent_ms: h.sent_ms,
+        until_ms: h.until_ms,
+    };
+    encode_value(HOLD, &stored)
+}
+
+/// Decodes [`encode_hold`]'s form.
+pub fn decode_hold(bytes: &[u8]) -> Result<Hold, CodecError> {
+    let s: StoredHold = decode_value(HOLD, bytes)?;
+    Ok(Hold {
+        sent_ms: s.sent_ms,
+        until_ms: s.until_ms,
+    })
 }
 
 /// Encodes a host's politeness schedule (the `schedules` value).

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::codec;
 use super::schema::{CF_HOSTS, CF_SCHEDULES};
 use super::{PartitionStore, StoreError};
-use crate::politeness::Schedule;
+use crate::politeness::{Hold, Schedule};
 use crate::robots::{RobotsRecord, RobotsRetry};
 
 /// Durable state of a host: loaded when its actor activates, saved when it
@@ -31,6 +31,13 @@ pub struct HostState {
     /// schedule).
     #[serde(default)]
     pub ip: Option<std::net::IpAddr>,
+    /// The requests the host may have on the wire ([`Hold`]): written on
+    /// its own before each request leaves ([`PartitionStore::hold_host`]),
+    /// kept by saves made while one is out, removed by saves made with
+    /// none out. Under its own key, so the completions that rewrite the
+    /// schedule never lower it.
+    #[serde(default)]
+    pub hold: Option<Hold>,
 }
 
 impl PartitionStore {
@@ -54,12 +61,30 @@ impl PartitionStore {
                 record.retry = Some(RobotsRetry { attempts, at_ms });
             }
         }
+        let hold = match self.get(CF_SCHEDULES, &codec::hold_key(host))? {
+            None => None,
+            Some(bytes) => Some(codec::decode_hold(&bytes).map_err(|e| self.codec(e))?),
+        };
         Ok(HostState {
             robots,
             schedule,
             attempts: memory.attempts,
             ip: memory.ip,
+            hold,
         })
+    }
+
+    /// Adds `host`'s hold to `batch`: a request is about to leave (see
+    /// [`HostState::hold`]).
+    pub fn hold_host(
+        &self,
+        batch: &mut WriteBatch,
+        host: &str,
+        hold: &Hold,
+    ) -> Result<(), StoreError> {
+        let bytes = codec::encode_hold(hold).map_err(|e| self.codec(e))?;
+        batch.put_cf(self.cf(CF_SCHEDULES), codec::hold_key(host), bytes);
+        Ok(())
     }
 
     /// Saves the state of `host` in one write.
@@ -108,6 +133,10 @@ impl PartitionStore {
         };
         let bytes = codec::encode_memory(&memory).map_err(|e| self.codec(e))?;
         batch.put_cf(self.cf(CF_SCHEDULES), codec::memory_key(host), bytes);
+        match &state.hold {
+            Some(hold) => self.hold_host(batch, host, hold)?,
+            None => batch.delete_cf(self.cf(CF_SCHEDULES), codec::hold_key(host)),
+        }
         Ok(())
     }
 }
@@ -167,6 +196,40 @@ mod tests {
             (reread.attempts, reread.ip, reread.robots),
             (state.attempts, state.ip, state.robots)
         );
+    }
+
+    #[test]
+    fn a_hold_outlives_the_schedules_completions_write_and_a_quiet_save_clears_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let hold = Hold {
+            sent_ms: 1_000,
+            until_ms: 31_000,
+        };
+        // Written on its own before the request leaves.
+        let mut batch = WriteBatch::default();
+        store.hold_host(&mut batch, "a.test", &hold).unwrap();
+        store.write(batch).unwrap();
+        assert_eq!(store.host_state("a.test").unwrap().hold, Some(hold));
+        // A completion batched earlier rewrites the schedule, not the hold.
+        let schedule = Schedule {
+            next_allowed_ms: 5,
+            ..Schedule::default()
+        };
+        store.complete(&[], &[("a.test", &schedule)]).unwrap();
+        assert_eq!(store.host_state("a.test").unwrap().hold, Some(hold));
+        // A save made while the request runs keeps it; one made with none
+        // out (a passivation, a drain) removes it.
+        let running = HostState {
+            hold: Some(hold),
+            ..HostState::default()
+        };
+        store.save_host_state("a.test", &running).unwrap();
+        assert_eq!(store.host_state("a.test").unwrap().hold, Some(hold));
+        store
+            .save_host_state("a.test", &HostState::default())
+            .unwrap();
+        assert_eq!(store.host_state("a.test").unwrap().hold, None);
     }
 
     #[test]

@@ -141,7 +141,24 @@ impl PartitionStore {
         outbox: &[OutboxBatch],
         digests: &[super::DigestEntry],
     ) -> Result<(), StoreError> {
+        self.complete_with_holds(completions, schedules, &[], outbox, digests)
+    }
+
+    /// [`PartitionStore::complete_with_outbox`], with the holds of
+    /// requests about to leave (`holds`, see
+    /// [`super::HostState::hold`]) in the same write.
+    pub fn complete_with_holds(
+        &self,
+        completions: &[Completion],
+        schedules: &[(&str, &Schedule)],
+        holds: &[(&str, &crate::politeness::Hold)],
+        outbox: &[OutboxBatch],
+        digests: &[super::DigestEntry],
+    ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
+        for (host, hold) in holds {
+            self.hold_host(&mut batch, host, hold)?;
+        }
         self.stage_outbox(&mut batch, outbox)?;
         self.stage_digests(&mut batch, digests)?;
         self.complete_in(batch, completions, schedules)

@@ -596,6 +596,7 @@ mod tests {
             }),
             attempts: Vec::new(),
             ip: None,
+            hold: None,
         }
     }
 

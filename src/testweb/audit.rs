@@ -40,6 +40,10 @@ pub struct RequestRecord {
     pub etag: Option<String>,
     /// The address the request came from (which node, in a cluster).
     pub client: Option<std::net::IpAddr>,
+    /// The client had stopped waiting before the server finished: the
+    /// request still counts as in flight until `end`, as it would at a
+    /// real server (which does not learn that a client gave up).
+    pub abandoned: bool,
 }
 
 /// What the audit expects of one host.
@@ -212,6 +216,7 @@ mod tests {
             if_modified_since: None,
             etag: None,
             client: None,
+            abandoned: false,
         }
     }
 

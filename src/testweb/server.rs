@@ -26,12 +26,34 @@ use super::tls::TestPki;
 pub struct RequestLog {
     records: Mutex<Vec<RequestRecord>>,
     grew: Condvar,
+    /// Requests being worked on now, by the address they came from
+    /// (logged once finished).
+    in_progress: Mutex<HashMap<Option<std::net::IpAddr>, usize>>,
 }
 
 impl RequestLog {
     fn push(&self, record: RequestRecord) {
         self.records.lock().expect("log lock").push(record);
         self.grew.notify_all();
+    }
+
+    /// Requests the server is working on now (including those whose
+    /// client gave up): a test waits on this to act while requests are
+    /// in flight.
+    pub fn in_progress(&self) -> usize {
+        self.in_progress.lock().expect("log lock").values().sum()
+    }
+
+    /// Requests from `client` the server is working on now.
+    pub fn in_progress_from(&self, client: std::net::IpAddr) -> usize {
+        let working = self.in_progress.lock().expect("log lock");
+        working.get(&Some(client)).copied().unwrap_or(0)
+    }
+
+    fn working(&self, client: Option<std::net::IpAddr>, by: isize) {
+        let mut working = self.in_progress.lock().expect("log lock");
+        let n = working.entry(client).or_default();
+        *n = n.saturating_add_signed(by);
     }
 
     /// A copy of the log.
@@ -76,6 +98,8 @@ struct ServerState {
     timeline: Timeline,
     /// See [`ServerOptions::compress`].
     compress: bool,
+    /// See [`ServerOptions::slow_pages`].
+    slow_pages: SlowPages,
 }
 
 impl ServerState {
@@ -102,6 +126,45 @@ pub struct ServerOptions {
     /// gzip, br or zstd by N mod 3 if asked, else the first coding asked
     /// of those three ([`compressed`]).
     pub compress: bool,
+    /// Pages that answer late ([`SlowPages`]).
+    pub slow_pages: SlowPages,
+}
+
+/// Pages of every synthetic host that answer only after a while, by page
+/// id (0 is a host's seed page, `/`): a web with requests in flight for
+/// seconds, slower than the crawler's timeouts if asked. The server works
+/// on such a request to its end even when the client gave up (as a real
+/// server does) and logs it then, marked `abandoned`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlowPages(pub std::collections::BTreeMap<u32, Duration>);
+
+impl SlowPages {
+    /// How long page `id` takes, if it is slow.
+    pub fn of(&self, id: u32) -> Option<Duration> {
+        self.0.get(&id).copied()
+    }
+}
+
+impl std::str::FromStr for SlowPages {
+    type Err = String;
+
+    /// `ID=DURATION[,ID=DURATION...]`, e.g. `0=15s,3=12s`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut pages = std::collections::BTreeMap::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (id, wait) = part
+                .split_once('=')
+                .ok_or_else(|| format!("{part:?}: expected ID=DURATION"))?;
+            let id: u32 = id
+                .trim()
+                .parse()
+                .map_err(|e| format!("{part:?}: page id: {e}"))?;
+            let wait = humantime::parse_duration(wait.trim())
+                .map_err(|e| format!("{part:?}: duration: {e}"))?;
+            pages.insert(id, wait);
+        }
+        Ok(SlowPages(pages))
+    }
 }
 
 /// A running synthetic web server (on its own thread and actix system).
@@ -168,6 +231,7 @@ impl TestWebServer {
             changing: options.changing,
             timeline,
             compress: options.compress,
+            slow_pages: options.slow_pages,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -181,6 +245,7 @@ impl TestWebServer {
                             .app_data(state.clone())
                             .default_service(web::to(serve))
                     })
+                    .on_connect(PeerSocket::keep)
                     .workers(workers.max(1))
                     .disable_signals()
                     .backlog(4096)
@@ -255,8 +320,76 @@ impl Drop for TestWebServer {
     }
 }
 
+/// Serves `req` in a task of its own, so a request whose client stopped
+/// waiting is still worked on to its end and logged then (a real server
+/// does not learn that a client gave up; the audit counts the request in
+/// flight until the server finished it).
 async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse {
+    let mut gone = GoneOnDrop::default();
+    let work = actix_rt::spawn(answer(req, state, gone.flag.clone()));
+    let response = work.await;
+    gone.answered = true;
+    response.unwrap_or_else(|_| HttpResponse::InternalServerError().finish())
+}
+
+/// A copy of a plain connection's socket, kept with the connection so a
+/// request can tell, when the server finishes it, whether the client has
+/// closed the connection meanwhile (it gave up, or was killed): the
+/// handler itself is not told.
+struct PeerSocket(std::net::TcpStream);
+
+impl PeerSocket {
+    /// Keeps a copy of the connection's socket, if it is plain TCP.
+    fn keep(conn: &dyn std::any::Any, data: &mut actix_web::dev::Extensions) {
+        use std::os::fd::AsFd;
+        let Some(stream) = conn.downcast_ref::<actix_web::rt::net::TcpStream>() else {
+            return;
+        };
+        let Ok(fd) = stream.as_fd().try_clone_to_owned() else {
+            return;
+        };
+        let socket = std::net::TcpStream::from(fd);
+        if socket.set_nonblocking(true).is_ok() {
+            data.insert(std::rc::Rc::new(PeerSocket(socket)));
+        }
+    }
+
+    /// Whether the client closed its side (an end of stream is waiting;
+    /// a client still waiting for its answer sends nothing).
+    fn closed(&self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.0.peek(&mut byte) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    }
+}
+
+/// Sets its flag when dropped before the answer: the handler's future was
+/// dropped, so the client went away.
+#[derive(Default)]
+struct GoneOnDrop {
+    flag: std::rc::Rc<std::cell::Cell<bool>>,
+    answered: bool,
+}
+
+impl Drop for GoneOnDrop {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.flag.set(true);
+        }
+    }
+}
+
+async fn answer(
+    req: HttpRequest,
+    state: web::Data<ServerState>,
+    gone: std::rc::Rc<std::cell::Cell<bool>>,
+) -> HttpResponse {
     let start = Instant::now();
+    let _working = Working::new(&state.log, req.peer_addr().map(|a| a.ip()));
+    let peer = req.conn_data::<std::rc::Rc<PeerSocket>>().cloned();
     // The Host header, or HTTP/2's :authority.
     let authority = req.connection_info().host().to_owned();
     let host_name = authority
@@ -269,6 +402,13 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         actix_rt::time::sleep(slow).await;
     }
     let path = req.uri().path();
+    let slow_page = host.and_then(|h| match state.web.resolve(h, path) {
+        Some(Resource::Page(id)) => state.slow_pages.of(id),
+        _ => None,
+    });
+    if let Some(wait) = slow_page {
+        actix_rt::time::sleep(wait).await;
+    }
     let origin = Origin {
         secure: req.app_config().secure(),
         port: req.app_config().local_addr().port(),
@@ -323,8 +463,25 @@ async fn serve(req: HttpRequest, state: web::Data<ServerState>) -> HttpResponse 
         if_modified_since,
         etag,
         client: req.peer_addr().map(|a| a.ip()),
+        abandoned: gone.get() || peer.is_some_and(|p| p.closed()),
     });
     response
+}
+
+/// Counts a request from a client in progress while it lives.
+struct Working<'a>(&'a RequestLog, Option<std::net::IpAddr>);
+
+impl<'a> Working<'a> {
+    fn new(log: &'a RequestLog, client: Option<std::net::IpAddr>) -> Self {
+        log.working(client, 1);
+        Working(log, client)
+    }
+}
+
+impl Drop for Working<'_> {
+    fn drop(&mut self) {
+        self.0.working(self.1, -1);
+    }
 }
 
 /// The codings the synthetic web can send, host N preferring the N mod 3rd.

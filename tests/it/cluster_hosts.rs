@@ -36,7 +36,7 @@ use crate::common::{
     assert_same_urls, audit_log_with_factor, eventually_true, logged_within, page_requests,
     wait_exit,
 };
-use trawl::testweb::{RequestRecord, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{RequestRecord, ServerOptions, SyntheticWeb, TestWebServer, WebSpec};
 
 const NODES: usize = 3;
 const PARTITIONS: usize = 8;
@@ -77,10 +77,40 @@ struct Run {
     nodes: Vec<Child>,
 }
 
+/// What a run changes of the defaults: a web with slow pages, the
+/// timeouts that go with it, nodes that join later.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// [`SlowPages`] of every host, `ID=DURATION,...`.
+    slow_pages: &'static str,
+    /// `[fetch] timeout` (and `first_byte_timeout`).
+    timeout: Duration,
+    /// `[crawl] shutdown_timeout`: how long a drain waits for requests.
+    drain: Duration,
+    /// The nodes started at once (the others by the test).
+    first: usize,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Shape {
+            slow_pages: "",
+            timeout: Duration::from_secs(2),
+            drain: Duration::from_secs(5),
+            first: NODES,
+        }
+    }
+}
+
 impl Run {
     /// Starts a web of `hosts` × `pages` (generator seed `seed`) and the
     /// three nodes, seeds given to n1.
     fn start(lab: Lab, seed: u64, hosts: u32, pages: u32) -> Run {
+        Self::start_shaped(lab, seed, hosts, pages, Shape::default())
+    }
+
+    /// [`Run::start`] as `shape` says.
+    fn start_shaped(lab: Lab, seed: u64, hosts: u32, pages: u32, shape: Shape) -> Run {
         let web = SyntheticWeb::new(WebSpec {
             hosts,
             pages_per_host: pages,
@@ -88,14 +118,19 @@ impl Run {
             behaviours: false,
         });
         let test = std::net::SocketAddr::from((lab.test_addr(), 0));
-        let server = TestWebServer::start(web.clone(), test, 2).expect("start the web");
+        let options = ServerOptions {
+            slow_pages: shape.slow_pages.parse().expect("slow pages"),
+            ..Default::default()
+        };
+        let server =
+            TestWebServer::start_with(web.clone(), test, 4, options).expect("start the web");
         let port = server.addr().port();
         let moto = Moto::start_on(lab.test_addr().into());
         let dir = tempfile::tempdir().unwrap();
         let seeds = dir.path().join("seeds.txt");
         std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
         let configs: Vec<PathBuf> = (0..NODES)
-            .map(|i| write_config(&lab, &moto, dir.path(), i))
+            .map(|i| write_config(&lab, &moto, dir.path(), i, &shape))
             .collect();
         let mut run = Run {
             lab,
@@ -108,11 +143,16 @@ impl Run {
             logs: vec![Vec::new(); NODES],
             nodes: Vec::new(),
         };
-        for i in 0..NODES {
+        for i in 0..shape.first {
             let node = run.spawn(i, (i == 0).then_some(seeds.as_path()));
             run.nodes.push(node);
         }
         run
+    }
+
+    /// The address of node `i` as the web sees it.
+    fn node_addr(&self, i: usize) -> std::net::IpAddr {
+        self.lab.addr(i).into()
     }
 
     /// Starts node `i` (a new life, logging to a new file).
@@ -259,6 +299,7 @@ impl Run {
             pages: truth.len(),
             refetched,
             logs,
+            records,
         }
     }
 }
@@ -281,6 +322,8 @@ struct Outcome {
     refetched: usize,
     /// Every life's log, of every node.
     logs: Vec<String>,
+    /// The web's log.
+    records: Vec<RequestRecord>,
 }
 
 impl Outcome {
@@ -307,7 +350,7 @@ const FENCED: &str = "another node took the partition";
 
 /// Node `me`'s config: its own address and data directory, the lab's
 /// web, the S3 server for state and uploads.
-fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize) -> PathBuf {
+fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize, shape: &Shape) -> PathBuf {
     let gossip = |i: usize| format!("\"{}:{GOSSIP_PORT}\"", lab.addr(i));
     let peers: Vec<String> = (0..NODES).filter(|i| *i != me).map(gossip).collect();
     let options = moto.options_toml();
@@ -320,9 +363,11 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize) -> PathBuf {
          [cluster.state_options]\n{options}\
          [upload]\nenabled = true\nurl = \"s3://{bucket}/warcs\"\nverify = \"size\"\n\
          retry_delay = \"100ms\"\n[upload.options]\n{options}\
-         [storage]\npartitions = {PARTITIONS}\n[fetch]\ntimeout = \"2s\"\n\
+         [storage]\npartitions = {PARTITIONS}\n[fetch]\ntimeout = \"{timeout}ms\"\n\
+         first_byte_timeout = \"{timeout}ms\"\n\
          allow_addresses = [\"{subnet}\"]\n[dns.overrides]\n\"*.test\" = \"{web}\"\n\
-         [admin]\nenabled = false\n[politeness]\ndelay_factor = {DELAY_FACTOR:?}\n",
+         [admin]\nenabled = false\n[politeness]\ndelay_factor = {DELAY_FACTOR:?}\n\
+         [crawl]\nshutdown_timeout = \"{drain}ms\"\n",
         n = me + 1,
         gossip = gossip(me),
         addr = lab.addr(me),
@@ -331,6 +376,8 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize) -> PathBuf {
         subnet = lab.subnet(),
         web = lab.test_addr(),
         auth = crate::common::cluster_auth(&format!("n{}", me + 1)),
+        timeout = shape.timeout.as_millis(),
+        drain = shape.drain.as_millis(),
     );
     let data = dir.join(format!("n{}", me + 1));
     let path = dir.join(format!("n{}.toml", me + 1));
@@ -434,4 +481,75 @@ fn every_fault_in_one_run_loses_nothing() {
     out.assert_refetches_bounded();
     assert!(out.logged(RESTORED));
     assert!(out.logged(LAPSED) || out.logged(FENCED));
+}
+
+/// Pages of every host that take 3 s (the seed page among them), with
+/// requests allowed 4 s and drains 1 s: a hand-back or a kill finds
+/// requests on the wire for seconds.
+const SLOW: Shape = Shape {
+    slow_pages: "0=3s,4=3s,9=3s,14=3s",
+    timeout: Duration::from_secs(4),
+    drain: Duration::from_secs(1),
+    first: NODES,
+};
+
+/// Requests the server worked on for at least 2.9 s whose client had
+/// gone when it finished.
+fn abandoned_slow(records: &[RequestRecord]) -> usize {
+    records
+        .iter()
+        .filter(|r| r.abandoned && (r.end - r.start) >= Duration::from_millis(2_900))
+        .count()
+}
+
+#[test]
+fn a_node_joining_while_requests_take_seconds_stalls_nothing_and_overlaps_nothing() {
+    let Some(lab) = lab() else { return };
+    let shape = Shape { first: 2, ..SLOW };
+    let mut run = Run::start_shaped(lab, 56, 12, 24, shape);
+    // n1 and n2 crawl; n3 joins while their slow requests are on the wire,
+    // so the partitions moving to it are handed back mid-request: their
+    // drains give up after 1 s and n3 must wait the requests out, then
+    // fetch everything they left queued.
+    assert!(
+        eventually_true(Duration::from_secs(60), || run.server.log().in_progress()
+            >= 4),
+        "slow requests on the wire"
+    );
+    let n3 = run.spawn(2, None);
+    run.nodes.push(n3);
+    let out = run.finish("a join during slow requests");
+    out.assert_refetches_bounded();
+    assert!(
+        out.logged("requests still in flight after the shutdown timeout"),
+        "no hand-back met a request in flight"
+    );
+}
+
+#[test]
+fn a_node_killed_during_slow_requests_and_restarted_at_once_waits_them_out() {
+    let Some(lab) = lab() else { return };
+    let mut run = Run::start_shaped(lab, 57, 12, 24, SLOW);
+    // n1 is killed while it has slow requests on the wire and started
+    // again on the same disk 1.5 s later, while the server still works
+    // on them: it must not ask those hosts again before their deadlines.
+    let n1 = run.node_addr(0);
+    assert!(
+        eventually_true(Duration::from_secs(60), || run
+            .server
+            .log()
+            .in_progress_from(n1)
+            > 0),
+        "n1 has a slow request on the wire"
+    );
+    run.nodes[0].kill().unwrap();
+    let _ = run.nodes[0].wait();
+    std::thread::sleep(Duration::from_millis(1_500));
+    run.nodes[0] = run.spawn(0, None);
+    let out = run.finish("a quick restart during slow requests");
+    out.assert_refetches_bounded();
+    assert!(
+        abandoned_slow(&out.records) > 0,
+        "the kill left no request on the server"
+    );
 }

@@ -37,5 +37,6 @@ mod restart;
 mod robots_cli;
 mod shutdown;
 mod simulation;
+mod slow;
 mod supervision;
 mod upload;

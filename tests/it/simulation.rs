@@ -23,8 +23,15 @@
 //! - never two owners (node processes) publish under one epoch;
 //! - no acknowledged link and no durable completion is missing from its
 //!   partition's chain head;
-//! - no host has requests from two owners in flight at once (a request
-//!   runs on the server until it ends, whatever became of its sender);
+//! - no host has two requests in flight at once, from two owners or from
+//!   one (a request runs on the server until it ends, whatever became of
+//!   its sender). Requests take up to the request timeout at the server;
+//!   some the crawler gives up on sooner (a first-byte timeout) while the
+//!   server works on, and drains give up after [`DRAIN_TIMEOUT`] with
+//!   requests still out: each request's hold (its deadline) is written to
+//!   the partition's state before it leaves, a host waits out an abandoned
+//!   request's deadline, and whoever restores the state honours the holds
+//!   in it (`politeness::Hold`);
 //! - and, after the faults stop, the cluster settles: every partition is
 //!   held by the owner gossip names and every link batch is acknowledged.
 
@@ -57,6 +64,9 @@ const GOSSIP_LAG: Duration = Duration::from_millis(100);
 /// Faults happen before this; then the cluster must settle.
 const FAULTS_END: Duration = Duration::from_secs(40);
 const END: Duration = Duration::from_secs(70);
+/// How long a drain waits for requests in flight before it gives up on
+/// them: shorter than a request may take.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// No link is found in the last seconds: time enough to acknowledge all.
 const LAST_ACKS: Duration = Duration::from_secs(10);
 /// Unacknowledged batches per peer link, at most (small: the window
@@ -96,6 +106,10 @@ struct State {
     links: BTreeMap<u64, u64>,
     /// Pages completed (host, page), with theirs.
     done: BTreeMap<(usize, u64), u64>,
+    /// Per host, the deadline of its last request, written before the
+    /// request left (`politeness::Hold`): a clean drain clears them, an
+    /// answer does not (as the host state's hold key).
+    holds: BTreeMap<usize, Instant>,
 }
 
 impl State {
@@ -169,6 +183,12 @@ enum Event {
         inc: u64,
         p: usize,
     },
+    /// The drain's timeout: requests still out, it gives up on them.
+    DrainTimeout {
+        node: usize,
+        inc: u64,
+        p: usize,
+    },
     /// A page's request ends at the server and its answer reaches the node.
     FetchDone {
         node: usize,
@@ -177,6 +197,10 @@ enum Event {
         host: usize,
         page: u64,
         epoch: u64,
+        /// The crawler stopped waiting before the server finished (a
+        /// first-byte timeout): the page is asked for again, after the
+        /// request's deadline.
+        abandoned: bool,
     },
     /// A link batch reaches the partition's (presumed) owner: over a
     /// connection (`via`: its id and the batch's number on the link), or
@@ -220,6 +244,11 @@ struct Local {
     snapshot: Option<(u64, State)>,
     /// Requests in flight, per host.
     busy: Vec<bool>,
+    /// Per host, no request before this: the deadline of an abandoned
+    /// request, or of a hold restored with the partition.
+    held_until: Vec<Instant>,
+    /// The drain was answered (drained, or given up on).
+    drain_answered: bool,
     /// Next page per host.
     next_page: Vec<u64>,
     draining: bool,
@@ -564,8 +593,17 @@ impl Sim {
                 }
             }
             Event::Drained { node, inc, p } => {
-                if self.deliverable(node, inc, &e) {
+                if self.deliverable(node, inc, &e) && self.answer_drain(node, p, true) {
                     let owed = self.rng.millis(0, 300);
+                    self.nodes[node].leases[p].on_drained(self.now, owed);
+                    self.effects(node, p)?;
+                }
+            }
+            Event::DrainTimeout { node, inc, p } => {
+                if self.deliverable(node, inc, &e) && self.answer_drain(node, p, false) {
+                    // As the node's ownership actor: a drain that gave up
+                    // owes a request timeout more than the delay.
+                    let owed = SETTINGS.request_timeout + self.rng.millis(0, 300);
                     self.nodes[node].leases[p].on_drained(self.now, owed);
                     self.effects(node, p)?;
                 }
@@ -577,9 +615,10 @@ impl Sim {
                 host,
                 page,
                 epoch,
+                abandoned,
             } => {
                 if self.deliverable(node, inc, &e) {
-                    self.fetch_done(node, p, host, page, epoch);
+                    self.fetch_done(node, p, (host, page), epoch, abandoned);
                 }
             }
             Event::Links {
@@ -659,6 +698,9 @@ impl Sim {
             if local.busy[host] || local.draining || local.stopped {
                 continue;
             }
+            if self.now < local.held_until[host] {
+                continue;
+            }
             if !self.rng.chance(300) {
                 continue;
             }
@@ -673,14 +715,24 @@ impl Sim {
                 true => self.rng.millis(timeout - 50, timeout),
                 false => self.rng.millis(20, timeout),
             };
+            // Its hold, durable before it leaves.
+            let deadline = self.now + SETTINGS.request_timeout;
+            local.state.holds.insert(host, deadline);
+            // Some the crawler gives up on before the server is done (a
+            // first-byte timeout): the server works on to its end.
+            let given_up = self.rng.chance(150).then(|| self.rng.millis(10, timeout));
+            let answer = given_up.map_or(took, |g| g.min(took));
+            let abandoned = answer < took;
             let end = self.now + took;
             let key = (p, host);
+            // Whoever sent it, this process or another: no host ever has
+            // two requests on the server at once.
             let others: Vec<_> = self
                 .on_server
                 .get(&key)
                 .into_iter()
                 .flatten()
-                .filter(|(who, ends)| *ends > self.now && *who != (n, inc))
+                .filter(|(_, ends)| *ends > self.now)
                 .cloned()
                 .collect();
             if let Some((who, ends)) = others.first() {
@@ -695,7 +747,7 @@ impl Sim {
             list.retain(|(_, ends)| *ends > self.now);
             list.push(((n, inc), end));
             self.schedule(
-                took,
+                answer,
                 Event::FetchDone {
                     node: n,
                     inc,
@@ -703,6 +755,7 @@ impl Sim {
                     host,
                     page,
                     epoch,
+                    abandoned,
                 },
             );
             // Each page finds a link into a random partition (until the
@@ -725,7 +778,14 @@ impl Sim {
         Ok(())
     }
 
-    fn fetch_done(&mut self, n: usize, p: usize, host: usize, page: u64, epoch: u64) {
+    fn fetch_done(
+        &mut self,
+        n: usize,
+        p: usize,
+        (host, page): (usize, u64),
+        epoch: u64,
+        abandoned: bool,
+    ) {
         let Some(local) = self.nodes[n].local[p].as_mut() else {
             return;
         };
@@ -733,6 +793,17 @@ impl Sim {
             return;
         }
         local.busy[host] = false;
+        if abandoned {
+            // Not answered: the host is held until the request's deadline
+            // (its hold), and the page is asked for again after it.
+            local.held_until[host] = local.state.holds[&host];
+            local.next_page[host] = local.next_page[host].min(page);
+            if local.draining && local.busy.iter().all(|b| !b) {
+                let inc = self.nodes[n].inc;
+                self.schedule(Duration::ZERO, Event::Drained { node: n, inc, p });
+            }
+            return;
+        }
         let seq = local.state.write();
         local.state.done.insert((host, page), seq);
         if !self.completed_ever.insert((p, host, page)) {
@@ -743,6 +814,25 @@ impl Sim {
             let inc = self.nodes[n].inc;
             self.schedule(Duration::ZERO, Event::Drained { node: n, inc, p });
         }
+    }
+
+    /// Answers partition `p`'s drain on node `n` once: `clean`, every
+    /// request answered (the hosts' holds are cleared, as the drain's
+    /// saves clear them), or given up on with requests out (their holds
+    /// stay in the state the next owner restores). Whether this answered.
+    fn answer_drain(&mut self, n: usize, p: usize, clean: bool) -> bool {
+        let Some(local) = self.nodes[n].local[p].as_mut() else {
+            return false;
+        };
+        if !local.draining || std::mem::replace(&mut local.drain_answered, true) {
+            return false;
+        }
+        if clean {
+            let now = self.now;
+            // An abandoned request's deadline still holds after the drain.
+            local.state.holds.retain(|_, until| *until > now);
+        }
+        true
     }
 
     /// Whether `a` believes `b` alive: gossip's view, `GOSSIP_LAG` old.
@@ -1253,6 +1343,10 @@ impl Sim {
                     acks.durable(state.seq);
                     let mut done = Watermarks::default();
                     done.durable(state.seq);
+                    // Each host honours the hold its last request wrote.
+                    let held_until = (0..HOSTS_PER_PARTITION)
+                        .map(|h| state.holds.get(&h).copied().unwrap_or(self.now))
+                        .collect();
                     self.nodes[n].local[p] = Some(Local {
                         epoch: owner.epoch,
                         state,
@@ -1260,6 +1354,8 @@ impl Sim {
                         done,
                         snapshot: None,
                         busy: vec![false; HOSTS_PER_PARTITION],
+                        held_until,
+                        drain_answered: false,
                         next_page,
                         draining: false,
                         stopped: false,
@@ -1300,6 +1396,9 @@ impl Sim {
                         local.draining = true;
                         if local.busy.iter().all(|b| !b) {
                             self.schedule(Duration::ZERO, Event::Drained { node: n, inc, p });
+                        } else {
+                            // Requests may run longer than the drain waits.
+                            self.schedule(DRAIN_TIMEOUT, Event::DrainTimeout { node: n, inc, p });
                         }
                     }
                 }

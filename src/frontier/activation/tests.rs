@@ -140,3 +140,45 @@ fn blocked_hosts_are_held_back_and_a_draining_partition_starts_nobody() {
     assert!(a.activate(0, |_| false).is_empty());
     assert_eq!(a.retire(), Vec::<String>::new());
 }
+
+#[test]
+fn a_host_that_gets_work_during_the_hold_waits_for_its_end() {
+    // Taken over with a hold until 10 s: a host with no work at open (so
+    // not in the index) that gets some meanwhile may have a request of
+    // the former owner on the wire all the same.
+    let mut a = activation(4, 10_000);
+    a.open(["a.test"], &HashMap::new(), &HashMap::<String, u64>::new());
+    assert_eq!(a.wake("new.test", 1, false), None);
+    let steps = a.activate(1_000, |_| false);
+    assert!(started(&steps).is_empty(), "{steps:?}");
+    assert_eq!(timer(&steps), Some(10_000));
+    let steps = a.activate(10_000, |_| false);
+    let mut hosts: Vec<&str> = started(&steps).into_iter().map(|(h, _)| h).collect();
+    hosts.sort();
+    assert_eq!(hosts, ["a.test", "new.test"]);
+    // Likewise a host waiting for a refresh that gets new work.
+    let mut a = activation(4, 10_000);
+    let refreshes = HashMap::from([("r.test".to_owned(), 50_000u64)]);
+    a.open(std::iter::empty::<&str>(), &HashMap::new(), &refreshes);
+    assert_eq!(a.wake("r.test", 1, false), None);
+    assert_eq!(a.due_ms("r.test"), Some(10_000 + ACTIVATE_AHEAD_MS));
+}
+
+#[test]
+fn after_a_crash_each_host_owes_its_last_delay_at_its_first_start_only() {
+    let mut a = activation(4, 0).after_crash();
+    a.open(["a.test"], &HashMap::new(), &HashMap::<String, u64>::new());
+    let steps = a.activate(1_000, |_| false);
+    assert_eq!(started(&steps), [("a.test", true)]);
+    // It passivates for a long wait and comes due again: a start of this
+    // life, which owes nothing more (owing again at every start, a host
+    // whose delay is longer than the passivation threshold never fetched).
+    assert!(a.idle("a.test", generation(&steps, "a.test")));
+    a.due_at("a.test", 90_000, false);
+    let steps = a.activate(90_000, |_| false);
+    assert_eq!(started(&steps), [("a.test", false)]);
+    // A host that had no work at open had nothing in flight either.
+    assert_eq!(a.wake("new.test", 1, false), None);
+    let steps = a.activate(90_000, |_| false);
+    assert_eq!(started(&steps), [("new.test", false)]);
+}

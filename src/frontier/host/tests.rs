@@ -709,7 +709,7 @@ fn a_lost_answer_is_not_the_hosts_failure_but_owes_the_ordinary_delay() {
     h.clock.advance(secs(1));
     let (id, _) = only_fetch(&h.timer());
     let now = h.now();
-    let fx = h.m.fetch_lost(id, &h.q, now);
+    let fx = h.m.fetch_lost(id, false, &h.q, now);
     // The request may have reached the host: the floor delay, no backoff.
     assert!(fetches(&fx).is_empty());
     assert_eq!(wake_at(&fx), Some(now.at + secs(1)));
@@ -724,7 +724,7 @@ fn a_lost_answer_is_not_the_hosts_failure_but_owes_the_ordinary_delay() {
     h.clock.advance(backoff);
     let (id, _) = only_fetch(&h.timer());
     let now = h.now();
-    let fx = h.m.fetch_lost(id, &h.q, now);
+    let fx = h.m.fetch_lost(id, false, &h.q, now);
     assert_eq!(h.m.snapshot(now, [1, 0, 0, 0]).politeness.failures, 1);
     assert_eq!(wake_at(&fx), Some(now.at + backoff));
 }
@@ -1206,4 +1206,165 @@ fn robots_txt_is_read_through_its_coding_or_as_it_came() {
     let result = robots_result(&missing);
     assert!(result.body.is_empty());
     assert_eq!(result.status, Some(404));
+}
+
+// ---------------------------------------------------------------- the hold
+
+/// The hold of the one request in `fx`.
+fn hold_of(fx: &[Effect]) -> (Hold, Instant) {
+    let holds: Vec<(Hold, Instant)> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Fetch { hold, deadline, .. } => Some((*hold, *deadline)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(holds.len(), 1, "expected one fetch in {fx:?}");
+    holds[0]
+}
+
+/// A host whose robots.txt was read, its page request just sent.
+fn page_in_flight(s: HostSettings) -> (Harness, TaskId, Hold, Instant) {
+    let mut h = Harness::new(s);
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.q.push("http://a.test/2", Priority::SEED);
+    h.robots(200, "");
+    h.clock.advance(secs(1));
+    let fx = h.timer();
+    let (id, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/1");
+    let (hold, deadline) = hold_of(&fx);
+    (h, id, hold, deadline)
+}
+
+#[test]
+fn a_request_carries_its_deadline_and_its_hold_which_the_state_keeps_while_it_runs() {
+    let (mut h, id, hold, deadline) = page_in_flight(settings());
+    let sent = h.now();
+    assert_eq!(deadline, sent.at + secs(30), "one request timeout");
+    assert_eq!(
+        hold,
+        Hold {
+            sent_ms: sent.unix_ms(),
+            until_ms: sent.unix_ms() + 30_000
+        }
+    );
+    assert_eq!(h.m.state(sent).hold, Some(hold), "saved while it runs");
+    let fx = h.answer(id, ms(200), Ok(html()));
+    h.settle_tasks(fx);
+    assert_eq!(h.m.state(h.now()).hold, None, "answered: no claim left");
+}
+
+#[test]
+fn a_timed_out_request_holds_its_host_until_its_deadline_then_owes_the_delay_of_its_whole_time() {
+    let (mut h, id, _, deadline) = page_in_flight(settings());
+    // The crawl stops waiting at 20 s (first byte); the server may work
+    // until the deadline at 30 s. A request that took 30 s owes
+    // min(10 × 30 s, max_delay 20 s) = 20 s, more than the backoff.
+    let fx = h.answer(id, secs(20), Err(FetchError::Timeout));
+    let fx = h.settle_tasks(fx);
+    assert!(fetches(&fx).is_empty());
+    assert_eq!(wake_at(&fx), Some(deadline + secs(20)));
+    assert_eq!(h.metrics.requests_abandoned.get(), 1);
+    // Nothing starts at the deadline itself, while the server may still
+    // be finishing.
+    h.clock.advance_to(deadline);
+    assert!(fetches(&h.poll()).is_empty());
+    h.clock.advance_to(deadline + secs(20));
+    let (_, url) = only_fetch(&h.timer());
+    assert_eq!(url, "http://a.test/1", "tried again");
+}
+
+#[test]
+fn a_request_that_never_reached_the_server_holds_its_host_no_longer_than_its_backoff() {
+    let (mut h, id, _, _) = page_in_flight(settings());
+    let fx = h.answer(id, ms(5), Err(FetchError::Connect("refused".into())));
+    let done = h.now().at;
+    let wait = wake_at(&h.settle_tasks(fx)).expect("a timer") - done;
+    assert!(
+        wait >= secs(2) && wait <= ms(2_500),
+        "the backoff: {wait:?}"
+    );
+    assert_eq!(h.metrics.requests_abandoned.get(), 0);
+}
+
+#[test]
+fn a_lost_answer_of_a_request_that_left_holds_until_its_deadline_and_an_unsent_one_does_not() {
+    let (mut h, id, _, deadline) = page_in_flight(settings());
+    h.clock.advance(secs(3));
+    let now = h.now();
+    let fx = h.m.fetch_lost(id, true, &h.q, now);
+    // Lost: no failure, the ordinary delay of a request that took 30 s.
+    assert_eq!(wake_at(&fx), Some(deadline + secs(20)));
+    let (mut h, id, _, _) = page_in_flight(settings());
+    let now = h.now();
+    let fx = h.m.fetch_lost(id, false, &h.q, now);
+    assert_eq!(wake_at(&fx), Some(now.at + secs(1)), "only its last delay");
+}
+
+#[test]
+fn repeated_timeouts_back_off_then_park_the_host_counted() {
+    let mut s = passivating(secs(30 * 24 * 3600));
+    s.retries.max_attempts = 100;
+    s.request_timeout = secs(2);
+    s.policy.max_delay = secs(1);
+    let mut h = Harness::new(s);
+    h.q.push("http://a.test/1", Priority::SEED);
+    h.robots(200, "");
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        let mut fx = h.poll();
+        if fetches(&fx).is_empty() {
+            h.clock.advance_to(h.m.armed().expect("a timer"));
+            fx = h.timer();
+        }
+        let (id, deadline) = {
+            let (id, _) = only_fetch(&fx);
+            (id, hold_of(&fx).1)
+        };
+        let fx = h.answer(id, secs(1), Err(FetchError::Timeout));
+        let fx = h.settle_tasks(fx);
+        waits.push((wake_at(&fx).expect("a timer") - deadline).as_secs_f64());
+    }
+    // After each deadline: the backoff, 2, 4, 8, 16 s (with up to 25 %
+    // jitter; the delay a 2 s request owes is capped at 1 s here), then
+    // parked for an hour.
+    for (wait, base) in waits.iter().zip([2.0, 4.0, 8.0, 16.0]) {
+        assert!((base..=base * 1.25).contains(wait), "{waits:?}");
+    }
+    assert_eq!(waits[4], 3600.0);
+    assert!(h.m.snapshot(h.now(), [1, 0, 0, 0]).politeness.parked);
+    assert_eq!(h.metrics.hosts_parked.get(), 1);
+    assert_eq!(h.metrics.requests_abandoned.get(), 5);
+}
+
+#[test]
+fn a_host_opened_with_a_hold_waits_for_its_deadline_and_the_delay_whatever_opened_it() {
+    let (h, _, hold, deadline) = page_in_flight(settings());
+    // The life that sent it ends (a kill -9, a drain that gave up, a
+    // hand-back) 3 s into the request; the store keeps its last state.
+    let state = h.m.state(h.now());
+    assert_eq!(state.hold, Some(hold));
+    let clock = h.clock.clone();
+    clock.advance(secs(3));
+    let mut revived = HostMachine::new(
+        HOST.into(),
+        Arc::new(settings()),
+        Arc::new(Metrics::new()),
+        state,
+        clock.now(),
+    );
+    let fx = revived.wake(u8::MAX, &h.q, clock.now());
+    assert!(fetches(&fx).is_empty(), "held: {fx:?}");
+    let at = wake_at(&fx).expect("a timer");
+    // Until the deadline, then the delay after a 30 s request (20 s).
+    let expected = deadline + secs(20);
+    assert!(
+        at >= expected && at <= expected + ms(2),
+        "{at:?} vs {expected:?}"
+    );
+    clock.advance_to(at);
+    let fx = revived.timer(&h.q, clock.now());
+    let (_, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/1", "then the held host resumes");
 }
