@@ -686,3 +686,23 @@ fn throttle(kind: Throttle) -> (HttpResponse, Option<Instant>) {
         .finish();
     (response, Some(made + wait))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_pages_read_id_duration_pairs_and_name_what_is_wrong() {
+        let pages: SlowPages = "0=25s, 3=12s,".parse().unwrap();
+        assert_eq!(pages.of(0), Some(Duration::from_secs(25)));
+        assert_eq!(pages.of(3), Some(Duration::from_secs(12)));
+        assert_eq!(pages.of(1), None);
+        assert_eq!("".parse::<SlowPages>().unwrap(), SlowPages::default());
+        let err = "0:25s".parse::<SlowPages>().unwrap_err();
+        assert!(err.contains("expected ID=DURATION"), "{err}");
+        let err = "x=1s".parse::<SlowPages>().unwrap_err();
+        assert!(err.contains("page id"), "{err}");
+        let err = "1=soon".parse::<SlowPages>().unwrap_err();
+        assert!(err.contains("duration"), "{err}");
+    }
+}

@@ -89,6 +89,8 @@ struct Shape {
     drain: Duration,
     /// The nodes started at once (the others by the test).
     first: usize,
+    /// `[frontier] passivate_after`.
+    passivate_after: Duration,
 }
 
 impl Default for Shape {
@@ -98,6 +100,7 @@ impl Default for Shape {
             timeout: Duration::from_secs(2),
             drain: Duration::from_secs(5),
             first: NODES,
+            passivate_after: Duration::from_secs(30),
         }
     }
 }
@@ -305,9 +308,15 @@ impl Run {
 }
 
 impl Drop for Run {
-    /// A failed run keeps its directory (configs, every node's log, the
-    /// data directories) for a look, and says where.
+    /// No node outlives its run (a failed one's nodes would crawl on, and
+    /// hold the test's output open). A failed run keeps its directory
+    /// (configs, every node's log, the data directories) for a look, and
+    /// says where.
     fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
         if std::thread::panicking() {
             let scratch = tempfile::tempdir().expect("a scratch directory");
             let kept = std::mem::replace(&mut self.dir, scratch).keep();
@@ -367,7 +376,8 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize, shape: &Shape) ->
          first_byte_timeout = \"{timeout}ms\"\n\
          allow_addresses = [\"{subnet}\"]\n[dns.overrides]\n\"*.test\" = \"{web}\"\n\
          [admin]\nenabled = false\n[politeness]\ndelay_factor = {DELAY_FACTOR:?}\n\
-         [crawl]\nshutdown_timeout = \"{drain}ms\"\n",
+         [crawl]\nshutdown_timeout = \"{drain}ms\"\n\
+         [frontier]\npassivate_after = \"{passivate}ms\"\n",
         n = me + 1,
         gossip = gossip(me),
         addr = lab.addr(me),
@@ -378,6 +388,7 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize, shape: &Shape) ->
         auth = crate::common::cluster_auth(&format!("n{}", me + 1)),
         timeout = shape.timeout.as_millis(),
         drain = shape.drain.as_millis(),
+        passivate = shape.passivate_after.as_millis(),
     );
     let data = dir.join(format!("n{}", me + 1));
     let path = dir.join(format!("n{}.toml", me + 1));
@@ -485,12 +496,16 @@ fn every_fault_in_one_run_loses_nothing() {
 
 /// Pages of every host that take 3 s (the seed page among them), with
 /// requests allowed 4 s and drains 1 s: a hand-back or a kill finds
-/// requests on the wire for seconds.
+/// requests on the wire for seconds. Hosts passivate when they wait more
+/// than 100 ms, less than the delay between two requests: a host that
+/// owed its last delay again at every start of a life taken over as
+/// after a crash would never be asked again (the stall this catches).
 const SLOW: Shape = Shape {
     slow_pages: "0=3s,4=3s,9=3s,14=3s",
     timeout: Duration::from_secs(4),
     drain: Duration::from_secs(1),
     first: NODES,
+    passivate_after: Duration::from_millis(100),
 };
 
 /// Requests the server worked on for at least 2.9 s whose client had
