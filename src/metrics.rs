@@ -130,9 +130,10 @@ pub struct Metrics {
     /// the server (a timeout, a reset): each held its host until its
     /// deadline.
     pub requests_abandoned: IntCounter,
-    /// Hosts parked after `park_after_failures` consecutive failures
-    /// (timeouts among them).
-    pub hosts_parked: IntCounter,
+    /// Hosts parked after `park_after_failures` consecutive failures, by
+    /// what the last one was (`timeouts`: a request given up on after it
+    /// may have reached the server; `errors`: anything else).
+    pub hosts_parked: IntCounterVec,
     /// Sitemap entries by outcome (`queued`, `dropped_limit`,
     /// `dropped_host`, `dropped_depth`).
     pub sitemap_urls: IntCounterVec,
@@ -505,9 +506,10 @@ impl Metrics {
                 "trawl_requests_abandoned_total",
                 "Requests given up after they may have reached the server (timeout, reset); each held its host until its deadline.",
             ),
-            hosts_parked: counter(
+            hosts_parked: counter_vec(
                 "trawl_hosts_parked_total",
-                "Hosts parked after park_after_failures consecutive failures.",
+                "Hosts parked after park_after_failures consecutive failures, by what the last one was (timeouts: a request given up on after it may have reached the server; errors: anything else).",
+                "cause",
             ),
             sitemap_urls: counter_vec(
                 "trawl_sitemap_urls_total",

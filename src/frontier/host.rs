@@ -413,6 +413,20 @@ enum Requested {
     },
 }
 
+/// How a request stopped occupying its host.
+#[derive(Debug, Clone, Copy)]
+struct Ended {
+    /// Its answer, or its deadline if the crawl stopped waiting first.
+    until: Instant,
+    /// The time it took (to `until`, from when it was handed out if it
+    /// was abandoned; on the wire if answered).
+    took: Duration,
+    /// What it means for the host's politeness.
+    outcome: Outcome,
+    /// The crawl stopped waiting while the server may have worked on.
+    abandoned: bool,
+}
+
 /// A failed task waiting to run again.
 struct Delayed {
     at: Instant,
@@ -1153,10 +1167,16 @@ impl HostMachine {
         }
         let outcome = response::politeness_outcome(&result, now.wall);
         let (until, took) = Self::ended(&flight, &result, now);
-        if result
+        let abandoned = result
             .as_ref()
-            .is_err_and(FetchError::may_have_reached_server)
-        {
+            .is_err_and(FetchError::may_have_reached_server);
+        let ended = Ended {
+            until,
+            took,
+            outcome,
+            abandoned,
+        };
+        if abandoned {
             self.metrics.requests_abandoned.inc();
             tracing::debug!(host = %self.host, held_for_ms = until.saturating_duration_since(now.at).as_millis() as u64, "request abandoned; the host is held until its deadline");
         }
@@ -1172,7 +1192,7 @@ impl HostMachine {
                 // wait after this very request; the state is saved after the
                 // release, with the schedule that request set.
                 let save = self.robots_fetched(origin, url, result, now, &mut fx);
-                self.release(permit, until, took, outcome);
+                self.release(permit, ended);
                 if save {
                     fx.push(Effect::Save(self.state(now)));
                 }
@@ -1184,7 +1204,7 @@ impl HostMachine {
             } => {
                 self.stats
                     .count(result.as_ref().ok().map(|r| r.elapsed), outcome);
-                self.release(permit, until, took, outcome);
+                self.release(permit, ended);
                 let answer = EntryAnswer {
                     entry,
                     url,
@@ -1222,7 +1242,13 @@ impl HostMachine {
                 }
                 false => (now.at, Duration::ZERO),
             };
-            self.release(flight.permit, until, took, Outcome::Lost);
+            let ended = Ended {
+                until,
+                took,
+                outcome: Outcome::Lost,
+                abandoned: sent,
+            };
+            self.release(flight.permit, ended);
             match flight.what {
                 Requested::Entry { entry, .. } => self.head.retry.push_front(entry),
                 Requested::Robots { origin, .. } => {
@@ -1235,10 +1261,15 @@ impl HostMachine {
         self.poll(queue, now)
     }
 
-    /// Frees the permit of a request that stopped occupying its host at
-    /// `until` (now, or its deadline if it was abandoned) after `took`,
-    /// and counts the wait it imposed.
-    fn release(&mut self, permit: Permit, until: Instant, took: Duration, outcome: Outcome) {
+    /// Frees the permit of a request that `ended`, and counts the wait it
+    /// imposed.
+    fn release(&mut self, permit: Permit, ended: Ended) {
+        let Ended {
+            until,
+            took,
+            outcome,
+            abandoned,
+        } = ended;
         let jitter = self.next_jitter();
         let released = self
             .politeness
@@ -1248,10 +1279,16 @@ impl HostMachine {
             .with_label_values(&[released.reason.as_str()])
             .inc();
         if released.parked {
-            // An event an operator looks for (a site down, or answering
-            // slower than the timeouts), and counted.
-            self.metrics.hosts_parked.inc();
-            tracing::info!(host = %self.host, for_s = released.delay.as_secs(), failures = self.policy.park_after_failures, "host parked after repeated failures (errors or timeouts); its queue is kept");
+            // Routine on a large crawl of unreliable hosts: a debug event
+            // (at INFO, 100,000 dead hosts would flood the log), counted by
+            // what parked it: a host slower than the timeouts is told
+            // apart from one that fails.
+            let cause = match abandoned {
+                true => "timeouts",
+                false => "errors",
+            };
+            self.metrics.hosts_parked.with_label_values(&[cause]).inc();
+            tracing::debug!(host = %self.host, for_s = released.delay.as_secs(), cause, "host parked after repeated failures; its queue is kept");
         }
     }
 

@@ -1334,7 +1334,8 @@ fn repeated_timeouts_back_off_then_park_the_host_counted() {
     }
     assert_eq!(waits[4], 3600.0);
     assert!(h.m.snapshot(h.now(), [1, 0, 0, 0]).politeness.parked);
-    assert_eq!(h.metrics.hosts_parked.get(), 1);
+    let parked = |cause: &str| h.metrics.hosts_parked.with_label_values(&[cause]).get();
+    assert_eq!((parked("timeouts"), parked("errors")), (1, 0));
     assert_eq!(h.metrics.requests_abandoned.get(), 5);
 }
 
