@@ -593,7 +593,10 @@ impl Node {
             };
             let (store, lease) = (held.store.clone(), held.lease.clone());
             let opening = self.schedule.opening(self.clock.now().unix_ms(), 0, true);
-            let addr = self.start_partition(id, store.clone(), opening, 0, lease.clone());
+            // Its writes are numbered after every number of the last life
+            // the node saw: none is acknowledged before a checkpoint.
+            let floor = self.schedule.write_floor(id);
+            let addr = self.start_partition(id, store.clone(), opening, floor, lease.clone());
             self.schedule.restarted(id, Held { addr, store, lease });
         }
     }

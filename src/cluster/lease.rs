@@ -956,6 +956,13 @@ impl<T> Watermarks<T> {
     pub fn waiting(&self) -> usize {
         self.pending.len()
     }
+
+    /// The highest write number seen: published, or admitted and waiting.
+    pub fn highest(&self) -> u64 {
+        self.pending
+            .back()
+            .map_or(self.durable, |(seq, _)| (*seq).max(self.durable))
+    }
 }
 
 #[cfg(test)]

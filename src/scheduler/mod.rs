@@ -209,6 +209,20 @@ impl<H, T> NodeScheduler<H, T> {
         self.restarts += 1;
     }
 
+    /// Where a restarted actor of partition `id` numbers its writes from:
+    /// after every number this node has seen of it (covered by a
+    /// published checkpoint, or admitted and waiting for one). Numbered
+    /// from 0 again, its first admissions would count as covered by the
+    /// coverage the last life reached and be acknowledged before any
+    /// checkpoint held them. Every write of the last life is in the store
+    /// the new actor continues, so the next checkpoint covers them all.
+    pub fn write_floor(&self, id: u16) -> u64 {
+        self.acks
+            .as_ref()
+            .and_then(|acks| acks.get(usize::from(id)))
+            .map_or(0, Watermarks::highest)
+    }
+
     /// Partitions restarted after a failure.
     pub fn restarts(&self) -> u64 {
         self.restarts

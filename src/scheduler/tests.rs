@@ -108,6 +108,26 @@ fn restarts_are_counted_and_hand_backs_listed() {
     assert!(s.handing_back().is_empty());
 }
 
+#[test]
+fn a_restarted_partition_numbers_its_writes_after_all_seen_so_none_is_acknowledged_early() {
+    let mut s = scheduler(true);
+    s.opened(0, "a");
+    s.taken(0, 0);
+    assert_eq!(s.admitted(0, 3, 1), None);
+    assert_eq!(s.covered(0, 5), vec![1], "a checkpoint covering 5");
+    assert_eq!(s.admitted(0, 7, 2), None, "waiting");
+    // The actor fails; its successor continues the same store.
+    s.restarted(0, "b");
+    let floor = s.write_floor(0);
+    assert_eq!(floor, 7);
+    // Its first admission waits for a checkpoint like any other (numbered
+    // from 0 again, write 1 would have counted as covered by 5).
+    assert_eq!(s.admitted(0, floor + 1, 3), None);
+    assert_eq!(s.covered(0, floor + 1), vec![2, 3]);
+    // Without a chain there is nothing to wait for.
+    assert_eq!(scheduler(false).write_floor(0), 0);
+}
+
 /// Reads `outbox` as the node does: pages of [`PAGE`] after the cursor.
 fn read_pass(
     schedule: &mut OutboxSchedule<u64>,
