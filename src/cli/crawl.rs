@@ -43,6 +43,27 @@ pub struct RunMode {
     pub reseed: bool,
 }
 
+/// With `[cluster] state_url`, checks before anything opens that the
+/// state store refuses a second create of one key (its manifests are the
+/// fence between owners): a store that overwrites is refused with a clear
+/// error rather than let two nodes crawl one host.
+async fn probe_state_store(config: &Config) -> anyhow::Result<()> {
+    let c = &config.cluster;
+    if !c.enabled || c.state_url.is_empty() {
+        return Ok(());
+    }
+    let state = trawl::cluster::chain::StateStore::open(&c.state_url, &c.state_options)?;
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    state
+        .probe_fence(&c.node_id, nonce ^ u64::from(std::process::id()))
+        .await
+        .with_context(|| format!("checking [cluster] state_url {}", c.state_url))?;
+    tracing::info!(state_url = %c.state_url, "the state store refuses a second create: partition owners are fenced");
+    Ok(())
+}
+
 /// Starts a node on `config`, seeds it, and runs until it is idle (when
 /// `mode.until_idle`) or a SIGINT/SIGTERM arrives; then shuts down
 /// gracefully.
@@ -61,6 +82,7 @@ pub async fn crawl(
         true => Some(trawl::admin::Access::from_config(&config.admin)?),
         false => None,
     };
+    probe_state_store(&config).await?;
     let metrics = Arc::new(Metrics::for_node(config.node_id()));
     let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
     let admin = if let Some(access) = access {

@@ -80,6 +80,11 @@ pub enum ChainError {
     /// A restore's target directory holds files already.
     #[error("restoring into {path}: the directory is not empty")]
     NotEmpty { path: PathBuf },
+    /// The store does not refuse a second create of one key, so
+    /// manifests cannot fence owners: two nodes could both publish a
+    /// partition's next manifest, and both crawl its hosts.
+    #[error("the state store at {key} {what}: it does not honour create-only puts (S3 If-None-Match: *), so it cannot fence partition owners; use a store that does (for S3, one with conditional writes; object_store's aws_conditional_put option for S3-compatible ones)")]
+    NoFence { key: String, what: &'static str },
 }
 
 /// What a [`StateStore::restore`] did.
@@ -204,6 +209,53 @@ impl StateStore {
                     Err(e) => Err(e),
                 }
             }
+            Err(source) => Err(store_error(&key, source)),
+        }
+    }
+
+    /// Checks, before a node relies on it, that the store refuses a
+    /// second create-only put of one key: the fence every manifest is.
+    /// Writes a probe object under `probes/` (named after `node` and
+    /// `nonce`, so nodes starting together do not meet), creates it again,
+    /// and removes it. A store that overwrote it, or cannot create
+    /// conditionally, is [`ChainError::NoFence`]: with it, two owners
+    /// would each believe they published the same manifest number.
+    pub async fn probe_fence(&self, node: &str, nonce: u64) -> Result<(), ChainError> {
+        let key = self
+            .prefix
+            .clone()
+            .join("probes")
+            .join(format!("{node}-{nonce:016x}"));
+        let create = || PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        let no_fence = |what| ChainError::NoFence {
+            key: key.to_string(),
+            what,
+        };
+        let first = self
+            .store
+            .put_opts(&key, PutPayload::from_static(b"first"), create())
+            .await;
+        match first {
+            Ok(_) => {}
+            Err(
+                object_store::Error::NotImplemented { .. }
+                | object_store::Error::NotSupported { .. },
+            ) => return Err(no_fence("cannot create an object only if it is absent")),
+            Err(source) => return Err(store_error(&key, source)),
+        }
+        let second = self
+            .store
+            .put_opts(&key, PutPayload::from_static(b"second"), create())
+            .await;
+        // Removed whatever the answer: a probe left behind is harmless
+        // (nothing reads `probes/`), so a failed delete is not an error.
+        let _ = self.store.delete(&key).await;
+        match second {
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+            Ok(_) => Err(no_fence("overwrote an object a create-only put had made")),
             Err(source) => Err(store_error(&key, source)),
         }
     }
@@ -520,6 +572,104 @@ mod tests {
 
     fn memory() -> StateStore {
         StateStore::new(Arc::new(InMemory::new()), Key::from("state"))
+    }
+
+    /// A store that ignores create-only puts and overwrites (as some
+    /// S3-compatible stores do without their conditional-write option).
+    #[derive(Debug)]
+    struct Overwriting(InMemory);
+
+    impl std::fmt::Display for Overwriting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "Overwriting({})", self.0)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for Overwriting {
+        async fn put_opts(
+            &self,
+            location: &Key,
+            payload: PutPayload,
+            _: PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.0
+                .put_opts(location, payload, PutOptions::default())
+                .await
+        }
+
+        async fn put_multipart_opts(
+            &self,
+            location: &Key,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.0.put_multipart_opts(location, opts).await
+        }
+
+        async fn get_opts(
+            &self,
+            location: &Key,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.0.get_opts(location, options).await
+        }
+
+        fn delete_stream(
+            &self,
+            locations: futures_util::stream::BoxStream<'static, object_store::Result<Key>>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<Key>> {
+            self.0.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&Key>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.0.list(prefix)
+        }
+
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&Key>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.0.list_with_delimiter(prefix).await
+        }
+
+        async fn copy_opts(
+            &self,
+            from: &Key,
+            to: &Key,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.0.copy_opts(from, to, options).await
+        }
+    }
+
+    #[tokio::test]
+    async fn the_fence_probe_passes_a_store_that_refuses_a_second_create_and_leaves_nothing() {
+        let inner = Arc::new(InMemory::new());
+        let state = StateStore::new(inner.clone(), Key::from("state"));
+        state.probe_fence("n1", 7).await.unwrap();
+        let left: Vec<_> = inner.list(None).try_collect().await.unwrap();
+        assert!(left.is_empty(), "the probe is removed: {left:?}");
+    }
+
+    #[tokio::test]
+    async fn the_fence_probe_refuses_a_store_that_overwrites() {
+        let store = Arc::new(Overwriting(InMemory::new()));
+        let state = StateStore::new(store, Key::from("state"));
+        let err = state.probe_fence("n1", 7).await.unwrap_err();
+        assert!(matches!(err, ChainError::NoFence { .. }), "{err:?}");
+        assert!(err.to_string().contains("cannot fence"), "{err}");
+        // And such a store would let two owners publish one number.
+        let m = manifest(1, "n1", 1, Vec::new());
+        state.create(&m).await.unwrap();
+        let rival = manifest(1, "n2", 2, Vec::new());
+        assert!(
+            state.create(&rival).await.is_ok(),
+            "no fence without the probe"
+        );
     }
 
     fn manifest(number: u64, node: &str, epoch: u64, files: Vec<FileRef>) -> Manifest {
