@@ -549,7 +549,7 @@ impl Node {
         let settings = OwnershipSettings {
             node: c.node_id.clone(),
             partitions: config.storage.partitions,
-            lease: config.lease_settings(),
+            lease: crate::cluster::lease::LeaseSettings::of(config),
             data_dir: config.storage.data_dir.clone(),
             state: Arc::new(state),
             clock,

@@ -106,6 +106,19 @@ impl LeaseSettings {
 }
 
 impl LeaseSettings {
+    /// The timing of a node running `config`: `[cluster] lease` and
+    /// `checkpoint_interval`, `[fetch] timeout`, retries at a quarter of
+    /// the checkpoint interval (100 ms at least).
+    pub fn of(config: &crate::config::Config) -> Self {
+        let every = config.cluster.checkpoint_interval;
+        LeaseSettings {
+            lease: config.cluster.lease,
+            checkpoint_every: every,
+            request_timeout: config.fetch.timeout,
+            retry: (every / 4).max(Duration::from_millis(100)),
+        }
+    }
+
     /// Checks the settings' relations.
     pub fn validate(&self) -> Result<(), String> {
         if self.lease.is_zero() || self.checkpoint_every.is_zero() || self.retry.is_zero() {
