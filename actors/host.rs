@@ -180,14 +180,15 @@ impl HostActor {
         // runtime's (the fetcher's timers run on it).
         let now = self.clock.now();
         let left = request.deadline.saturating_duration_since(now.at);
+        let released = std::time::Instant::now();
         // Dropped with this future, so with the actor if it dies.
         let asker = Arc::new(());
         let fetch = self.links.pipeline.fetch.send(Fetch {
             url: request.url,
             validators: request.validators,
             asker: Arc::downgrade(&asker),
-            released: std::time::Instant::now(),
-            deadline: std::time::Instant::now() + left,
+            released,
+            deadline: released + left,
             page: request.page,
             lease,
         });

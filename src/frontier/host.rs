@@ -1080,12 +1080,16 @@ impl HostMachine {
     ) -> (Instant, Duration) {
         match result {
             Ok(response) => (now.at, response.elapsed),
-            Err(err) if err.may_have_reached_server() => {
-                let until = flight.deadline.max(now.at);
-                (until, until.saturating_duration_since(flight.sent))
-            }
+            Err(err) if err.may_have_reached_server() => Self::to_deadline(flight, now),
             Err(_) => (now.at, Duration::ZERO),
         }
+    }
+
+    /// An abandoned `flight` occupies its host until its deadline (or
+    /// `now`, if later), having taken from its start to then.
+    fn to_deadline(flight: &InFlight, now: Now) -> (Instant, Duration) {
+        let until = flight.deadline.max(now.at);
+        (until, until.saturating_duration_since(flight.sent))
     }
 
     /// Completes the entry at `source` without fetching it.
@@ -1236,10 +1240,7 @@ impl HostMachine {
     ) -> Vec<Effect> {
         if let Some(flight) = self.in_flight.remove(&id) {
             let (until, took) = match sent {
-                true => {
-                    let until = flight.deadline.max(now.at);
-                    (until, until.saturating_duration_since(flight.sent))
-                }
+                true => Self::to_deadline(&flight, now),
                 false => (now.at, Duration::ZERO),
             };
             let ended = Ended {

@@ -729,6 +729,17 @@ fn a_lost_answer_is_not_the_hosts_failure_but_owes_the_ordinary_delay() {
     assert_eq!(wake_at(&fx), Some(now.at + backoff));
 }
 
+/// The host's next life, from its saved `state`, at `clock`'s now.
+fn revive(state: HostState, clock: &ManualClock) -> HostMachine {
+    HostMachine::new(
+        HOST.into(),
+        Arc::new(settings()),
+        Arc::new(Metrics::new()),
+        state,
+        clock.now(),
+    )
+}
+
 #[test]
 fn an_idle_host_passivates_for_good_and_a_restored_one_keeps_its_schedule() {
     let mut h = Harness::new(passivating(secs(30)));
@@ -746,13 +757,7 @@ fn an_idle_host_passivates_for_good_and_a_restored_one_keeps_its_schedule() {
     // its robots.txt (no refetch).
     let clock = h.clock.clone();
     clock.advance(secs(1));
-    let mut revived = HostMachine::new(
-        HOST.into(),
-        Arc::new(settings()),
-        Arc::new(Metrics::new()),
-        state,
-        clock.now(),
-    );
+    let mut revived = revive(state, &clock);
     h.q.push("http://a.test/2", Priority::SEED);
     let fx = revived.wake(u8::MAX, &h.q, clock.now());
     assert!(fetches(&fx).is_empty());
@@ -1348,13 +1353,7 @@ fn a_host_opened_with_a_hold_waits_for_its_deadline_and_the_delay_whatever_opene
     assert_eq!(state.hold, Some(hold));
     let clock = h.clock.clone();
     clock.advance(secs(3));
-    let mut revived = HostMachine::new(
-        HOST.into(),
-        Arc::new(settings()),
-        Arc::new(Metrics::new()),
-        state,
-        clock.now(),
-    );
+    let mut revived = revive(state, &clock);
     let fx = revived.wake(u8::MAX, &h.q, clock.now());
     assert!(fetches(&fx).is_empty(), "held: {fx:?}");
     let at = wake_at(&fx).expect("a timer");
