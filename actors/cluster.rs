@@ -10,6 +10,11 @@
 //! node holds is published. The periodic pass retries partitions whose
 //! store the previous owner still holds open: the store's lock, not
 //! gossip, says who owns a partition.
+//!
+//! Every gossip round it also counts the live peers
+//! (`src/cluster/hearing.rs`): a node given peers that hears none for a
+//! few rounds says it is alone, once, and the node learns it with the
+//! next assignment.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,8 +23,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::messages::{ClusterIdle, Hold, LocalWork, SetPeers};
+use super::messages::{ClusterIdle, Hold, Holding, LocalWork, SetPeers};
 use crate::cluster::assign::Assignment;
+use crate::cluster::hearing::{Hearing, HearingChange};
 use crate::cluster::idle::{IdleDetector, MemberWork};
 use crate::cluster::membership::{Members, Membership, MembershipConfig, NodeInfo};
 
@@ -43,8 +49,11 @@ pub struct ClusterSettings {
     pub partitions: u16,
     /// Where this node's admin API listens, if it serves one.
     pub admin_addr: Option<SocketAddr>,
-    /// The node's injected clock (idle detection's settle time).
+    /// The node's injected clock (idle detection's settle time, how long
+    /// no peer was heard).
     pub clock: crate::clock::SharedClock,
+    /// Where the peers heard are shown.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The actor.
@@ -57,12 +66,14 @@ pub struct ClusterActor {
     idle: IdleDetector,
     bridge: Recipient<SetPeers>,
     membership: Option<Arc<Membership>>,
-    /// The partitions the node said it holds, as last published.
-    held: Vec<u16>,
+    /// The partitions the node said it holds and shuns, as last published.
+    holding: Holding,
     /// A reconcile is under way (its answer not yet back).
     reconciling: bool,
     /// The first gossip rounds after joining are over: assignments count.
     joined: bool,
+    /// Whether peers are heard.
+    hearing: Hearing,
 }
 
 /// The membership changed.
@@ -86,6 +97,11 @@ impl ClusterActor {
     ) -> Addr<ClusterActor> {
         let settle = settings.membership.gossip_interval * IDLE_SETTLE_ROUNDS;
         let idle = IdleDetector::new(settings.partitions, settle);
+        let hearing = Hearing::new(
+            expects_peers(&settings.membership),
+            Hearing::patience(settings.membership.gossip_interval),
+            settings.clock.now().at,
+        );
         ClusterActor::start_in_arbiter(arbiter, move |_| ClusterActor {
             settings,
             node,
@@ -97,16 +113,55 @@ impl ClusterActor {
             idle,
             bridge,
             membership: None,
-            held: Vec::new(),
+            holding: Holding::default(),
             reconciling: false,
             joined: false,
+            hearing,
         })
+    }
+
+    /// Counts the live peers; says when the node becomes alone, or hears
+    /// a peer again.
+    fn listen(&mut self) {
+        let Some(m) = &self.membership else {
+            return;
+        };
+        let me = self.settings.membership.node_id.as_str();
+        let live = m
+            .snapshot()
+            .live_ids()
+            .iter()
+            .filter(|id| **id != me)
+            .count();
+        let metrics = &self.settings.metrics;
+        metrics.cluster_live_peers.set(live as i64);
+        match self.hearing.observe(self.settings.clock.now().at, live) {
+            Some(HearingChange::Alone {
+                quiet,
+                heard_before,
+            }) => {
+                metrics.cluster_alone.set(1);
+                tracing::warn!(
+                    quiet_s = quiet.as_secs(),
+                    peers = ?self.settings.membership.seeds,
+                    gossip = %self.settings.membership.gossip_addr,
+                    heard_before,
+                    "no peer heard: gossip has not formed (or has broken); check that every node reaches the others' gossip port over UDP. This node crawls only the partitions it holds, and creates no partition store (without state_url) until a peer is heard"
+                );
+            }
+            Some(HearingChange::Together { live_peers }) => {
+                metrics.cluster_alone.set(0);
+                tracing::info!(live_peers, "peers heard again: the cluster has formed");
+            }
+            None => {}
+        }
     }
 
     fn info(&self, ready: bool) -> NodeInfo {
         NodeInfo {
             bridge_addr: self.settings.bridge_addr,
-            partitions: self.held.clone(),
+            partitions: self.holding.held.clone(),
+            shunned: self.holding.shunned.clone(),
             ready,
             idle: self.work.idle,
             activity: self.work.activity,
@@ -161,7 +216,19 @@ impl ClusterActor {
             .filter_map(|m| Some((m.node_id.clone(), m.info.as_ref()?.bridge_addr)))
             .collect();
         self.bridge.do_send(SetPeers { peers });
-        let assignment = Arc::new(Assignment::compute(self.settings.partitions, &live));
+        // What each live member will not take goes to the next member.
+        let shuns = members
+            .as_slice()
+            .iter()
+            .filter(|m| m.live)
+            .filter_map(|m| Some((m.node_id.clone(), m.info.as_ref()?)))
+            .map(|(node, info)| (node, info.shunned.iter().copied().collect()))
+            .collect();
+        let assignment = Arc::new(Assignment::compute_avoiding(
+            self.settings.partitions,
+            &live,
+            &shuns,
+        ));
         // Who holds what, as each live member last published it.
         let holders = members
             .as_slice()
@@ -174,21 +241,31 @@ impl ClusterActor {
             assignment,
             node: self.settings.membership.node_id.clone(),
             holders,
+            hearing: self.hearing.view(self.settings.clock.now().at),
+            may_create_stores: self.hearing.may_create_stores(),
         });
         self.reconciling = true;
         ctx.spawn(hold.into_actor(self).map(|held, act, _| {
             act.reconciling = false;
-            if let Ok(held) = held {
-                if held != act.held {
-                    tracing::info!(partitions = held.len(), "holding partitions");
-                    act.held = held;
+            if let Ok(holding) = held {
+                if holding.held != act.holding.held {
+                    tracing::info!(partitions = holding.held.len(), "holding partitions");
                 }
+                act.holding = holding;
                 if let Some(m) = &act.membership {
                     m.publish(act.info(true));
                 }
             }
         }));
     }
+}
+
+/// Whether a node is given peers to join through (its own address listed
+/// among them does not count): the first node of a cluster is not, and
+/// expects to be alone until others join.
+fn expects_peers(config: &MembershipConfig) -> bool {
+    let own = config.gossip_addr.to_string();
+    config.seeds.iter().any(|peer| *peer != own)
 }
 
 impl Actor for ClusterActor {
@@ -218,7 +295,9 @@ impl Actor for ClusterActor {
                 // Nodes started together first hear of each other: a
                 // node that took every partition at once would hand most
                 // of them back a moment later.
-                let first = act.settings.membership.gossip_interval * JOIN_ROUNDS;
+                let round = act.settings.membership.gossip_interval;
+                ctx.run_interval(round, |act, _| act.listen());
+                let first = round * JOIN_ROUNDS;
                 ctx.run_later(first, |act, ctx| {
                     act.joined = true;
                     ctx.run_interval(RECONCILE_EVERY, |act, ctx| {
@@ -289,6 +368,11 @@ impl Handler<super::messages::GetMembers> for ClusterActor {
                     ready: m.info.as_ref().is_some_and(|i| i.ready),
                     admin: m.info.as_ref().and_then(|i| i.admin),
                     idle: m.info.as_ref().is_some_and(|i| i.idle),
+                    shunned: m
+                        .info
+                        .as_ref()
+                        .map(|i| i.shunned.clone())
+                        .unwrap_or_default(),
                 })
                 .collect(),
         )

@@ -252,12 +252,36 @@ pub struct AdmitMarked {
 }
 
 /// Makes a checkpoint of the partition's store in `dir` (which must not
-/// exist): its files, and the write watermark it covers.
+/// exist), unless nothing was written since the store's sequence number
+/// was `unless_at`.
 #[derive(Debug, Message)]
-#[rtype(result = "Result<(Vec<crate::store::CheckpointFile>, u64), Failure>")]
+#[rtype(result = "Result<Checkpointed, Failure>")]
 pub struct TakeCheckpoint {
     /// Where (on the store's filesystem: SSTs are hard-linked).
     pub dir: std::path::PathBuf,
+    /// The store's sequence number before the checkpoint the chain holds
+    /// (`None`: make one whatever was written).
+    pub unless_at: Option<u64>,
+}
+
+/// What came of a [`TakeCheckpoint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkpointed {
+    /// A checkpoint was made.
+    Made {
+        /// Its files.
+        files: Vec<crate::store::CheckpointFile>,
+        /// The write watermark it covers.
+        covers: u64,
+        /// The store's sequence number before it was made.
+        sequence: u64,
+    },
+    /// Nothing was written since `unless_at`: no checkpoint made (an idle
+    /// partition renews its lease with the files the chain has).
+    Unchanged {
+        /// The write watermark, as the last checkpoint's.
+        covers: u64,
+    },
 }
 
 /// A queue entry is finished: record its outcome and dequeue it, with the
@@ -773,9 +797,9 @@ pub struct RemoteAdmit {
 /// (sent by the ClusterActor on every membership change and once a
 /// second). The node opens those it does not hold yet (a store its
 /// previous owner still holds open is tried again next time) and releases
-/// the others. Replies with the partitions it holds now.
+/// the others. Replies with what it holds now, and what it shuns.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Vec<u16>")]
+#[rtype(result = "Holding")]
 pub struct Hold {
     /// Every partition's owner.
     pub assignment: std::sync::Arc<crate::cluster::assign::Assignment>,
@@ -785,7 +809,31 @@ pub struct Hold {
     /// state_url`, a node does not create a store for a partition another
     /// node held: its state is on that node's disk).
     pub holders: std::collections::BTreeMap<u16, String>,
+    /// Whether this node hears its peers (`src/cluster/hearing.rs`).
+    pub hearing: crate::cluster::hearing::HearingView,
+    /// Without `state_url`: whether a store may be created for a
+    /// partition with no state on this disk (a peer has been heard, or
+    /// none is expected).
+    pub may_create_stores: bool,
 }
+
+/// What a node holds and will not take, as it publishes in gossip (the
+/// answer to [`Hold`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holding {
+    /// The partitions it holds now.
+    pub held: Vec<u16>,
+    /// The partitions it will not take for now (with `state_url`: a take
+    /// that could not open, a head it cannot read, checkpoints that kept
+    /// failing); the assignment passes them to other nodes.
+    pub shunned: Vec<u16>,
+}
+
+/// The partitions the OwnershipActor shuns now, sent to the node when
+/// they change (it answers [`Hold`] with them).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct Shunned(pub Vec<u16>);
 
 // --------------------------------------------------------------- Ownership
 //
@@ -829,14 +877,16 @@ pub struct TakePartition {
     pub lease: std::sync::Arc<crate::cluster::gate::LeaseGate>,
 }
 
-/// Makes a checkpoint of a held partition in `dir`.
+/// Makes a checkpoint of a held partition in `dir` ([`TakeCheckpoint`]).
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(Vec<crate::store::CheckpointFile>, u64), Failure>")]
+#[rtype(result = "Result<Checkpointed, Failure>")]
 pub struct CheckpointPartition {
     /// The partition.
     pub id: u16,
     /// Where.
     pub dir: std::path::PathBuf,
+    /// See [`TakeCheckpoint::unless_at`].
+    pub unless_at: Option<u64>,
 }
 
 /// Stops dispatching a held partition's hosts and waits for their requests
@@ -923,6 +973,9 @@ pub struct MemberView {
     pub admin: Option<std::net::SocketAddr>,
     /// Nothing to do there.
     pub idle: bool,
+    /// The partitions it will not take for now (could not open, read or
+    /// checkpoint them): assigned to the next node instead.
+    pub shunned: Vec<u16>,
 }
 
 /// Asks the Bridge for its [`BridgeStatus`].

@@ -43,8 +43,8 @@ use super::fetcher::FetcherPool;
 use super::messages::{
     Admission, AdmitBatch, ArchiveOpened, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive,
     CloseConnections, ClusterIdle, DigestQuery, Discover, Drain, Failure, FinishUploads,
-    GetPartitionSnapshot, Hold, LocalWork, PipelineLinks, RemoteAdmit, RemoteDigest, Reroute,
-    SendBatch, SendDigest, UrlOutcome,
+    GetPartitionSnapshot, Hold, Holding, LocalWork, PipelineLinks, RemoteAdmit, RemoteDigest,
+    Reroute, SendBatch, SendDigest, UrlOutcome,
 };
 use super::ownership::{NodeOrders, OwnershipActor, OwnershipSettings};
 use super::parser::ParserPool;
@@ -207,6 +207,13 @@ struct ClusterLinks {
     assigned_waiters: Vec<oneshot::Sender<()>>,
     /// With `[cluster] state_url`: the partitions' leases.
     ownership: Option<Ownership>,
+    /// Whether peers are heard, as of the last assignment.
+    hearing: crate::cluster::hearing::HearingView,
+    /// Without `state_url`: stores may be created (a peer was heard, or
+    /// none is expected), as of the last assignment.
+    may_create_stores: bool,
+    /// The partitions the leases shun now (published in gossip).
+    shunned: Vec<u16>,
     /// The controller's thread (gossip never waits behind the node's).
     _arbiter: Arbiter,
 }
@@ -517,6 +524,7 @@ impl Node {
                     .then(|| config.admin.listen.parse().ok())
                     .flatten(),
                 clock: clock.clone(),
+                metrics: metrics.clone(),
             },
             node.clone().recipient(),
             node.clone().recipient(),
@@ -530,6 +538,9 @@ impl Node {
             assignment: Arc::new(Assignment::compute(config.storage.partitions, &[])),
             assigned_waiters: Vec::new(),
             ownership,
+            hearing: Default::default(),
+            may_create_stores: false,
+            shunned: Vec::new(),
             _arbiter: arbiter,
         })
     }
@@ -563,7 +574,8 @@ impl Node {
             drain: node.clone().recipient(),
             stop: node.clone().recipient(),
             durable: node.clone().recipient(),
-            seal: config.upload.enabled.then(|| node.recipient()),
+            seal: config.upload.enabled.then(|| node.clone().recipient()),
+            shunned: node.recipient(),
         };
         if !config.upload.enabled {
             tracing::warn!("[cluster] state_url without [upload]: WARC records stay on this node's disk, and a lost disk loses them (the frontier it does not)");
@@ -877,16 +889,18 @@ impl Handler<Hold> for Node {
 
     fn handle(&mut self, msg: Hold, ctx: &mut Self::Context) -> Self::Result {
         if self.shutting_down {
-            return MessageResult(self.held_ids());
+            return MessageResult(self.holding());
         }
         if let Some(c) = &mut self.cluster {
+            c.hearing = msg.hearing;
+            c.may_create_stores = msg.may_create_stores;
             if let Some(o) = &c.ownership {
                 // The chains decide; gossip only advises.
                 let wanted = msg.assignment.held_by(&msg.node);
                 o.addr.do_send(super::messages::Advice { wanted });
                 c.assignment = msg.assignment;
                 self.wake_assigned_waiters();
-                return MessageResult(self.held_ids());
+                return MessageResult(self.holding());
             }
         }
         let (take, release) = msg
@@ -894,7 +908,7 @@ impl Handler<Hold> for Node {
             .changes_for(&msg.node, |p| self.schedule.held(p).is_some());
         self.learn_holders(&msg.holders);
         for id in take {
-            if !self.may_open(id, &msg.node) {
+            if !self.may_open(id, &msg.node, msg.may_create_stores) {
                 continue;
             }
             match self.open_partition(id, &msg.node) {
@@ -910,15 +924,10 @@ impl Handler<Hold> for Node {
             self.release_partition(id, ctx);
         }
         if let Some(c) = &mut self.cluster {
-            let complete = msg.assignment.is_complete();
             c.assignment = msg.assignment;
-            if complete {
-                for waiter in c.assigned_waiters.drain(..) {
-                    let _ = waiter.send(());
-                }
-            }
         }
-        MessageResult(self.held_ids())
+        self.wake_assigned_waiters();
+        MessageResult(self.holding())
     }
 }
 
@@ -936,10 +945,19 @@ impl Node {
     /// Whether partition `id` may be opened here (the scheduler's
     /// [`NodeScheduler::may_open`]); says once per partition which ones
     /// it wants and cannot take.
-    fn may_open(&mut self, id: u16, me: &str) -> bool {
+    fn may_open(&mut self, id: u16, me: &str, may_create: bool) -> bool {
         let on_disk = PartitionStore::dir(&self.data_dir, id).exists();
-        match self.schedule.may_open(id, me, on_disk) {
+        match self.schedule.may_open(id, me, on_disk, may_create) {
             MayOpen::Yes => true,
+            MayOpen::Unheard { first } => {
+                if first {
+                    tracing::warn!(
+                        partition = id,
+                        "partition assigned here has no state on this disk and no peer has been heard: a peer this node cannot hear may hold it, so it waits for gossip to form (set [cluster] state_url for partitions fenced by their chain)"
+                    );
+                }
+                false
+            }
             MayOpen::Wait { holder, first } => {
                 if first {
                     tracing::warn!(
@@ -950,6 +968,18 @@ impl Node {
                 }
                 false
             }
+        }
+    }
+
+    /// What this node holds and shuns, as gossip publishes it.
+    fn holding(&self) -> Holding {
+        Holding {
+            held: self.held_ids(),
+            shunned: self
+                .cluster
+                .as_ref()
+                .map(|c| c.shunned.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -1099,15 +1129,28 @@ impl Node {
         })
     }
 
-    /// With a checkpoint chain, whether this node holds every partition
-    /// gossip assigns it (seeds are offered then: those of its own
-    /// partitions are admitted here, the others wait in their outboxes);
-    /// without one, always.
+    /// Whether this node may offer seeds: it holds every partition gossip
+    /// assigns it (with a checkpoint chain; without one, it creates any
+    /// store it needs), or, when it cannot expect to hold its assignment,
+    /// any partition at all. It cannot when it is alone with a chain (its
+    /// lonely assignment gives it partitions peers it cannot hear hold)
+    /// or, without one, has heard no peer (it creates no store then, see
+    /// `src/cluster/hearing.rs`): it crawls what it has, and the seeds of
+    /// partitions it lacks wait in a held partition's outbox until gossip
+    /// forms.
     fn owns_its_assignment(&self) -> bool {
         let Some(c) = &self.cluster else {
             return true;
         };
-        c.ownership.is_none() || self.schedule.holds_all(&c.assignment.held_by(&c.node_id))
+        let lonely = match c.ownership {
+            Some(_) => c.hearing.alone,
+            None => !c.may_create_stores,
+        };
+        if c.ownership.is_none() && !lonely {
+            return true;
+        }
+        self.schedule.holds_all(&c.assignment.held_by(&c.node_id))
+            || (lonely && !self.held_ids().is_empty())
     }
 
     /// Answers [`WhenAssigned`] once every partition has an owner (and,
@@ -1169,6 +1212,16 @@ impl Handler<AwaitDurable> for Node {
     }
 }
 
+impl Handler<super::messages::Shunned> for Node {
+    type Result = ();
+
+    fn handle(&mut self, msg: super::messages::Shunned, _: &mut Self::Context) {
+        if let Some(c) = &mut self.cluster {
+            c.shunned = msg.0;
+        }
+    }
+}
+
 impl Handler<super::messages::DurableUpTo> for Node {
     type Result = ();
 
@@ -1215,7 +1268,7 @@ impl Handler<super::messages::TakePartition> for Node {
 }
 
 impl Handler<super::messages::CheckpointPartition> for Node {
-    type Result = ResponseFuture<Result<(Vec<crate::store::CheckpointFile>, u64), Failure>>;
+    type Result = ResponseFuture<Result<super::messages::Checkpointed, Failure>>;
 
     fn handle(
         &mut self,
@@ -1226,9 +1279,10 @@ impl Handler<super::messages::CheckpointPartition> for Node {
             let reason = format!("partition {} is not open here", msg.id);
             return Box::pin(async move { Err(Failure::Peer(reason)) });
         };
-        let take = held
-            .addr
-            .send(super::messages::TakeCheckpoint { dir: msg.dir });
+        let take = held.addr.send(super::messages::TakeCheckpoint {
+            dir: msg.dir,
+            unless_at: msg.unless_at,
+        });
         Box::pin(async move { take.await? })
     }
 }

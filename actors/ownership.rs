@@ -27,14 +27,14 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::messages::{
-    Advice, CheckpointPartition, DrainPartition, DurableUpTo, ReleaseAll, SealRecords,
-    StopPartition, TakePartition,
+    Advice, CheckpointPartition, Checkpointed, DrainPartition, DurableUpTo, ReleaseAll,
+    SealRecords, Shunned, StopPartition, TakePartition,
 };
 use crate::clock::SharedClock;
 use crate::cluster::chain::{ChainError, StateStore};
 use crate::cluster::gate::LeaseGate;
 use crate::cluster::lease::{
-    Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, StopReason,
+    Draft, DraftKind, Effect, HeadView, LeaseSettings, PartitionLease, Published, StopReason,
 };
 use crate::cluster::manifest::{FileRef, Manifest, MANIFEST_VERSION};
 use crate::store::PartitionStore;
@@ -45,6 +45,13 @@ const STATE_CACHE: &str = "state-cache";
 
 /// How often the leases' timers are looked at.
 const TICK: Duration = Duration::from_millis(100);
+
+/// An owner collects its partition's chain (`StateStore::collect`) after
+/// this many of its checkpoints or renewals: objects stay bounded (about
+/// the head's files and [`crate::cluster::chain::KEEP_MANIFESTS`]
+/// manifests, plus what this many publications add), at one listing per
+/// this many publications.
+const COLLECT_EVERY: u32 = 12;
 
 /// What the actor needs.
 pub struct OwnershipSettings {
@@ -84,6 +91,22 @@ pub struct NodeOrders {
     pub durable: Recipient<DurableUpTo>,
     /// Put the archive's records in object storage (with `[upload]`).
     pub seal: Option<Recipient<SealRecords>>,
+    /// The partitions shunned here, when they change (gossip publishes
+    /// them, and the assignment passes them to other nodes).
+    pub shunned: Recipient<Shunned>,
+}
+
+/// What a checkpoint asked for became, uploaded.
+enum CheckpointDone {
+    /// Made and uploaded: its files, the watermark it covers, the store's
+    /// sequence number before it.
+    Made {
+        refs: Vec<FileRef>,
+        covers: u64,
+        sequence: u64,
+    },
+    /// Nothing written since the chain's checkpoint: none made.
+    Unchanged { covers: u64 },
 }
 
 /// One partition's side of the actor.
@@ -92,8 +115,13 @@ struct Chain {
     /// The last manifest read or published: the files a claim or a renewal
     /// names again, and what an upload descends from.
     head: Option<Manifest>,
-    /// The files of the checkpoint uploaded for manifest `.0`.
-    uploaded: Option<(u64, Vec<FileRef>)>,
+    /// The files of the checkpoint uploaded for manifest `.0`, and the
+    /// store's sequence number before it was made.
+    uploaded: Option<(u64, Vec<FileRef>, u64)>,
+    /// The store's sequence number before the checkpoint whose files the
+    /// chain's head names, if this life made it: the next checkpoint is
+    /// skipped while the store's number has not moved.
+    published_sequence: Option<u64>,
     /// The owner this node was last said to wait on (logged once).
     waiting_on: Option<String>,
     /// Counts the partition's stops. A take whose restore was still
@@ -108,6 +136,10 @@ struct Chain {
     /// The lease's end as the partition's requests see it, moved after
     /// every event of the lease.
     gate: Arc<LeaseGate>,
+    /// Publications since the chain was last collected.
+    since_collected: u32,
+    /// A collection is under way.
+    collecting: bool,
 }
 
 /// The actor.
@@ -123,6 +155,8 @@ pub struct OwnershipActor {
     seal_next: Vec<tokio::sync::oneshot::Sender<bool>>,
     /// Its answer: when to give up, and how many were held.
     release_waiter: Option<(tokio::sync::oneshot::Sender<usize>, Instant, usize)>,
+    /// The partitions last reported shunned to the node.
+    shunned: Vec<u16>,
 }
 
 impl OwnershipActor {
@@ -135,10 +169,13 @@ impl OwnershipActor {
                     .staggered(p, settings.partitions),
                 head: None,
                 uploaded: None,
+                published_sequence: None,
                 waiting_on: None,
                 stops: 0,
                 taking: Arc::default(),
                 gate: Arc::new(LeaseGate::new(settings.clock.clone())),
+                since_collected: 0,
+                collecting: false,
             })
             .collect();
         OwnershipActor {
@@ -149,6 +186,7 @@ impl OwnershipActor {
             seal_running: false,
             seal_next: Vec::new(),
             release_waiter: None,
+            shunned: Vec::new(),
         }
     }
 
@@ -167,6 +205,21 @@ impl OwnershipActor {
             self.effects(p as u16, ctx);
         }
         self.answer_release(now);
+        self.report_shunned(now);
+    }
+
+    /// Tells the node which partitions are shunned here, when that changed
+    /// (a shun is taken on a failure and ends with its backoff).
+    fn report_shunned(&mut self, now: Instant) {
+        let shunned: Vec<u16> = (0..self.chains.len() as u16)
+            .filter(|&p| self.chains[usize::from(p)].lease.shunned(now))
+            .collect();
+        if shunned != self.shunned {
+            let count = shunned.len() as i64;
+            self.settings.metrics.partitions_shunned.set(count);
+            self.orders.shunned.do_send(Shunned(shunned.clone()));
+            self.shunned = shunned;
+        }
     }
 
     /// Carries out what partition `p`'s lease asks (it was just told
@@ -196,8 +249,16 @@ impl OwnershipActor {
                     self.orders.durable.do_send(DurableUpTo { id: p, covers });
                 }
                 Effect::Drain => self.drain(p, ctx),
+                Effect::GaveUp { wait } => {
+                    tracing::error!(
+                        partition = p,
+                        wait_s = wait.as_secs_f64(),
+                        "no checkpoint of the partition could be made for a lease (disk full? uploads failing?): handing it back so another node crawls it, and not taking it here again for a while"
+                    );
+                }
                 Effect::Stop { reason } => {
                     self.chains[usize::from(p)].stops += 1;
+                    self.chains[usize::from(p)].published_sequence = None;
                     match reason {
                         StopReason::Released => {
                             tracing::info!(partition = p, "partition handed back")
@@ -248,6 +309,15 @@ impl OwnershipActor {
                     chain.lease.on_head(now, Ok(view));
                     act.say_waiting(p);
                 }
+                Err(err @ (ChainError::Manifest { .. } | ChainError::Invalid { .. })) => {
+                    let wait = chain.lease.on_head_unreadable(now);
+                    tracing::error!(
+                        partition = p,
+                        error = %err,
+                        wait_s = wait.as_secs_f64(),
+                        "the partition's chain head cannot be read by this build (written by a newer trawl, or damaged): stepping aside so a node that reads it takes the partition"
+                    );
+                }
                 Err(err) => {
                     tracing::warn!(partition = p, error = %err, "cannot read the partition's chain");
                     chain.lease.on_head(now, Err(()));
@@ -285,7 +355,7 @@ impl OwnershipActor {
         let chain = &self.chains[usize::from(p)];
         let files = if draft.new_checkpoint {
             match &chain.uploaded {
-                Some((number, files)) if *number == draft.number => files.clone(),
+                Some((number, files, _)) if *number == draft.number => files.clone(),
                 _ => return None,
             }
         } else {
@@ -353,15 +423,58 @@ impl OwnershipActor {
                             tokio::task::spawn_blocking(move || {
                                 StateStore::prune_reuse(p, &files, &cache)
                             });
+                            // A checkpoint uploaded for this number: the
+                            // chain now holds what the store had then.
+                            if let Some((n, _, sequence)) = &chain.uploaded {
+                                if *n == number {
+                                    chain.published_sequence = Some(*sequence);
+                                }
+                            }
+                            let ongoing =
+                                matches!(kind, DraftKind::Checkpoint | DraftKind::Renewal);
+                            chain.since_collected += u32::from(ongoing);
                             chain.head = Some(manifest);
                         }
                         Published::Failed => act.settings.metrics.manifest_failures.inc(),
                         Published::Taken { .. } => {}
                     }
                     chain.lease.on_published(now, number, outcome);
+                    act.collect(p, ctx);
                     act.effects(p, ctx);
                 }),
         );
+    }
+
+    /// Deletes what no restore reads and no owner may still publish from
+    /// partition `p`'s chain, every [`COLLECT_EVERY`] publications of its
+    /// owner (this node), one collection at a time.
+    fn collect(&mut self, p: u16, ctx: &mut Context<Self>) {
+        let chain = &mut self.chains[usize::from(p)];
+        if chain.collecting || chain.since_collected < COLLECT_EVERY {
+            return;
+        }
+        let Some(latest) = chain.head.clone() else {
+            return;
+        };
+        chain.collecting = true;
+        chain.since_collected = 0;
+        let state = self.settings.state.clone();
+        let collect = async move { state.collect(&latest).await };
+        ctx.spawn(collect.into_actor(self).map(move |done, act, _| {
+            act.chains[usize::from(p)].collecting = false;
+            match done {
+                Ok(deleted) => {
+                    act.settings
+                        .metrics
+                        .chain_objects_deleted
+                        .inc_by(deleted as u64);
+                    tracing::debug!(partition = p, deleted, "chain collected");
+                }
+                Err(err) => {
+                    tracing::warn!(partition = p, error = %err, "cannot collect the partition's chain")
+                }
+            }
+        }));
     }
 
     /// Restores the partition from `from` into its directory and has the
@@ -374,6 +487,8 @@ impl OwnershipActor {
         hold_until: Instant,
         ctx: &mut Context<Self>,
     ) {
+        // A restored store: its sequence numbers say nothing of the chain.
+        self.chains[usize::from(p)].published_sequence = None;
         let now = self.settings.clock.now();
         let hold_until_ms = now.ms_at(hold_until);
         let covers = from.as_ref().map_or(0, |h| h.covers);
@@ -493,6 +608,7 @@ impl OwnershipActor {
             .epoch
             .unwrap_or(0);
         let previous = self.chains[usize::from(p)].head.clone();
+        let unless_at = self.chains[usize::from(p)].published_sequence;
         let state = self.settings.state.clone();
         let make = self.orders.checkpoint.clone();
         let metrics = self.settings.metrics.clone();
@@ -507,18 +623,31 @@ impl OwnershipActor {
             make.send(CheckpointPartition {
                 id: p,
                 dir: dir.clone(),
+                unless_at,
             })
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())
-            .map(|(files, covers)| (files, covers, dir))
+            .map(|made| (made, dir))
         };
         // The checkpoint covers pages completed before it; their records
         // go to object storage first, then the checkpoint's files.
         let work = made.into_actor(self).then(move |made, act, ctx| {
             let sealed = act.sealed(ctx);
             async move {
-                let (files, covers, dir) = made?;
+                let (files, covers, sequence, dir) = match made? {
+                    (Checkpointed::Unchanged { covers }, _) => {
+                        return Ok(CheckpointDone::Unchanged { covers })
+                    }
+                    (
+                        Checkpointed::Made {
+                            files,
+                            covers,
+                            sequence,
+                        },
+                        dir,
+                    ) => (files, covers, sequence, dir),
+                };
                 if !sealed.await {
                     return Err("the archive's records could not be uploaded in time".to_owned());
                 }
@@ -534,7 +663,11 @@ impl OwnershipActor {
                     Ok(())
                 })
                 .await?;
-                Ok::<_, String>((refs, covers))
+                Ok::<_, String>(CheckpointDone::Made {
+                    refs,
+                    covers,
+                    sequence,
+                })
             }
             .into_actor(act)
         });
@@ -542,9 +675,16 @@ impl OwnershipActor {
             let now = act.now();
             let chain = &mut act.chains[usize::from(p)];
             match done {
-                Ok((refs, covers)) => {
-                    chain.uploaded = Some((number, refs));
+                Ok(CheckpointDone::Made {
+                    refs,
+                    covers,
+                    sequence,
+                }) => {
+                    chain.uploaded = Some((number, refs, sequence));
                     chain.lease.on_checkpoint(now, Some(covers));
+                }
+                Ok(CheckpointDone::Unchanged { covers }) => {
+                    chain.lease.on_checkpoint_unchanged(now, covers);
                 }
                 Err(err) => {
                     tracing::warn!(partition = p, number, error = %err, "cannot make a checkpoint; renewing the lease with the last one");

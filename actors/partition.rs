@@ -28,9 +28,9 @@ mod operator;
 
 use super::host::HostActor;
 use super::messages::{
-    AdmitBatch, AdmitMarked, AdmitReply, Complete, Crash, CrashHost, DigestQuery, Drain, DrainHost,
-    Failure, GetPartitionSnapshot, HoldHost, HostIdle, HostLinks, PartitionSnapshot, PipelineLinks,
-    SaveHostState, TakeCheckpoint, Wake,
+    AdmitBatch, AdmitMarked, AdmitReply, Checkpointed, Complete, Crash, CrashHost, DigestQuery,
+    Drain, DrainHost, Failure, GetPartitionSnapshot, HoldHost, HostIdle, HostLinks,
+    PartitionSnapshot, PipelineLinks, SaveHostState, TakeCheckpoint, Wake,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
@@ -41,9 +41,7 @@ use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
 use crate::politeness::Schedule;
-use crate::store::{
-    CheckpointFile, Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy,
-};
+use crate::store::{Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy};
 use crate::url::Fingerprint;
 
 /// A host that passivated idle with entries still stored (its queue read
@@ -505,7 +503,7 @@ impl Handler<AdmitMarked> for PartitionActor {
 }
 
 impl Handler<TakeCheckpoint> for PartitionActor {
-    type Result = ResponseFuture<Result<(Vec<CheckpointFile>, u64), Failure>>;
+    type Result = ResponseFuture<Result<Checkpointed, Failure>>;
 
     /// The pending completions are written first, and the writes counted
     /// so far are what the checkpoint is said to cover. RocksDB then
@@ -518,16 +516,29 @@ impl Handler<TakeCheckpoint> for PartitionActor {
     /// it covers, and maybe a few more, which the next owner keeps; the
     /// count is only ever an under-statement, so nothing acknowledged on
     /// its strength can be missing.
+    ///
+    /// A store whose sequence number is still `unless_at` (nothing
+    /// written since the checkpoint the chain holds was begun) makes none:
+    /// an idle partition costs its chain a renewal, not a checkpoint's
+    /// files.
     fn handle(&mut self, msg: TakeCheckpoint, _: &mut Self::Context) -> Self::Result {
         self.flush_completions();
         let covers = self.writes;
         let store = self.store.clone();
+        let sequence = store.sequence();
+        if msg.unless_at == Some(sequence) {
+            return Box::pin(async move { Ok(Checkpointed::Unchanged { covers }) });
+        }
         Box::pin(async move {
             let made = tokio::task::spawn_blocking(move || store.checkpoint(&msg.dir))
                 .await
                 .map_err(|err| Failure::Store(format!("checkpoint task: {err}")))?;
             let files = made.map_err(|err| Failure::Store(err.to_string()))?;
-            Ok((files, covers))
+            Ok(Checkpointed::Made {
+                files,
+                covers,
+                sequence,
+            })
         })
     }
 }

@@ -215,8 +215,15 @@ pub struct Metrics {
     /// created the next manifest), `lapsed` (no manifest accepted for a
     /// lease), `released` (a clean hand-back).
     pub partition_stops: IntCounterVec,
+    /// Partitions this node will not take for now (a take it could not
+    /// open, a chain head it cannot read, checkpoints failing for a
+    /// lease): published in gossip, so others take them.
+    pub partitions_shunned: IntGauge,
     /// Bytes of checkpoint files uploaded to the state store.
     pub checkpoint_bytes: IntCounter,
+    /// Objects an owner deleted from its partitions' chains: manifests
+    /// long superseded and files no restore reads.
+    pub chain_objects_deleted: IntCounter,
     /// Bytes a restore of a partition took, by `source`: `downloaded`
     /// from the state store, or `reused` from files already on disk.
     pub restore_bytes: IntCounterVec,
@@ -225,6 +232,11 @@ pub struct Metrics {
     pub partitions: IntGauge,
     /// Partitions this node holds now.
     pub partitions_held: IntGauge,
+    /// Peers gossip shows live now (cluster nodes).
+    pub cluster_live_peers: IntGauge,
+    /// 1 while this node, given peers, has heard none for a few gossip
+    /// rounds (`src/cluster/hearing.rs`): gossip has not formed, or broke.
+    pub cluster_alone: IntGauge,
     /// WARC files closed and not yet uploaded (`[upload]`).
     pub upload_pending: IntGauge,
     /// Bytes free to this process on the data directory's filesystem.
@@ -634,9 +646,17 @@ impl Metrics {
                 "Partitions stopped by their lease, by reason (fenced, lapsed, released).",
                 "reason",
             ),
+            partitions_shunned: gauge(
+                "trawl_partitions_shunned",
+                "Partitions this node will not take for now (could not open, read or checkpoint them); gossip passes them to other nodes.",
+            ),
             checkpoint_bytes: counter(
                 "trawl_checkpoint_bytes_total",
                 "Bytes of checkpoint files uploaded to the state store.",
+            ),
+            chain_objects_deleted: counter(
+                "trawl_chain_objects_deleted_total",
+                "Objects deleted from the partitions' checkpoint chains (superseded manifests, files no restore reads).",
             ),
             restore_bytes: counter_vec(
                 "trawl_restore_bytes_total",
@@ -648,6 +668,14 @@ impl Metrics {
                 "Partitions of the crawl (each node reports the count).",
             ),
             partitions_held: gauge("trawl_partitions_held", "Partitions this node holds."),
+            cluster_live_peers: gauge(
+                "trawl_cluster_live_peers",
+                "Peer nodes gossip shows live now.",
+            ),
+            cluster_alone: gauge(
+                "trawl_cluster_alone",
+                "1 while this node has peers configured and has heard none for a few gossip rounds (gossip not formed, or broken).",
+            ),
             upload_pending: gauge(
                 "trawl_upload_pending_files",
                 "Closed WARC files waiting to be uploaded to object storage, or being uploaded.",

@@ -36,6 +36,8 @@ pub struct ClusterStatus {
     pub taking: Vec<u16>,
     /// Partitions this node is handing back (draining).
     pub handing_back: Vec<u16>,
+    /// Whether this node hears its peers (alone: gossip has not formed).
+    pub hearing: crate::cluster::hearing::HearingView,
 }
 
 impl Handler<GetCluster> for Node {
@@ -56,6 +58,7 @@ impl Handler<GetCluster> for Node {
             .collect();
         let node = c.node_id.clone();
         let handing_back = self.schedule.handing_back();
+        let hearing = c.hearing;
         let members = c.controller.send(crate::actors::messages::GetMembers);
         Box::pin(async move {
             Some(ClusterStatus {
@@ -65,6 +68,7 @@ impl Handler<GetCluster> for Node {
                 held,
                 taking,
                 handing_back,
+                hearing,
             })
         })
     }
@@ -100,6 +104,9 @@ pub struct NodeStatus {
     pub shutting_down: bool,
     /// The operator's runtime controls (paused, request rate).
     pub controls: Controls,
+    /// On a cluster node: whether it hears its peers (`alone`: gossip has
+    /// not formed, and it crawls only what it holds).
+    pub peers: Option<crate::cluster::hearing::HearingView>,
     /// The archive's counters.
     pub archive: ArchiveSnapshot,
     /// Each partition.
@@ -125,6 +132,7 @@ impl Handler<GetStatus> for Node {
         let (peak, cap) = (self.slots.peak(), self.slots.cap());
         let partition_restarts = self.schedule.restarts();
         let controls = self.controls;
+        let peers = self.cluster.as_ref().map(|c| c.hearing);
         Box::pin(async move {
             let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
                 .await
@@ -148,6 +156,7 @@ impl Handler<GetStatus> for Node {
                 host_restarts: partitions.iter().map(|p| p.host_restarts).sum(),
                 shutting_down,
                 controls,
+                peers,
                 archive: archive.await.unwrap_or_default(),
                 partitions,
             }

@@ -271,6 +271,9 @@ fn status_table(s: &Value) -> String {
         "rate limit",
         format!("{}/s (0 = none)", s["controls"]["max_requests_per_second"]),
     );
+    if let Some(peers) = s.get("peers").filter(|p| !p.is_null()) {
+        row(&mut out, "cluster", hearing_line(peers));
+    }
     for key in [
         "queued",
         "completed",
@@ -299,6 +302,19 @@ fn status_table(s: &Value) -> String {
         ));
     }
     out
+}
+
+/// A cluster node's hearing of its peers, in words.
+fn hearing_line(peers: &Value) -> String {
+    let live = peers["live_peers"].as_u64().unwrap_or(0);
+    if peers["alone"].as_bool().unwrap_or(false) {
+        format!(
+            "ALONE: no peer heard for {} s (gossip not formed: check UDP between nodes)",
+            peers["quiet_seconds"].as_u64().unwrap_or(0)
+        )
+    } else {
+        format!("{live} peers live")
+    }
 }
 
 /// One line per seed: outcome, reason, URL.

@@ -16,7 +16,7 @@
 //! that store open (RocksDB's lock file), so two nodes that disagree for a
 //! moment about membership can never both crawl it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -61,6 +61,33 @@ impl Assignment {
         Assignment {
             owners: (0..partitions)
                 .map(|p| owner(p, live).map(str::to_owned))
+                .collect(),
+        }
+    }
+
+    /// The assignment over the `live` members when some of them shun some
+    /// partitions (they could not open, read or checkpoint them, and
+    /// publish that in gossip: `src/cluster/lease.rs`'s
+    /// `PartitionLease::shunned`): each partition goes to the member of
+    /// highest weight among those that do not shun it, or among all if
+    /// every live member does (someone must keep trying). Every node
+    /// computes the same from the same view, so a partition one node
+    /// cannot hold moves to the next, rather than staying assigned to the
+    /// node that keeps handing it back.
+    pub fn compute_avoiding(
+        partitions: u16,
+        live: &[String],
+        shuns: &BTreeMap<String, BTreeSet<u16>>,
+    ) -> Self {
+        let shuns_it = |node: &String, p: u16| shuns.get(node).is_some_and(|s| s.contains(&p));
+        Assignment {
+            owners: (0..partitions)
+                .map(|p| {
+                    let willing: Vec<String> =
+                        live.iter().filter(|n| !shuns_it(n, p)).cloned().collect();
+                    let from = if willing.is_empty() { live } else { &willing };
+                    owner(p, from).map(str::to_owned)
+                })
                 .collect(),
         }
     }
@@ -152,6 +179,33 @@ mod tests {
         assert_eq!(a.changes_for("n1", |_| true), (vec![], a.held_by("n2")));
         assert!(a.is_complete());
         assert!(!Assignment::compute(4, &[]).is_complete());
+    }
+
+    #[test]
+    fn a_shunned_partition_goes_to_the_next_member_and_only_it_moves() {
+        let live = ids(&["n1", "n2", "n3"]);
+        let plain = Assignment::compute(64, &live);
+        let mine = plain.held_by("n1");
+        let shunned = mine[0];
+        let shuns = BTreeMap::from([("n1".to_owned(), BTreeSet::from([shunned]))]);
+        let avoiding = Assignment::compute_avoiding(64, &live, &shuns);
+        let moves = plain.moves(&avoiding);
+        assert_eq!(moves.len(), 1, "{moves:?}");
+        assert_eq!(moves[0].partition, shunned);
+        assert_ne!(avoiding.owner(shunned), Some("n1"));
+        // The same as if n1 were not there, for that partition.
+        let without = Assignment::compute(64, &ids(&["n2", "n3"]));
+        assert_eq!(avoiding.owner(shunned), without.owner(shunned));
+        // Shunned by every member: still assigned, as if nobody shunned it.
+        let all: BTreeMap<String, BTreeSet<u16>> = live
+            .iter()
+            .map(|n| (n.clone(), BTreeSet::from([shunned])))
+            .collect();
+        assert_eq!(Assignment::compute_avoiding(64, &live, &all), plain);
+        assert_eq!(
+            Assignment::compute_avoiding(64, &live, &BTreeMap::new()),
+            plain
+        );
     }
 
     #[test]

@@ -38,6 +38,11 @@ use super::manifest::{FileRef, Manifest, ManifestError};
 use crate::store::CheckpointFile;
 use crate::upload::{Target, TargetError};
 
+/// How many of the newest manifests a collection leaves in a chain (the
+/// newest names every file a restore reads; the few before it are kept
+/// for an operator's look, not for restores).
+pub const KEEP_MANIFESTS: u64 = 4;
+
 /// Retries of one request to the state store. Few: a renewal that waits
 /// minutes on a store's retries outlives its lease, and the lease
 /// protocol tries again on its own.
@@ -454,6 +459,40 @@ impl StateStore {
         Ok(written)
     }
 
+    /// Collects partition `latest.partition`'s chain: deletes what
+    /// [`garbage`] finds among its objects, `latest` being the manifest
+    /// its owner (the caller) published last. Returns how many objects
+    /// were deleted. Only the owner collects, after a publish of its own.
+    pub async fn collect(&self, latest: &Manifest) -> Result<usize, ChainError> {
+        let base = self.key(latest.partition, "");
+        let listing: Vec<object_store::ObjectMeta> = self
+            .store
+            .list(Some(&base))
+            .try_collect()
+            .await
+            .map_err(|source| store_error(&base, source))?;
+        let relative: Vec<String> = listing
+            .iter()
+            .filter_map(|meta| {
+                let key = meta.location.as_ref();
+                Some(
+                    key.strip_prefix(base.as_ref())?
+                        .trim_start_matches('/')
+                        .to_owned(),
+                )
+            })
+            .collect();
+        let doomed = garbage(&relative, latest);
+        for key in &doomed {
+            let object = self.key(latest.partition, key);
+            match self.store.delete(&object).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(source) => return Err(store_error(&object, source)),
+            }
+        }
+        Ok(doomed.len())
+    }
+
     /// The key of `relative` (slash-separated) under partition's prefix.
     fn key(&self, partition: u16, relative: &str) -> Key {
         let base = self
@@ -463,6 +502,71 @@ impl StateStore {
             .join(format!("{partition:03}"));
         relative.split('/').fold(base, |key, part| key.join(part))
     }
+}
+
+/// What of a partition's chain may be deleted, from its objects' keys
+/// (relative to the partition's prefix) and the manifest its owner
+/// published last (`latest`, whose epoch is the collecting owner's).
+///
+/// Deleted: manifests more than [`KEEP_MANIFESTS`] before `latest`, and
+/// files `latest` does not name that no one may still publish:
+/// - under an older epoch (that owner is fenced: any manifest it still
+///   tries to create is refused);
+/// - under the owner's own epoch, an immutable file numbered at most the
+///   highest file number `latest` names (RocksDB numbers files from one
+///   counter, so a file a later checkpoint names was made after
+///   `latest`'s and numbers higher; one numbered lower that `latest`
+///   does not name was compacted away before it), and a per-checkpoint
+///   file of a manifest number up to `latest`'s (the checkpoint under
+///   way is for a higher number).
+///
+/// Kept: everything `latest` names (all a restore reads: a node restores
+/// only the head it claimed over, and an owner collects only after its
+/// own publish, so the head is `latest` or a later manifest whose files
+/// are newer or `latest`'s), files of newer epochs (a new owner's), and
+/// any key this layout does not name.
+pub fn garbage(keys: &[String], latest: &Manifest) -> Vec<String> {
+    let named: std::collections::HashSet<&str> =
+        latest.files.iter().map(|f| f.key.as_str()).collect();
+    let newest_file = latest
+        .files
+        .iter()
+        .filter_map(|f| file_number(&f.name))
+        .max()
+        .unwrap_or(0);
+    let epoch = latest.owner.epoch;
+    let doomed = |key: &String| {
+        if named.contains(key.as_str()) {
+            return false;
+        }
+        let parts: Vec<&str> = key.split('/').collect();
+        match parts[..] {
+            ["manifests", name] => {
+                Manifest::number_of(name).is_some_and(|n| n + KEEP_MANIFESTS <= latest.number)
+            }
+            ["files", e, name] => match e.parse::<u64>() {
+                Ok(e) if e < epoch => true,
+                Ok(e) if e == epoch => file_number(name).is_some_and(|n| n <= newest_file),
+                _ => false,
+            },
+            ["files", e, number, _] => match (e.parse::<u64>(), number.parse::<u64>()) {
+                (Ok(e), Ok(_)) if e < epoch => true,
+                (Ok(e), Ok(n)) if e == epoch => n <= latest.number,
+                _ => false,
+            },
+            _ => false,
+        }
+    };
+    keys.iter().filter(|k| doomed(k)).cloned().collect()
+}
+
+/// The number RocksDB gave an immutable file (`000123.sst` → 123).
+fn file_number(name: &str) -> Option<u64> {
+    if !CheckpointFile::is_immutable(name) {
+        return None;
+    }
+    let digits = name.split('.').next()?;
+    digits.parse().ok()
 }
 
 /// `previous`'s reference to `file`, if `file` is immutable and `previous`
@@ -995,5 +1099,152 @@ mod tests {
         send(chain.create(&m));
         send(chain.upload_checkpoint(0, 1, 1, Path::new("x"), &[], None));
         send(chain.restore(&m, Path::new("x"), Path::new("y")));
+    }
+}
+
+#[cfg(test)]
+mod collection_tests {
+    use super::*;
+    use crate::cluster::manifest::{Owner, MANIFEST_VERSION};
+    use crate::config::Config;
+    use crate::store::test_support::entry;
+    use crate::store::{PartitionStore, StoreEnv};
+    use object_store::memory::InMemory;
+
+    fn file(name: &str, key: &str) -> FileRef {
+        FileRef {
+            name: name.into(),
+            key: key.into(),
+            size: 1,
+        }
+    }
+
+    fn latest(number: u64, epoch: u64, files: Vec<FileRef>) -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            partition: 0,
+            number,
+            owner: Owner {
+                node: "n2".into(),
+                incarnation: 1,
+                epoch,
+            },
+            released: false,
+            hold_ms: 0,
+            covers: 0,
+            files,
+        }
+    }
+
+    fn keys(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn garbage_is_what_no_restore_reads_and_no_owner_may_still_publish() {
+        let e = |n: u64| format!("{n:020}");
+        let m = |n: u64| Manifest::key(n);
+        // Owner of epoch 20 published manifest 30: its files are an SST of
+        // epoch 10's (shared since a claim), two of its own, and its
+        // per-checkpoint files under number 30.
+        let head = latest(
+            30,
+            20,
+            vec![
+                file("000005.sst", &format!("files/{}/000005.sst", e(10))),
+                file("000040.sst", &format!("files/{}/000040.sst", e(20))),
+                file("000044.blob", &format!("files/{}/000044.blob", e(20))),
+                file("CURRENT", &format!("files/{}/{}/CURRENT", e(20), e(30))),
+            ],
+        );
+        let listing = keys(&[
+            &m(25),
+            &m(26),
+            &m(27),
+            &m(30),
+            &format!("files/{}/000005.sst", e(10)),
+            &format!("files/{}/000006.sst", e(10)),
+            &format!("files/{}/000007/CURRENT", e(10)),
+            &format!("files/{}/000040.sst", e(20)),
+            &format!("files/{}/000044.blob", e(20)),
+            &format!("files/{}/000031.sst", e(20)),
+            &format!("files/{}/000050.sst", e(20)),
+            &format!("files/{}/{}/CURRENT", e(20), e(29)),
+            &format!("files/{}/{}/CURRENT", e(20), e(30)),
+            &format!("files/{}/{}/CURRENT", e(20), e(31)),
+            &format!("files/{}/000001.sst", e(33)),
+            "notes.txt",
+        ]);
+        let doomed: BTreeSet<String> = garbage(&listing, &head).into_iter().collect();
+        let expected: BTreeSet<String> = keys(&[
+            // Manifests 26 and older: more than four before the head.
+            &m(25),
+            &m(26),
+            // An older epoch's files the head does not name.
+            &format!("files/{}/000006.sst", e(10)),
+            &format!("files/{}/000007/CURRENT", e(10)),
+            // Its own, compacted away before the head.
+            &format!("files/{}/000031.sst", e(20)),
+            // Its own per-checkpoint files of an earlier number.
+            &format!("files/{}/{}/CURRENT", e(20), e(29)),
+        ])
+        .into_iter()
+        .collect();
+        assert_eq!(doomed, expected);
+        // Never anything the head names, a checkpoint under way (file 50,
+        // number 31), a newer owner's files or an unknown key.
+        for kept in head.files.iter().map(|f| f.key.clone()) {
+            assert!(!doomed.contains(&kept));
+        }
+    }
+
+    use std::collections::BTreeSet;
+
+    #[tokio::test]
+    async fn a_collected_chain_stays_small_and_its_head_restores() {
+        let chain = StateStore::new(Arc::new(InMemory::new()), Key::from("state"));
+        let env = StoreEnv::new(&Config::defaults().storage);
+        let live = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let store = PartitionStore::open(&env, live.path(), 0).unwrap();
+        let mut previous: Option<Manifest> = None;
+        let mut objects = Vec::new();
+        // An owner (epoch 1) publishing 40 checkpoints of a growing
+        // partition, collecting after each.
+        for number in 1..=40u64 {
+            let urls = (0..20).map(|i| entry(&format!("http://a.test/{number}/{i}"), "a.test"));
+            store.admit(urls.collect()).unwrap();
+            let dir = scratch.path().join(format!("cp{number}"));
+            let files = store.checkpoint(&dir).unwrap();
+            let (refs, _) = chain
+                .upload_checkpoint(0, 1, number, &dir, &files, previous.as_ref())
+                .await
+                .unwrap();
+            let mut m = latest(number, 1, refs);
+            m.owner.node = "n1".into();
+            chain.create(&m).await.unwrap();
+            chain.collect(&m).await.unwrap();
+            let count: Vec<_> = chain
+                .store
+                .list(Some(&chain.key(0, "")))
+                .try_collect::<Vec<_>>()
+                .await
+                .unwrap();
+            objects.push(count.len());
+            previous = Some(m);
+        }
+        // Bounded: the head's files and a few manifests, not 40 checkpoints.
+        let head = previous.unwrap();
+        let most = *objects.iter().max().unwrap();
+        assert!(
+            most <= head.files.len() + 2 * KEEP_MANIFESTS as usize + 8,
+            "objects per checkpoint: {objects:?}"
+        );
+        // And the head still restores whole.
+        let into = PartitionStore::dir(scratch.path().join("restored").as_path(), 0);
+        let reuse = scratch.path().join("reuse");
+        chain.restore(&head, &into, &reuse).await.unwrap();
+        let restored = PartitionStore::open(&env, &scratch.path().join("restored"), 0).unwrap();
+        assert_eq!(restored.queued_urls().unwrap().len(), 40 * 20);
     }
 }

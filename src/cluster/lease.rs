@@ -98,6 +98,15 @@ impl LeaseSettings {
         self.lease / 8
     }
 
+    /// How often an owner whose partition saw no write publishes: a
+    /// renewal is all it needs, and only for the lease, so half a lease
+    /// (the checkpoint interval if longer). Fewer manifests from idle
+    /// partitions; a write there waits at most this long to be durable
+    /// (less when the node hurries it, having nothing else to do).
+    pub fn idle_every(&self) -> Duration {
+        (self.lease / 2).max(self.checkpoint_every)
+    }
+
     /// The last instant an owner whose lease runs from `from` may start
     /// a request.
     fn deadline(&self, from: Instant) -> Instant {
@@ -286,6 +295,15 @@ pub enum Effect {
         /// Why.
         reason: StopReason,
     },
+    /// This node gave the partition up: no checkpoint could be made for a
+    /// whole lease (a full disk, uploads failing). It is handed back (a
+    /// [`Effect::Drain`] follows) and not taken here again for `wait`;
+    /// the driver says so, and publishes the partition among those it
+    /// shuns so gossip assigns it elsewhere.
+    GaveUp {
+        /// How long advice to take it again is ignored.
+        wait: Duration,
+    },
 }
 
 /// How a claim's hold is fixed once the claim is acknowledged.
@@ -339,6 +357,11 @@ struct Held {
     drained: Option<Duration>,
     /// The watermark the last published manifest covers.
     covers: u64,
+    /// Since when every checkpoint asked for failed (none ready since).
+    failing_since: Option<Instant>,
+    /// The last checkpoint asked for found nothing new: the next one is
+    /// due after [`LeaseSettings::idle_every`].
+    idle: bool,
 }
 
 /// The state of a node that wants the partition and does not hold it.
@@ -384,6 +407,10 @@ pub struct PartitionLease {
     shunned_until: Option<Instant>,
     /// The wait after the next take that fails.
     take_backoff: Backoff,
+    /// The wait after the next time checkpoints fail for a lease: from a
+    /// lease, doubling; only a checkpoint made here starts it over (a take
+    /// that opens does not: the disk that filled is still full).
+    give_up_backoff: Backoff,
     /// The first checkpoint after a take comes this much before a whole
     /// interval: see [`PartitionLease::staggered`].
     stagger: Duration,
@@ -417,6 +444,7 @@ impl PartitionLease {
             wanted: false,
             shunned_until: None,
             take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
+            give_up_backoff: Backoff::new(settings.lease, TAKE_RETRY_MAX.max(settings.lease)),
             stagger: Duration::ZERO,
             phase: Phase::Idle,
             effects: VecDeque::new(),
@@ -537,6 +565,30 @@ impl PartitionLease {
     /// failure in a row, so another node, or this one later, tries again.
     /// Returns that wait.
     pub fn on_open_failed(&mut self, now: Instant) -> Duration {
+        self.step_aside(now)
+    }
+
+    /// The chain's head cannot be read by this build: a manifest of a
+    /// newer layout (a newer trawl took the partition during a rolling
+    /// upgrade) or one that does not parse. This node steps aside as
+    /// after a failed take ([`PartitionLease::on_open_failed`]): it stops
+    /// watching, ignores advice to take the partition for a backoff, and
+    /// its driver publishes the shun, so gossip assigns the partition to
+    /// a node that may read it rather than every node of an old build
+    /// retrying it forever. Returns the wait.
+    pub fn on_head_unreadable(&mut self, now: Instant) -> Duration {
+        self.step_aside(now)
+    }
+
+    /// Whether advice to take the partition is ignored here now (a take
+    /// failed, the head is unreadable, or checkpoints failed): published
+    /// in gossip, so the assignment passes the partition to another node.
+    pub fn shunned(&self, now: Instant) -> bool {
+        self.shunned_until.is_some_and(|until| now < until)
+    }
+
+    /// Shuns the partition for the next backoff and lets it go; the wait.
+    fn step_aside(&mut self, now: Instant) -> Duration {
         let wait = self.take_backoff.next_delay();
         self.shunned_until = Some(now + wait);
         self.want(now, false);
@@ -611,12 +663,45 @@ impl PartitionLease {
     /// The checkpoint asked for is ready (`Some(covers)`: the admission
     /// watermark it covers) or could not be made (`None`).
     pub fn on_checkpoint(&mut self, now: Instant, covers: Option<u64>) {
+        self.checkpoint_ready(now, covers, false);
+    }
+
+    /// The checkpoint asked for was not made: nothing was written since
+    /// the one the chain holds (`covers`: the watermark, unchanged). The
+    /// lease is renewed with the chain's files, and the next checkpoint
+    /// is due after [`LeaseSettings::idle_every`].
+    pub fn on_checkpoint_unchanged(&mut self, now: Instant, covers: u64) {
+        if let Phase::Held(h) = &mut self.phase {
+            h.covers = h.covers.max(covers);
+        }
+        self.checkpoint_ready(now, None, true);
+    }
+
+    fn checkpoint_ready(&mut self, now: Instant, covers: Option<u64>, unchanged: bool) {
         let Phase::Held(h) = &mut self.phase else {
             return;
         };
         let Step::Checkpointing { number } = h.step else {
             return;
         };
+        h.idle = unchanged;
+        if covers.is_some() || unchanged {
+            h.failing_since = None;
+            self.give_up_backoff.reset();
+        } else if !h.releasing {
+            let since = *h.failing_since.get_or_insert(now);
+            if now >= since + self.settings.lease {
+                // Renewals would keep the lease forever while nothing new
+                // becomes durable: hand the partition to a node that can
+                // checkpoint it.
+                h.step = Step::Waiting;
+                let wait = self.give_up_backoff.next_delay();
+                self.effects.push_back(Effect::GaveUp { wait });
+                self.shunned_until = Some(now + wait);
+                self.want(now, false);
+                return;
+            }
+        }
         let released = h.releasing && h.drained.is_some();
         let kind = match (released, covers.is_some()) {
             (true, _) => DraftKind::Release,
@@ -626,7 +711,15 @@ impl PartitionLease {
         let hold_ms = match (released, h.drained) {
             (true, Some(owed)) => {
                 let held = h.hold_until.saturating_duration_since(now);
-                held.max(owed).as_millis() as u64
+                // Without a new checkpoint the release names older files:
+                // the holds the drain saved (the deadlines of requests
+                // given up on since) are not in them, so the next owner
+                // holds for any request of this life still at a server.
+                let unsaved = match covers {
+                    Some(_) => Duration::ZERO,
+                    None => self.settings.request_timeout + owed,
+                };
+                held.max(owed).max(unsaved).as_millis() as u64
             }
             _ => 0,
         };
@@ -825,6 +918,8 @@ impl PartitionLease {
             releasing: false,
             drained: None,
             covers,
+            failing_since: None,
+            idle: false,
         }));
         if !self.wanted {
             self.want(now, false);
@@ -843,7 +938,11 @@ impl PartitionLease {
         h.lease_from = sent;
         h.covers = draft.covers;
         h.step = Step::Waiting;
-        h.next_checkpoint = sent + self.settings.checkpoint_every;
+        let every = match h.idle {
+            true => self.settings.idle_every(),
+            false => self.settings.checkpoint_every,
+        };
+        h.next_checkpoint = sent + every;
         self.effects.push_back(Effect::Durable {
             covers: draft.covers,
         });

@@ -71,6 +71,8 @@ pub const KEY_IDLE: &str = "idle";
 pub const KEY_ACTIVITY: &str = "activity";
 /// The key of [`NodeInfo::admin`] (an address, or empty).
 pub const KEY_ADMIN: &str = "admin";
+/// The key of [`NodeInfo::shunned`] (ranges as [`KEY_PARTITIONS`]).
+pub const KEY_SHUNNED: &str = "shunned";
 
 /// How many characters of a malformed value a log line shows: enough to
 /// recognise it, bounded whatever a peer sends.
@@ -104,11 +106,15 @@ pub struct NodeInfo {
     /// Where its admin API listens, if it serves one (questions about
     /// hosts of its partitions are forwarded there).
     pub admin: Option<SocketAddr>,
+    /// Partitions this node will not take for now (it could not open,
+    /// read or checkpoint them): the assignment passes them to others.
+    /// Optional in gossip (a node of an older build publishes none).
+    pub shunned: Vec<u16>,
 }
 
 impl NodeInfo {
     /// The key-values that publish this info.
-    fn key_values(&self) -> [(&'static str, String); 6] {
+    fn key_values(&self) -> [(&'static str, String); 7] {
         [
             (KEY_BRIDGE_ADDR, self.bridge_addr.to_string()),
             (KEY_PARTITIONS, encode_partitions(&self.partitions)),
@@ -119,6 +125,7 @@ impl NodeInfo {
                 KEY_ADMIN,
                 self.admin.map(|a| a.to_string()).unwrap_or_default(),
             ),
+            (KEY_SHUNNED, encode_partitions(&self.shunned)),
         ]
     }
 
@@ -149,6 +156,11 @@ impl NodeInfo {
             .map_err(|_| malformed(KEY_ACTIVITY, activity))?;
         // Optional: an unreadable admin address only loses forwarding.
         let admin = state.get(KEY_ADMIN).and_then(|a| a.parse().ok());
+        // Optional too: unreadable or absent, the node shuns nothing.
+        let shunned = state
+            .get(KEY_SHUNNED)
+            .and_then(decode_partitions)
+            .unwrap_or_default();
         Ok(NodeInfo {
             bridge_addr,
             partitions,
@@ -156,6 +168,7 @@ impl NodeInfo {
             idle,
             activity,
             admin,
+            shunned,
         })
     }
 }
@@ -833,6 +846,7 @@ mod tests {
             idle: false,
             activity: 0,
             admin: None,
+            shunned: Vec::new(),
         }
     }
 
@@ -967,7 +981,14 @@ mod tests {
         let started = Instant::now();
         let infos = [
             ("node-a", info(9001, &[0, 1, 2], true)),
-            ("node-b", info(9002, &[3, 4], false)),
+            (
+                "node-b",
+                NodeInfo {
+                    // What it will not take crosses too (ranges, as held).
+                    shunned: vec![7, 9, 10],
+                    ..info(9002, &[3, 4], false)
+                },
+            ),
             ("node-c", info(9003, &[], true)),
         ];
         let nodes = start_cluster("trawl-test", &infos).await;

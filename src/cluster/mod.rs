@@ -17,6 +17,9 @@
 //!   the fetcher right before every request;
 //! - [`holders`]: without `state_url`, who held each partition, so no node
 //!   creates a store for a partition whose state is on another's disk;
+//! - [`hearing`]: whether this node hears the peers it was given: alone
+//!   after a few gossip rounds of silence, said and shown, and no store
+//!   created for a partition a peer it cannot hear may hold;
 //! - [`idle`]: when the whole cluster has run out of work;
 //! - [`link`]: one peer link's numbering, window, resending and redial
 //!   backoff, with no I/O (the bridge carries it out over TCP);
@@ -37,6 +40,7 @@ pub mod assign;
 pub mod chain;
 pub mod gate;
 pub mod gossip_auth;
+pub mod hearing;
 pub mod holders;
 pub mod idle;
 pub mod lease;

@@ -107,6 +107,10 @@ pub enum MayOpen {
     /// No: its state is on another node's disk; it waits for that node.
     /// `first`: the first time this partition was refused (say so once).
     Wait { holder: String, first: bool },
+    /// No: its state is not on this disk and no peer has been heard, so
+    /// who holds it is unknown (`src/cluster/hearing.rs`); it waits for
+    /// gossip to form. `first` as above.
+    Unheard { first: bool },
 }
 
 /// The node's scheduler.
@@ -281,12 +285,19 @@ impl<H, T> NodeScheduler<H, T> {
 
     /// Whether partition `id` may be opened here, by node `me`, without a
     /// checkpoint chain: its store is on this node's disk (`on_disk`), or
-    /// no other node is known to have held it. A node that opened an
-    /// empty store for a partition whose state is on another's disk would
-    /// crawl it from nothing beside its state, and strand what it did.
-    pub fn may_open(&mut self, id: u16, me: &str, on_disk: bool) -> MayOpen {
+    /// stores may be created (`may_create`: a peer was heard, or none is
+    /// expected) and no other node is known to have held it. A node that
+    /// opened an empty store for a partition whose state is on another's
+    /// disk would crawl it from nothing beside its state, and strand what
+    /// it did; one that never heard its peers cannot know where that is.
+    pub fn may_open(&mut self, id: u16, me: &str, on_disk: bool, may_create: bool) -> MayOpen {
         if on_disk {
             return MayOpen::Yes;
+        }
+        if !may_create {
+            return MayOpen::Unheard {
+                first: self.waiting_for.insert(id),
+            };
         }
         match self.holders.may_create(id, me) {
             Ok(()) => MayOpen::Yes,

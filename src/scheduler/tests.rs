@@ -77,23 +77,40 @@ fn a_partition_whose_state_is_on_another_disk_waits_and_is_said_once() {
     let gossip = BTreeMap::from([(3, "n2".to_owned())]);
     assert!(s.learn_holders(&gossip));
     assert!(!s.learn_holders(&gossip));
-    assert_eq!(s.may_open(0, "n1", false), MayOpen::Yes);
-    assert_eq!(s.may_open(3, "n1", true), MayOpen::Yes);
+    assert_eq!(s.may_open(0, "n1", false, true), MayOpen::Yes);
+    assert_eq!(s.may_open(3, "n1", true, true), MayOpen::Yes);
     assert_eq!(
-        s.may_open(3, "n1", false),
+        s.may_open(3, "n1", false, true),
         MayOpen::Wait {
             holder: "n2".into(),
             first: true
         }
     );
     assert_eq!(
-        s.may_open(3, "n1", false),
+        s.may_open(3, "n1", false, true),
         MayOpen::Wait {
             holder: "n2".into(),
             first: false
         }
     );
-    assert_eq!(s.may_open(3, "n2", false), MayOpen::Yes);
+    assert_eq!(s.may_open(3, "n2", false, true), MayOpen::Yes);
+}
+
+#[test]
+fn a_node_that_never_heard_a_peer_continues_its_own_stores_and_creates_none() {
+    let mut s = scheduler(false);
+    // Nothing known of holders: only gossip could say who holds what.
+    assert_eq!(s.may_open(2, "n1", true, false), MayOpen::Yes, "on disk");
+    assert_eq!(
+        s.may_open(0, "n1", false, false),
+        MayOpen::Unheard { first: true }
+    );
+    assert_eq!(
+        s.may_open(0, "n1", false, false),
+        MayOpen::Unheard { first: false }
+    );
+    // A peer heard: the store may be created.
+    assert_eq!(s.may_open(0, "n1", false, true), MayOpen::Yes);
 }
 
 #[test]

@@ -54,6 +54,13 @@ pub enum CheckpointError {
 }
 
 impl PartitionStore {
+    /// The store's last write sequence number: every write moves it, so a
+    /// store whose number is what it was before a checkpoint holds nothing
+    /// that checkpoint lacks.
+    pub fn sequence(&self) -> u64 {
+        self.db.latest_sequence_number()
+    }
+
     /// Makes a checkpoint of the store in `dir` (which must not exist yet;
     /// on the store's filesystem, so that SSTs are hard links, not copies)
     /// and returns its files, sorted by name.

@@ -91,6 +91,9 @@ struct Shape {
     first: usize,
     /// `[frontier] passivate_after`.
     passivate_after: Duration,
+    /// Every host's UDP dropped before the nodes start (gossip cut, TCP
+    /// open); the test lifts it.
+    udp_blocked: bool,
 }
 
 impl Default for Shape {
@@ -101,6 +104,7 @@ impl Default for Shape {
             drain: Duration::from_secs(5),
             first: NODES,
             passivate_after: Duration::from_secs(30),
+            udp_blocked: false,
         }
     }
 }
@@ -135,6 +139,9 @@ impl Run {
         let configs: Vec<PathBuf> = (0..NODES)
             .map(|i| write_config(&lab, &moto, dir.path(), i, &shape))
             .collect();
+        if shape.udp_blocked {
+            (0..NODES).for_each(|i| lab.block_udp(i));
+        }
         let mut run = Run {
             lab,
             moto,
@@ -170,7 +177,7 @@ impl Run {
         }
         cmd.env(
             "RUST_LOG",
-            "warn,trawl::actors::node=info,trawl::actors::ownership=info",
+            "warn,trawl::actors::node=info,trawl::actors::ownership=info,trawl::actors::cluster=info",
         )
         .env("NO_COLOR", "1")
         .stderr(std::fs::File::create(&log).unwrap());
@@ -506,6 +513,7 @@ const SLOW: Shape = Shape {
     drain: Duration::from_secs(1),
     first: NODES,
     passivate_after: Duration::from_millis(100),
+    udp_blocked: false,
 };
 
 /// Requests the server worked on for at least 2.9 s whose client had
@@ -567,4 +575,40 @@ fn a_node_killed_during_slow_requests_and_restarted_at_once_waits_them_out() {
         abandoned_slow(&out.records) > 0,
         "the kill left no request on the server"
     );
+}
+
+#[test]
+fn with_gossip_blocked_and_tcp_open_nodes_say_they_are_alone_crawl_what_they_hold_then_form() {
+    let Some(lab) = lab() else { return };
+    let shape = Shape {
+        udp_blocked: true,
+        ..SLOW
+    };
+    let run = Run::start_shaped(lab, 58, 12, 24, shape);
+    // No node hears another: each says so, claims what it can of the
+    // chains, and n1 (the seeds are its) crawls the partitions it holds,
+    // slow requests included (before, it offered no seed: 0 pages).
+    for i in 0..NODES {
+        run.wait_logged(i, "no peer heard");
+    }
+    assert!(
+        run.server.log().wait_for(8, Duration::from_secs(60)),
+        "a lonely node crawled nothing of what it holds"
+    );
+    assert!(
+        eventually_true(Duration::from_secs(60), || run.server.log().in_progress()
+            > 0),
+        "no slow request on the wire"
+    );
+    // The firewall fixed while requests take seconds: gossip forms,
+    // partitions move to their assigned owners mid-request, the seeds
+    // waiting in n1's outbox reach them, and the crawl completes.
+    for i in 0..NODES {
+        run.lab.unblock_udp(i);
+    }
+    for i in 0..NODES {
+        run.wait_logged(i, "peers heard again");
+    }
+    let out = run.finish("gossip blocked, then formed");
+    out.assert_refetches_bounded();
 }

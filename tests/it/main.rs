@@ -17,6 +17,7 @@ mod bridge;
 mod cdxj;
 mod cli;
 mod cluster;
+mod cluster_alone;
 mod cluster_failover;
 mod cluster_hosts;
 mod cluster_state;

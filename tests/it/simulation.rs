@@ -1,5 +1,8 @@
 //! Deterministic simulation of partition ownership (`src/cluster/lease.rs`)
-//! across nodes that crash, pause and get cut off, over an object store
+//! across nodes that crash, pause, get cut off and fill their disks (no
+//! checkpoint can be made: a node gives the partition up after a lease,
+//! and gossip passes it to the next node while it is shunned), over an
+//! object store
 //! with create-only puts and a network that delays, drops and duplicates.
 //!
 //! Everything random comes from one seed, so a failing seed replays
@@ -306,6 +309,8 @@ struct Faults {
     down: Vec<(Instant, Instant)>,
     paused: Vec<(Instant, Instant)>,
     cut: Vec<(Instant, Instant)>,
+    /// Its disk is full: every checkpoint fails.
+    full: Vec<(Instant, Instant)>,
 }
 
 fn within(spans: &[(Instant, Instant)], t: Instant) -> bool {
@@ -374,9 +379,13 @@ impl Sim {
             let node = rng.below(NODES as u64) as usize;
             let at = t0 + rng.millis(500, FAULTS_END.as_millis() as u64 - 12_000);
             let long = rng.millis(500, 2 * SETTINGS.lease.as_millis() as u64 + 2_000);
-            match rng.below(3) {
+            match rng.below(4) {
                 0 => sim.schedule_at(at, Event::Crash { node, down: long }),
                 1 => faults[node].paused.push((at, at + long)),
+                // One full disk per node at most: a node that gives a
+                // partition up stays away for a doubling while, and the
+                // cluster must have settled by the end.
+                2 if faults[node].full.is_empty() => faults[node].full.push((at, at + long)),
                 _ => faults[node].cut.push((at, at + long)),
             }
         }
@@ -459,10 +468,28 @@ impl Sim {
             .checked_sub(GOSSIP_LAG)
             .unwrap_or(self.t0)
             .max(self.t0);
-        (0..NODES)
-            .filter(|&b| self.reachable(a, b, t))
-            .max_by_key(|&b| xxhash_rust::xxh3::xxh3_64(&[p as u8, b as u8, 0x5e]))
+        self.owner_among(p, |b| self.reachable(a, b, t))
             .unwrap_or(a)
+    }
+
+    /// The owner of `p` by rendezvous hashing over the nodes `live` names,
+    /// passing over those that shun it (as gossip publishes them,
+    /// `Assignment::compute_avoiding`) unless all do.
+    fn owner_among(&self, p: usize, live: impl Fn(usize) -> bool) -> Option<usize> {
+        let weight = |b: &usize| xxhash_rust::xxh3::xxh3_64(&[p as u8, *b as u8, 0x5e]);
+        let live: Vec<usize> = (0..NODES).filter(|&b| live(b)).collect();
+        let willing: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&b| {
+                !self.nodes[b]
+                    .leases
+                    .get(p)
+                    .is_some_and(|l| l.shunned(self.now))
+            })
+            .collect();
+        let from = if willing.is_empty() { live } else { willing };
+        from.into_iter().max_by_key(weight)
     }
 
     /// A message over the network: delayed, maybe dropped or duplicated,
@@ -1347,6 +1374,8 @@ impl Sim {
                     let held_until = (0..HOSTS_PER_PARTITION)
                         .map(|h| state.holds.get(&h).copied().unwrap_or(self.now))
                         .collect();
+                    // Open at once (as the node reports a take it opened).
+                    self.nodes[n].leases[p].on_opened();
                     self.nodes[n].local[p] = Some(Local {
                         epoch: owner.epoch,
                         state,
@@ -1366,7 +1395,11 @@ impl Sim {
                         return Err(format!("n{n} p{p}: checkpoint of a partition not here"));
                     };
                     local.snapshot = Some((number, local.state.clone()));
-                    let ok = !self.rng.chance(50);
+                    // Fails while the disk is full, and now and then
+                    // during the faults.
+                    let calm = self.now >= self.t0 + FAULTS_END;
+                    let ok =
+                        !within(&self.faults[n].full, self.now) && (calm || !self.rng.chance(50));
                     let took = self.rng.millis(1, 400);
                     self.schedule(
                         took,
@@ -1402,6 +1435,9 @@ impl Sim {
                         }
                     }
                 }
+                Effect::GaveUp { wait } => {
+                    self.log(|| format!("n{n} p{p} gives up (checkpoints fail), away {wait:?}"));
+                }
                 Effect::Stop { reason } => {
                     self.log(|| format!("n{n} p{p} stops: {reason:?}"));
                     if let Some(mut local) = self.nodes[n].local[p].take() {
@@ -1422,9 +1458,8 @@ impl Sim {
     /// node gossip names, and every link batch acknowledged.
     fn check_settled(&self) -> Result<(), String> {
         for p in 0..PARTITIONS {
-            let owner = (0..NODES)
-                .filter(|&b| self.reachable(0, b, self.now))
-                .max_by_key(|&b| xxhash_rust::xxh3::xxh3_64(&[p as u8, b as u8, 0x5e]))
+            let owner = self
+                .owner_among(p, |b| self.reachable(0, b, self.now))
                 .expect("a node is up");
             let lease = &self.nodes[owner].leases[p];
             if !lease.may_fetch(self.now) {
@@ -1466,27 +1501,78 @@ fn seeds() -> std::ops::Range<u64> {
     let n = std::env::var("TRAWL_SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(1_000);
+        .unwrap_or(10_000);
     0..n
+}
+
+/// What one seed's run counted, and how it ended.
+#[derive(Default)]
+struct Tally {
+    failures: Vec<String>,
+    steps: u64,
+    manifests: usize,
+    refetches: u64,
+    connections: u64,
+    links: usize,
+}
+
+impl Tally {
+    fn add(&mut self, seed: u64, trace: bool) {
+        let mut sim = Sim::new(seed, trace);
+        if let Err(e) = sim.run() {
+            self.failures.push(format!("seed {seed}: {e}"));
+        }
+        self.steps += sim.steps;
+        self.manifests += sim.chains.iter().map(BTreeMap::len).sum::<usize>();
+        self.refetches += sim.refetches;
+        self.connections += sim.next_conn;
+        self.links += sim.acked_links.iter().map(BTreeSet::len).sum::<usize>();
+    }
+
+    fn merge(&mut self, other: Tally) {
+        self.failures.extend(other.failures);
+        self.steps += other.steps;
+        self.manifests += other.manifests;
+        self.refetches += other.refetches;
+        self.connections += other.connections;
+        self.links += other.links;
+    }
 }
 
 #[test]
 fn ownership_holds_its_invariants_under_crashes_pauses_cuts_and_a_lossy_network() {
     let trace = std::env::var("TRAWL_SIM_SEED").is_ok();
-    let mut failures = Vec::new();
-    let (mut steps, mut manifests, mut refetches) = (0, 0, 0);
-    let (mut connections, mut links) = (0, 0);
-    for seed in seeds() {
-        let mut sim = Sim::new(seed, trace);
-        if let Err(e) = sim.run() {
-            failures.push(format!("seed {seed}: {e}"));
+    // Seeds are independent: one thread per core, each taking every
+    // `threads`-th seed (a seed's run is the same on any thread).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let seeds = seeds();
+    let mut total = Tally::default();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..threads)
+            .map(|t| {
+                let seeds = seeds.clone();
+                scope.spawn(move || {
+                    let mut tally = Tally::default();
+                    for seed in seeds.filter(|s| s % threads == t) {
+                        tally.add(seed, trace);
+                    }
+                    tally
+                })
+            })
+            .collect();
+        for run in runs {
+            total.merge(run.join().expect("a simulation thread"));
         }
-        steps += sim.steps;
-        manifests += sim.chains.iter().map(BTreeMap::len).sum::<usize>();
-        refetches += sim.refetches;
-        connections += sim.next_conn;
-        links += sim.acked_links.iter().map(BTreeSet::len).sum::<usize>();
-    }
+    });
+    let Tally {
+        mut failures,
+        steps,
+        manifests,
+        refetches,
+        connections,
+        links,
+    } = total;
+    failures.sort();
     println!(
         "{steps} steps, {manifests} manifests, {refetches} pages fetched again, \
          {connections} connections, {links} links acknowledged"

@@ -534,3 +534,134 @@ fn partitions_taken_together_checkpoint_spread_over_half_an_interval() {
         ]
     );
 }
+
+/// Fails every checkpoint the machine asks for (renewals published at
+/// once) until one is answered otherwise than by a renewal: when, and the
+/// effects then.
+fn fail_checkpoints(m: &mut PartitionLease) -> (Instant, Vec<Effect>) {
+    for _ in 0..100 {
+        let (at, number) = next_checkpoint(m);
+        m.on_checkpoint(at, None);
+        let effects = drain(m);
+        match &effects[..] {
+            [Effect::Publish(d)] if d.kind == DraftKind::Renewal => {
+                assert_eq!(d.number, number);
+                m.on_published(at, d.number, Published::Created);
+                drain(m);
+            }
+            _ => return (at, effects),
+        }
+    }
+    panic!("renewed for ever")
+}
+
+#[test]
+fn an_owner_whose_checkpoints_fail_for_a_lease_gives_the_partition_up() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    // One good checkpoint (covers 9), then only failures: renewals keep
+    // the lease while the failures last less than a lease.
+    let (t1, n) = next_checkpoint(&mut m);
+    m.on_checkpoint(t1, Some(9));
+    let d = published(&drain(&mut m));
+    m.on_published(t1, d.number, Published::Created);
+    drain(&mut m);
+    assert_eq!(n, 2);
+    let (t2, _) = next_checkpoint(&mut m);
+    m.on_checkpoint(t2, None);
+    let renewal = published(&drain(&mut m));
+    assert_eq!(renewal.kind, DraftKind::Renewal);
+    m.on_published(t2, renewal.number, Published::Created);
+    drain(&mut m);
+    assert!(!m.shunned(t2));
+    // Failing since t2: the first failure a lease later gives it up.
+    let (at, effects) = fail_checkpoints(&mut m);
+    assert!(at >= t2 + S.lease && at < t2 + S.lease + S.checkpoint_every);
+    assert_eq!(
+        effects,
+        [
+            // Away for a lease at first (doubling while it fails again).
+            Effect::GaveUp { wait: S.lease },
+            Effect::Drain
+        ],
+    );
+    assert!(m.shunned(at), "published as shunned, so gossip moves it");
+    assert!(!m.snapshot().wanted);
+    assert!(!m.may_fetch(at), "no request while handing back");
+    // Its release names the last published files (nothing new is made)
+    // and covers what was durable: nothing acknowledged is lost.
+    m.on_drained(at, Duration::ZERO);
+    let [Effect::Checkpoint { number }] = drain(&mut m)[..] else {
+        panic!("no final checkpoint");
+    };
+    m.on_checkpoint(at, None);
+    let release = published(&drain(&mut m));
+    assert_eq!(release.number, number);
+    assert_eq!(
+        (
+            release.kind,
+            release.released,
+            release.new_checkpoint,
+            release.covers
+        ),
+        (DraftKind::Release, true, false, 9)
+    );
+    // The files it names lack the holds saved since: the next owner waits
+    // out any request of this life (a timeout, then the delay).
+    assert_eq!(release.hold_ms, S.request_timeout.as_millis() as u64);
+    m.on_published(at, number, Published::Created);
+    assert!(drain(&mut m).contains(&Effect::Stop {
+        reason: StopReason::Released
+    }));
+    // Advice to take it back is ignored until the wait is over.
+    m.want(at, true);
+    assert!(!m.snapshot().wanted);
+    m.want(at + S.lease, true);
+    assert!(m.snapshot().wanted);
+    assert!(!m.shunned(at + S.lease));
+}
+
+#[test]
+fn a_checkpoint_that_works_again_within_the_lease_keeps_the_partition() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    let (t1, _) = next_checkpoint(&mut m);
+    m.on_checkpoint(t1, None);
+    let d = published(&drain(&mut m));
+    m.on_published(t1, d.number, Published::Created);
+    drain(&mut m);
+    // A success resets the count: a failure a lease after the first one
+    // starts a new count rather than giving the partition up.
+    loop {
+        let (t, _) = next_checkpoint(&mut m);
+        if t >= t1 + S.lease {
+            m.on_checkpoint(t, None);
+            assert_eq!(published(&drain(&mut m)).kind, DraftKind::Renewal);
+            assert!(!m.shunned(t));
+            break;
+        }
+        m.on_checkpoint(t, Some(4));
+        let d = published(&drain(&mut m));
+        m.on_published(t, d.number, Published::Created);
+        drain(&mut m);
+    }
+}
+
+#[test]
+fn a_head_this_build_cannot_read_makes_the_node_step_aside() {
+    let t0 = Instant::now();
+    let mut m = PartitionLease::new("n1", 1, S);
+    m.want(t0, true);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    // A newer trawl's manifest: not retried forever, shunned instead.
+    assert_eq!(m.on_head_unreadable(t0), TAKE_RETRY_FIRST);
+    assert!(drain(&mut m).is_empty());
+    assert_eq!(m.snapshot().phase, "idle");
+    assert!(m.shunned(t0));
+    m.want(t0 + TAKE_RETRY_FIRST / 2, true);
+    assert_eq!(m.snapshot().phase, "idle", "advice ignored meanwhile");
+    // After the wait it looks again (a newer node may have moved on).
+    m.want(t0 + TAKE_RETRY_FIRST, true);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    assert_eq!(m.on_head_unreadable(t0 + secs(2)), TAKE_RETRY_FIRST * 2);
+}

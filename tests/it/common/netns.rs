@@ -7,6 +7,9 @@
 //! host reaches (the synthetic web, the S3 server). A host is cut off from
 //! everything by taking its switch port down, and healed by bringing it up.
 //!
+//! A host's UDP can be dropped on its own ([`Lab::block_udp`], nftables
+//! in its namespace), leaving TCP open.
+//!
 //! The subnet is in 198.18.0.0/15, the range RFC 2544 sets aside for
 //! benchmarking networks: no real host has such an address. Making a lab
 //! needs root (CAP_NET_ADMIN) and `ip` from iproute2.
@@ -95,6 +98,38 @@ impl Lab {
     /// Undoes [`Lab::cut`].
     pub fn heal(&self, i: usize) {
         self.port(i, "up");
+    }
+
+    /// Drops every UDP datagram host `i` receives (nftables in its
+    /// namespace): gossip is cut while TCP (the bridge, the store, the
+    /// web) still passes, as a firewall missing one port does.
+    pub fn block_udp(&self, i: usize) {
+        let ns = self.namespace(i);
+        ip(&["netns", "exec", &ns, "nft", "add", "table", "inet", "lab"]);
+        ip(&[
+            "netns",
+            "exec",
+            &ns,
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            "lab",
+            "input",
+            "{ type filter hook input priority 0 ; }",
+        ]);
+        ip(&[
+            "netns", "exec", &ns, "nft", "add", "rule", "inet", "lab", "input", "meta", "l4proto",
+            "udp", "drop",
+        ]);
+    }
+
+    /// Undoes [`Lab::block_udp`].
+    pub fn unblock_udp(&self, i: usize) {
+        let ns = self.namespace(i);
+        ip(&[
+            "netns", "exec", &ns, "nft", "delete", "table", "inet", "lab",
+        ]);
     }
 
     fn port(&self, i: usize, state: &str) {
