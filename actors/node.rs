@@ -1149,8 +1149,12 @@ impl Node {
         if c.ownership.is_none() && !lonely {
             return true;
         }
-        self.schedule.holds_all(&c.assignment.held_by(&c.node_id))
-            || (lonely && !self.held_ids().is_empty())
+        // A partition it shuns (it cannot open, read or checkpoint it) is
+        // not waited for: gossip passes it to another node, or nobody can
+        // take it, and the others are crawled either way.
+        let mut wanted = c.assignment.held_by(&c.node_id);
+        wanted.retain(|p| !c.shunned.contains(p));
+        self.schedule.holds_all(&wanted) || (lonely && !self.held_ids().is_empty())
     }
 
     /// Answers [`WhenAssigned`] once every partition has an owner (and,
@@ -1219,6 +1223,7 @@ impl Handler<super::messages::Shunned> for Node {
         if let Some(c) = &mut self.cluster {
             c.shunned = msg.0;
         }
+        self.wake_assigned_waiters();
     }
 }
 

@@ -69,16 +69,63 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 }
 
 /// The operating system's clocks.
+///
+/// Its monotonic reading counts the time a suspended machine slept
+/// (Linux's `CLOCK_BOOTTIME`; elsewhere `Instant`'s clock). `Instant`
+/// reads `CLOCK_MONOTONIC`, which stops while a VM or laptop is
+/// suspended: resumed, a node would believe the lease it renewed before
+/// the sleep still fresh and fetch on it while another node owns the
+/// partition (`src/cluster/lease.rs`), and every politeness delay would
+/// seem unserved. Counted from boot, the lease ran out during the sleep,
+/// as it did for every other node, and the delays were served. A
+/// backwards or forward step of the wall clock changes nothing here.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Now {
         Now {
-            at: Instant::now(),
+            at: boot_instant(),
             wall: SystemTime::now(),
         }
     }
+}
+
+/// An `Instant` that advances with the boot-time clock: the process's
+/// first reading of both, plus the boot time elapsed since. Equal to
+/// `Instant::now()` until the machine first sleeps, ahead of it after.
+fn boot_instant() -> Instant {
+    static ANCHOR: std::sync::OnceLock<(Instant, Duration)> = std::sync::OnceLock::new();
+    let (at, boot) = *ANCHOR.get_or_init(|| (Instant::now(), since_boot()));
+    at + since_boot().saturating_sub(boot)
+}
+
+/// Time since boot, sleep included (`CLOCK_BOOTTIME`).
+#[cfg(target_os = "linux")]
+fn since_boot() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for clock_gettime to fill;
+    // CLOCK_BOOTTIME exists on every Linux since 2.6.39.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } == 0;
+    if !ok {
+        return monotonic_since_start();
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Elsewhere: `Instant`'s own clock.
+#[cfg(not(target_os = "linux"))]
+fn since_boot() -> Duration {
+    monotonic_since_start()
+}
+
+/// `Instant`'s clock, from a fixed origin of this process.
+fn monotonic_since_start() -> Duration {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
 }
 
 /// A clock that moves only when [`ManualClock::advance`] is called.
@@ -130,6 +177,28 @@ impl Clock for ManualClock {
 
 /// The clock actors share.
 pub type SharedClock = Arc<dyn Clock>;
+
+#[cfg(test)]
+mod boot_tests {
+    use super::*;
+
+    #[test]
+    fn the_system_clock_advances_with_the_boot_time_clock_and_never_back() {
+        let clock = SystemClock;
+        let (a, boot_a) = (clock.now().at, since_boot());
+        std::thread::sleep(Duration::from_millis(20));
+        let (b, boot_b) = (clock.now().at, since_boot());
+        assert!(b >= a);
+        // Both moved by the boot clock's 20 ms (and what the reads took).
+        let moved = b - a;
+        let booted = boot_b - boot_a;
+        assert!(moved >= Duration::from_millis(20), "{moved:?}");
+        assert!(
+            moved.abs_diff(booted) < Duration::from_millis(5),
+            "{moved:?} vs {booted:?}"
+        );
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -50,7 +50,8 @@
 //!   keeps the acknowledgements (of link batches, say) until then.
 //!
 //! Safety rests on the create-only chain and on each node's monotonic
-//! clock running at about the real rate (drift of parts per million over a
+//! clock (the boot-time clock, which counts a suspended VM's sleep:
+//! `crate::clock::SystemClock`) running at about the real rate (drift of parts per million over a
 //! lease of seconds); it never rests on gossip, on wall clocks agreeing, or
 //! on messages arriving.
 

@@ -125,6 +125,21 @@ mod tests {
     }
 
     #[test]
+    fn the_sequence_moves_with_every_write_and_not_with_a_checkpoint() {
+        let live = tempfile::tempdir().unwrap();
+        let store = open(live.path());
+        store.admit(pages(0..10)).unwrap();
+        let before = store.sequence();
+        let scratch = tempfile::tempdir().unwrap();
+        store.checkpoint(&scratch.path().join("cp")).unwrap();
+        // A checkpoint (its flush) writes nothing: the next one may be
+        // skipped while the number stays.
+        assert_eq!(store.sequence(), before);
+        store.admit(pages(10..11)).unwrap();
+        assert!(store.sequence() > before);
+    }
+
+    #[test]
     fn a_checkpoint_opens_as_a_store_with_every_admitted_url() {
         let live = tempfile::tempdir().unwrap();
         let store = open(live.path());

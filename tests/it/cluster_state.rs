@@ -557,3 +557,80 @@ fn a_claim_that_cannot_be_restored_is_handed_back_and_tried_again() {
         "partition {p} was never restored"
     );
 }
+
+/// A node that cannot checkpoint gives its partitions up. n1's uploads
+/// of WARC files fail (its upload target is under a regular file), so no
+/// checkpoint of its partitions can be published (records go to object
+/// storage before the checkpoints that count their pages); renewals
+/// would keep its leases for ever while nothing it does becomes durable.
+/// After a lease of failures it hands each partition back and shuns it,
+/// gossip passes it to n2, and every page ends up archived in object
+/// storage by n2. Before, n1's partitions were never archived.
+#[test]
+fn a_node_that_cannot_checkpoint_gives_its_partitions_to_one_that_can() {
+    let web = SyntheticWeb::new(WebSpec {
+        hosts: 8,
+        pages_per_host: 10,
+        seed: 44,
+        behaviours: false,
+    });
+    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1)
+        .expect("start synthetic web");
+    let port = server.addr().port();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let gossip = [gossip_addr(), gossip_addr()];
+    let configs: Vec<PathBuf> = (0..2)
+        .map(|i| {
+            write_node_config(
+                dir.path(),
+                Some(&state),
+                &gossip,
+                i,
+                ("2s", "500ms"),
+                "[admin]\nenabled = false\n",
+            )
+        })
+        .collect();
+    // n1's uploads go under a regular file: every one fails.
+    let blocked = dir.path().join("not-a-directory");
+    std::fs::write(&blocked, b"").unwrap();
+    let warcs = state.with_file_name("warcs");
+    let n1 = std::fs::read_to_string(&configs[0]).unwrap().replace(
+        &format!("file://{}", warcs.display()),
+        &format!("file://{}/warcs", blocked.display()),
+    );
+    std::fs::write(&configs[0], n1).unwrap();
+    let logs = [dir.path().join("n1.log"), dir.path().join("n2.log")];
+    let args = ["--seeds".into(), seeds.as_os_str().to_owned()];
+    let mut nodes = [
+        spawn_with(&configs[0], &args, &logs[0]),
+        spawn_with(&configs[1], &args, &logs[1]),
+    ];
+    let truth = web.ground_truth(port);
+    let archived_all = eventually_true(Duration::from_secs(120), || {
+        warcs.exists() && truth.is_subset(&archived_uris(&warcs))
+    });
+    for node in &mut nodes {
+        let _ = node.kill();
+        let _ = node.wait();
+    }
+    let n1_log = std::fs::read_to_string(&logs[0]).unwrap_or_default();
+    let records = server.log().records();
+    server.stop();
+    let archived = archived_uris(&warcs);
+    let missing: Vec<_> = truth.difference(&archived).collect();
+    assert!(
+        archived_all,
+        "not archived in object storage: {missing:?}\n{n1_log}"
+    );
+    assert!(
+        n1_log.contains("no checkpoint of the partition could be made for a lease"),
+        "n1 never gave a partition up:\n{n1_log}"
+    );
+    let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+}

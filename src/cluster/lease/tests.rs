@@ -665,3 +665,53 @@ fn a_head_this_build_cannot_read_makes_the_node_step_aside() {
     assert_eq!(drain(&mut m), [Effect::ReadHead]);
     assert_eq!(m.on_head_unreadable(t0 + secs(2)), TAKE_RETRY_FIRST * 2);
 }
+
+#[test]
+fn an_idle_partition_renews_with_its_files_and_every_half_lease() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    let (t1, _) = next_checkpoint(&mut m);
+    m.on_checkpoint(t1, Some(7));
+    let d = published(&drain(&mut m));
+    m.on_published(t1, d.number, Published::Created);
+    drain(&mut m);
+    // Nothing written since: a renewal naming the same files, covering
+    // what the checkpoint covered.
+    let (t2, number) = next_checkpoint(&mut m);
+    assert_eq!(t2, t1 + S.checkpoint_every);
+    m.on_checkpoint_unchanged(t2, 7);
+    let renewal = published(&drain(&mut m));
+    assert_eq!(
+        (
+            renewal.number,
+            renewal.kind,
+            renewal.new_checkpoint,
+            renewal.covers
+        ),
+        (number, DraftKind::Renewal, false, 7)
+    );
+    m.on_published(t2, number, Published::Created);
+    assert_eq!(drain(&mut m), [Effect::Durable { covers: 7 }]);
+    // The next one half a lease later, not a checkpoint interval.
+    assert_eq!(S.idle_every(), S.lease / 2);
+    let (t3, _) = next_checkpoint(&mut m);
+    assert_eq!(t3, t2 + S.idle_every());
+    // Idle for ever is not failing: the partition is never given up.
+    let mut t = t3;
+    for _ in 0..20 {
+        m.on_checkpoint_unchanged(t, 7);
+        let d = published(&drain(&mut m));
+        assert_eq!(d.kind, DraftKind::Renewal);
+        m.on_published(t, d.number, Published::Created);
+        drain(&mut m);
+        t = next_checkpoint(&mut m).0;
+    }
+    assert!(!m.shunned(t));
+    // A write makes the next one a checkpoint again, on the usual pace.
+    m.on_checkpoint(t, Some(9));
+    let d = published(&drain(&mut m));
+    assert_eq!(d.kind, DraftKind::Checkpoint);
+    m.on_published(t, d.number, Published::Created);
+    drain(&mut m);
+    assert_eq!(next_checkpoint(&mut m).0, t + S.checkpoint_every);
+}

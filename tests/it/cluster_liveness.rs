@@ -1,3 +1,5 @@
+//! Liveness you can see, and that recovers.
+//!
 //! Nodes whose gossip never forms: each is given a peer address where
 //! datagrams go and nothing answers (a firewall that drops UDP while the
 //! bridge's TCP would pass). Each must say it is alone (log,
@@ -11,6 +13,11 @@
 //!   which the other holds (before, both opened every partition and
 //!   crawled every host twice). Given the right peers they form a cluster
 //!   and crawl the web once.
+//!
+//! And a chain head this build cannot read (a newer trawl's manifest,
+//! during a rolling upgrade): the node steps aside from that partition,
+//! says so, publishes it as shunned, and crawls every other partition,
+//! rather than stop.
 //!
 //! Judged from the web server's log and the nodes' own answers.
 
@@ -331,4 +338,80 @@ fn without_a_state_store_lonely_nodes_open_nothing_until_they_hear_each_other() 
     assert!(twice.is_empty(), "fetched twice: {twice:?}");
     let report = audit_log_with_factor(&web, &records, MIN_DELAY_MS, DELAY_FACTOR);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
+}
+
+#[test]
+fn a_head_of_a_newer_layout_makes_the_node_step_aside_and_crawl_the_rest() {
+    let (web, server, port) = web(63);
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    // Partition 3's chain holds one manifest written by a newer trawl.
+    let newer = 3u16;
+    let manifests = state.join(format!("partitions/{newer:03}/manifests"));
+    std::fs::create_dir_all(&manifests).unwrap();
+    let mut m = trawl::cluster::manifest::Manifest {
+        version: trawl::cluster::manifest::MANIFEST_VERSION,
+        partition: newer,
+        number: 1,
+        owner: trawl::cluster::manifest::Owner {
+            node: "n9".into(),
+            incarnation: 1,
+            epoch: 1,
+        },
+        released: true,
+        hold_ms: 0,
+        covers: 0,
+        files: Vec::new(),
+    };
+    m.version += 1;
+    std::fs::write(
+        manifests.join(format!("{:020}.json", 1)),
+        serde_json::to_vec(&m).unwrap(),
+    )
+    .unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    // One node, alone by design (no peers): every partition is its own.
+    let node = node_files(dir.path(), 1, gossip_addr(), &[], Some(&state));
+    let mut child = spawn(&node, &["--seeds", seeds.to_str().unwrap()]);
+    let host_of = |url: &str| url::Url::parse(url).unwrap().host_str().unwrap().to_owned();
+    let others: BTreeSet<String> = web
+        .ground_truth(port)
+        .into_iter()
+        .filter(|u| trawl::url::partition_of(&host_of(u), PARTITIONS) != newer)
+        .collect();
+    // Every page of the other partitions is fetched: no cluster-wide stop.
+    let crawled = eventually_true(Duration::from_secs(60), || {
+        let fetched: BTreeSet<String> = page_requests(&server.log().records(), port)
+            .into_keys()
+            .collect();
+        others.is_subset(&fetched)
+    });
+    let view = eventually(Duration::from_secs(30), || {
+        cluster_view(&node).filter(|v| v["members"][0]["shunned"] == serde_json::json!([newer]))
+    });
+    stop(&mut child);
+    let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+    let records = server.log().records();
+    server.stop();
+    assert!(crawled, "the other partitions were not crawled:\n{log}");
+    assert!(
+        view.is_some(),
+        "partition {newer} not published as shunned:\n{log}"
+    );
+    assert!(
+        log.contains("stepping aside"),
+        "the node did not say it steps aside:\n{log}"
+    );
+    for url in page_requests(&records, port).keys() {
+        assert_ne!(
+            trawl::url::partition_of(&host_of(url), PARTITIONS),
+            newer,
+            "{url}: a partition whose head it cannot read was crawled"
+        );
+    }
+    // The newer trawl's manifest is untouched, and nothing was claimed
+    // over it.
+    let names: Vec<_> = std::fs::read_dir(&manifests).unwrap().collect();
+    assert_eq!(names.len(), 1);
 }
