@@ -68,7 +68,7 @@ use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
 use crate::scheduler::idle::Totals;
 use crate::scheduler::outbox::{Batch, PAGE as OUTBOX_PAGE};
-use crate::scheduler::{MayOpen, NodeScheduler, Opening, Route};
+use crate::scheduler::{MayOpen, NodeScheduler, Opening, Route, SeedView};
 use crate::store::{
     Manifest, OutboxBatch, PartitionStore, RunMarker, SeenSettings, StoreEnv, StoreError,
 };
@@ -1129,32 +1129,20 @@ impl Node {
         })
     }
 
-    /// Whether this node may offer seeds: it holds every partition gossip
-    /// assigns it (with a checkpoint chain; without one, it creates any
-    /// store it needs), or, when it cannot expect to hold its assignment,
-    /// any partition at all. It cannot when it is alone with a chain (its
-    /// lonely assignment gives it partitions peers it cannot hear hold)
-    /// or, without one, has heard no peer (it creates no store then, see
-    /// `src/cluster/hearing.rs`): it crawls what it has, and the seeds of
-    /// partitions it lacks wait in a held partition's outbox until gossip
-    /// forms.
+    /// Whether this node may offer seeds (the scheduler's
+    /// [`NodeScheduler::may_offer_seeds`]); always on a single node.
     fn owns_its_assignment(&self) -> bool {
         let Some(c) = &self.cluster else {
             return true;
         };
-        let lonely = match c.ownership {
-            Some(_) => c.hearing.alone,
-            None => !c.may_create_stores,
-        };
-        if c.ownership.is_none() && !lonely {
-            return true;
-        }
-        // A partition it shuns (it cannot open, read or checkpoint it) is
-        // not waited for: gossip passes it to another node, or nobody can
-        // take it, and the others are crawled either way.
-        let mut wanted = c.assignment.held_by(&c.node_id);
-        wanted.retain(|p| !c.shunned.contains(p));
-        self.schedule.holds_all(&wanted) || (lonely && !self.held_ids().is_empty())
+        let assigned = c.assignment.held_by(&c.node_id);
+        self.schedule.may_offer_seeds(SeedView {
+            chain: c.ownership.is_some(),
+            assigned: &assigned,
+            shunned: &c.shunned,
+            alone: c.hearing.alone,
+            may_create_stores: c.may_create_stores,
+        })
     }
 
     /// Answers [`WhenAssigned`] once every partition has an owner (and,

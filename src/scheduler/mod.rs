@@ -113,6 +113,23 @@ pub enum MayOpen {
     Unheard { first: bool },
 }
 
+/// What a cluster node knows when it decides whether to offer seeds
+/// ([`NodeScheduler::may_offer_seeds`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SeedView<'a> {
+    /// Partitions live in a checkpoint chain (`state_url`).
+    pub chain: bool,
+    /// The partitions gossip assigns this node.
+    pub assigned: &'a [u16],
+    /// The partitions this node shuns.
+    pub shunned: &'a [u16],
+    /// No peer heard for a few gossip rounds (`src/cluster/hearing.rs`).
+    pub alone: bool,
+    /// Without a chain: stores may be created (a peer was heard, or none
+    /// is expected).
+    pub may_create_stores: bool,
+}
+
 /// The node's scheduler.
 #[derive(Debug)]
 pub struct NodeScheduler<H, T> {
@@ -186,6 +203,31 @@ impl<H, T> NodeScheduler<H, T> {
     /// Whether this node holds every partition of `assigned`.
     pub fn holds_all(&self, assigned: &[u16]) -> bool {
         assigned.iter().all(|&p| self.held(p).is_some())
+    }
+
+    /// Whether a cluster node may offer seeds now: it holds every
+    /// partition its assignment gives it but those it shuns (with a
+    /// checkpoint chain; without one, it creates any store it needs) or,
+    /// when it cannot expect to hold its assignment, any partition at
+    /// all. It cannot when it is alone with a chain (its lonely
+    /// assignment gives it partitions peers it cannot hear hold) or,
+    /// without one, has heard no peer (it creates no store then, see
+    /// `src/cluster/hearing.rs`): it crawls what it has, and the seeds of
+    /// partitions it lacks wait in a held partition's outbox until gossip
+    /// forms. A partition it shuns is not waited for: gossip passes it to
+    /// another node, or nobody can take it, and the others are crawled
+    /// either way.
+    pub fn may_offer_seeds(&self, view: SeedView<'_>) -> bool {
+        let lonely = match view.chain {
+            true => view.alone,
+            false => !view.may_create_stores,
+        };
+        if !view.chain && !lonely {
+            return true;
+        }
+        let mut wanted = view.assigned.to_vec();
+        wanted.retain(|p| !view.shunned.contains(p));
+        self.holds_all(&wanted) || (lonely && self.iter().next().is_some())
     }
 
     /// How partition `id` opens now (Unix ms `now_ms`): held until

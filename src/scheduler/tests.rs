@@ -363,3 +363,44 @@ fn partitions_with_batches_awaiting_a_checkpoint_are_named() {
     assert_eq!(s.admitted(1, 3, 9), Some(9));
     assert!(s.awaiting_checkpoint().is_empty());
 }
+
+/// A seed view: `chain` or not, assigned 0..4, shunning `shunned`.
+fn view<'a>(chain: bool, shunned: &'a [u16], alone: bool, may_create: bool) -> SeedView<'a> {
+    SeedView {
+        chain,
+        assigned: &[0, 1, 2, 3],
+        shunned,
+        alone,
+        may_create_stores: may_create,
+    }
+}
+
+#[test]
+fn seeds_wait_for_the_assignment_unless_the_node_is_alone_or_shuns_a_partition() {
+    let mut s = scheduler(true);
+    // With a chain, heard peers: every assigned partition must be held.
+    assert!(!s.may_offer_seeds(view(true, &[], false, true)));
+    s.opened(0, "p0");
+    assert!(!s.may_offer_seeds(view(true, &[], false, true)));
+    // Alone: what it holds is enough (the rest may be a peer's).
+    assert!(s.may_offer_seeds(view(true, &[], true, true)));
+    // A shunned partition is not waited for.
+    s.opened(1, "p1");
+    s.opened(2, "p2");
+    assert!(!s.may_offer_seeds(view(true, &[], false, true)));
+    assert!(s.may_offer_seeds(view(true, &[3], false, true)));
+}
+
+#[test]
+fn without_a_chain_seeds_wait_only_while_no_peer_was_heard_and_nothing_is_held() {
+    let mut s = scheduler(false);
+    assert!(
+        s.may_offer_seeds(view(false, &[], false, true)),
+        "stores are made"
+    );
+    // Unheard: it holds nothing and may create nothing; seeds wait.
+    assert!(!s.may_offer_seeds(view(false, &[], true, false)));
+    // A store continued from its own disk is enough.
+    s.opened(2, "p2");
+    assert!(s.may_offer_seeds(view(false, &[], true, false)));
+}

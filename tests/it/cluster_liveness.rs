@@ -31,7 +31,7 @@ use crate::common::{
     assert_same_urls, audit_log_with_factor, eventually, eventually_true, gossip_addr,
     page_requests, wait_exit, ANY_BRIDGE,
 };
-use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{SyntheticWeb, TestWebServer};
 
 const MIN_DELAY_MS: u64 = 60;
 const DELAY_FACTOR: f64 = 0.0;
@@ -152,16 +152,7 @@ fn black_hole() -> (UdpSocket, SocketAddr) {
 }
 
 fn web(seed: u64) -> (SyntheticWeb, TestWebServer, u16) {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 6,
-        pages_per_host: 8,
-        seed,
-        behaviours: false,
-    });
-    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1)
-        .expect("start synthetic web");
-    let port = server.addr().port();
-    (web, server, port)
+    crate::common::start_plain_web(6, 8, seed)
 }
 
 /// The partitions `node` holds, per its API.

@@ -296,15 +296,7 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
 /// chain, and the second node would find nothing to do.
 #[test]
 fn a_seed_answered_outlives_the_node_and_its_disk() {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 4,
-        pages_per_host: 12,
-        seed: 43,
-        behaviours: false,
-    });
-    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1)
-        .expect("start synthetic web");
-    let port = server.addr().port();
+    let (web, server, port) = crate::common::start_plain_web(4, 12, 43);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
@@ -568,15 +560,7 @@ fn a_claim_that_cannot_be_restored_is_handed_back_and_tried_again() {
 /// storage by n2. Before, n1's partitions were never archived.
 #[test]
 fn a_node_that_cannot_checkpoint_gives_its_partitions_to_one_that_can() {
-    let web = SyntheticWeb::new(WebSpec {
-        hosts: 8,
-        pages_per_host: 10,
-        seed: 44,
-        behaviours: false,
-    });
-    let server = TestWebServer::start(web.clone(), "127.0.0.1:0".parse().unwrap(), 1)
-        .expect("start synthetic web");
-    let port = server.addr().port();
+    let (web, server, port) = crate::common::start_plain_web(8, 10, 44);
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();

@@ -96,15 +96,36 @@ impl Served {
 
 /// A synthetic web and its server on a free loopback port.
 pub fn start_web(hosts: u32, pages_per_host: u32, seed: u64) -> (SyntheticWeb, TestWebServer) {
+    let (web, server, _) = serve_web(hosts, pages_per_host, seed, true);
+    (web, server)
+}
+
+/// A plain synthetic web (no robots.txt variants, sitemaps, throttling or
+/// slowness), its server on a free loopback port, and the port.
+pub fn start_plain_web(
+    hosts: u32,
+    pages_per_host: u32,
+    seed: u64,
+) -> (SyntheticWeb, TestWebServer, u16) {
+    serve_web(hosts, pages_per_host, seed, false)
+}
+
+fn serve_web(
+    hosts: u32,
+    pages_per_host: u32,
+    seed: u64,
+    behaviours: bool,
+) -> (SyntheticWeb, TestWebServer, u16) {
     let web = SyntheticWeb::new(WebSpec {
         hosts,
         pages_per_host,
         seed,
-        behaviours: true,
+        behaviours,
     });
     let listen: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let server = TestWebServer::start(web.clone(), listen, 1).expect("start synthetic web");
-    (web, server)
+    let port = server.addr().port();
+    (web, server, port)
 }
 
 /// The TOML of a test crawl into `data` with `min_delay_ms`.
