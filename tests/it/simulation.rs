@@ -1,8 +1,10 @@
 //! Deterministic simulation of partition ownership (`src/cluster/lease.rs`)
-//! across nodes that crash, pause, get cut off and fill their disks (no
+//! across nodes that crash, pause, get cut off, fill their disks (no
 //! checkpoint can be made: a node gives the partition up after a lease,
-//! and gossip passes it to the next node while it is shunned), over an
-//! object store
+//! and gossip passes it to the next node while it is shunned), go deaf to
+//! gossip (their UDP dropped one way: they believe themselves alone and
+//! want every partition, while the others still see them) and fail to
+//! open partitions they took, over an object store
 //! with create-only puts and a network that delays, drops and duplicates.
 //!
 //! Everything random comes from one seed, so a failing seed replays
@@ -186,6 +188,12 @@ enum Event {
         inc: u64,
         p: usize,
     },
+    /// A partition taken could not be restored or opened.
+    OpenFailed {
+        node: usize,
+        inc: u64,
+        p: usize,
+    },
     /// The drain's timeout: requests still out, it gives up on them.
     DrainTimeout {
         node: usize,
@@ -311,6 +319,9 @@ struct Faults {
     cut: Vec<(Instant, Instant)>,
     /// Its disk is full: every checkpoint fails.
     full: Vec<(Instant, Instant)>,
+    /// It hears no gossip (its UDP dropped, one way: the others still
+    /// hear it): it believes itself alone, while the store and TCP work.
+    deaf: Vec<(Instant, Instant)>,
 }
 
 fn within(spans: &[(Instant, Instant)], t: Instant) -> bool {
@@ -379,13 +390,14 @@ impl Sim {
             let node = rng.below(NODES as u64) as usize;
             let at = t0 + rng.millis(500, FAULTS_END.as_millis() as u64 - 12_000);
             let long = rng.millis(500, 2 * SETTINGS.lease.as_millis() as u64 + 2_000);
-            match rng.below(4) {
+            match rng.below(5) {
                 0 => sim.schedule_at(at, Event::Crash { node, down: long }),
                 1 => faults[node].paused.push((at, at + long)),
                 // One full disk per node at most: a node that gives a
                 // partition up stays away for a doubling while, and the
                 // cluster must have settled by the end.
                 2 if faults[node].full.is_empty() => faults[node].full.push((at, at + long)),
+                3 => faults[node].deaf.push((at, at + long)),
                 _ => faults[node].cut.push((at, at + long)),
             }
         }
@@ -461,14 +473,16 @@ impl Sim {
     }
 
     /// Gossip's advice to node `a`: the owner of `p` by rendezvous hashing
-    /// over the nodes `a` believes alive (a view `GOSSIP_LAG` old).
+    /// over the nodes `a` believes alive (a view `GOSSIP_LAG` old). A deaf
+    /// node believes only itself alive, and is given every partition.
     fn advised_owner(&self, a: usize, p: usize) -> usize {
         let t = self
             .now
             .checked_sub(GOSSIP_LAG)
             .unwrap_or(self.t0)
             .max(self.t0);
-        self.owner_among(p, |b| self.reachable(a, b, t))
+        let deaf = within(&self.faults[a].deaf, t);
+        self.owner_among(p, |b| b == a || (!deaf && self.reachable(a, b, t)))
             .unwrap_or(a)
     }
 
@@ -619,8 +633,19 @@ impl Sim {
                     self.effects(node, p)?;
                 }
             }
+            Event::OpenFailed { node, inc, p } => {
+                if self.deliverable(node, inc, &e) {
+                    let wait = self.nodes[node].leases[p].on_open_failed(self.now);
+                    self.log(|| format!("n{node} p{p} cannot open it, away {wait:?}"));
+                    self.effects(node, p)?;
+                }
+            }
             Event::Drained { node, inc, p } => {
-                if self.deliverable(node, inc, &e) && self.answer_drain(node, p, true) {
+                // A partition never opened drains at once, as the node
+                // answers for a partition it does not hold.
+                let unopened = self.nodes[node].local[p].is_none();
+                if self.deliverable(node, inc, &e) && (unopened || self.answer_drain(node, p, true))
+                {
                     let owed = self.rng.millis(0, 300);
                     self.nodes[node].leases[p].on_drained(self.now, owed);
                     self.effects(node, p)?;
@@ -1374,6 +1399,15 @@ impl Sim {
                     let held_until = (0..HOSTS_PER_PARTITION)
                         .map(|h| state.holds.get(&h).copied().unwrap_or(self.now))
                         .collect();
+                    // Now and then, during the faults, the restore or the
+                    // open fails (a chain file missing, the disk): the
+                    // partition is handed back unopened.
+                    let calm = self.now >= self.t0 + FAULTS_END;
+                    if !calm && self.rng.chance(100) {
+                        let after = self.rng.millis(1, 200);
+                        self.schedule(after, Event::OpenFailed { node: n, inc, p });
+                        continue;
+                    }
                     // Open at once (as the node reports a take it opened).
                     self.nodes[n].leases[p].on_opened();
                     self.nodes[n].local[p] = Some(Local {
@@ -1392,7 +1426,16 @@ impl Sim {
                 }
                 Effect::Checkpoint { number } => {
                     let Some(local) = self.nodes[n].local[p].as_mut() else {
-                        return Err(format!("n{n} p{p}: checkpoint of a partition not here"));
+                        // Never opened (its take failed): no checkpoint.
+                        let ev = Event::CheckpointReady {
+                            node: n,
+                            inc,
+                            p,
+                            number,
+                            ok: false,
+                        };
+                        self.schedule(Duration::ZERO, ev);
+                        continue;
                     };
                     local.snapshot = Some((number, local.state.clone()));
                     // Fails while the disk is full, and now and then
@@ -1425,6 +1468,9 @@ impl Sim {
                     }
                 }
                 Effect::Drain => {
+                    if self.nodes[n].local[p].is_none() {
+                        self.schedule(Duration::ZERO, Event::Drained { node: n, inc, p });
+                    }
                     if let Some(local) = self.nodes[n].local[p].as_mut() {
                         local.draining = true;
                         if local.busy.iter().all(|b| !b) {
