@@ -602,12 +602,12 @@ fn with_gossip_blocked_and_tcp_open_nodes_say_they_are_alone_crawl_what_they_hol
     );
     // The firewall fixed while requests take seconds: gossip forms,
     // partitions move to their assigned owners mid-request, the seeds
-    // waiting in n1's outbox reach them, and the crawl completes.
+    // waiting in n1's outbox reach them, and the crawl completes. (A
+    // lonely node with nothing to do may have exited by then: its view,
+    // itself, was idle; it handed its partitions back and the others
+    // took them.)
     for i in 0..NODES {
         run.lab.unblock_udp(i);
-    }
-    for i in 0..NODES {
-        run.wait_logged(i, "peers heard again");
     }
     let out = run.finish("gossip blocked, then formed");
     out.assert_refetches_bounded();
