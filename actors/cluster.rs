@@ -98,7 +98,7 @@ impl ClusterActor {
         let settle = settings.membership.gossip_interval * IDLE_SETTLE_ROUNDS;
         let idle = IdleDetector::new(settings.partitions, settle);
         let hearing = Hearing::new(
-            expects_peers(&settings.membership),
+            settings.membership.expects_peers(),
             Hearing::patience(settings.membership.gossip_interval),
             settings.clock.now().at,
         );
@@ -258,14 +258,6 @@ impl ClusterActor {
             }
         }));
     }
-}
-
-/// Whether a node is given peers to join through (its own address listed
-/// among them does not count): the first node of a cluster is not, and
-/// expects to be alone until others join.
-fn expects_peers(config: &MembershipConfig) -> bool {
-    let own = config.gossip_addr.to_string();
-    config.seeds.iter().any(|peer| *peer != own)
 }
 
 impl Actor for ClusterActor {

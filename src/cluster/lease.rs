@@ -51,8 +51,8 @@
 //!
 //! Safety rests on the create-only chain and on each node's monotonic
 //! clock (the boot-time clock, which counts a suspended VM's sleep:
-//! `crate::clock::SystemClock`) running at about the real rate (drift of parts per million over a
-//! lease of seconds); it never rests on gossip, on wall clocks agreeing, or
+//! `crate::clock::SystemClock`) running at about the real rate (drift of
+//! parts per million over a lease of seconds); it never rests on gossip, on wall clocks agreeing, or
 //! on messages arriving.
 
 use std::collections::VecDeque;
@@ -588,12 +588,19 @@ impl PartitionLease {
         self.shunned_until.is_some_and(|until| now < until)
     }
 
-    /// Shuns the partition for the next backoff and lets it go; the wait.
+    /// Shuns the partition for the next failed take's backoff and lets
+    /// it go; the wait.
     fn step_aside(&mut self, now: Instant) -> Duration {
         let wait = self.take_backoff.next_delay();
+        self.shun(now, wait);
+        wait
+    }
+
+    /// Ignores advice to take the partition for `wait`, and lets it go
+    /// (a held one is drained and handed back).
+    fn shun(&mut self, now: Instant, wait: Duration) {
         self.shunned_until = Some(now + wait);
         self.want(now, false);
-        wait
     }
 
     /// Link batches admitted into the partition wait for a checkpoint to
@@ -698,8 +705,7 @@ impl PartitionLease {
                 h.step = Step::Waiting;
                 let wait = self.give_up_backoff.next_delay();
                 self.effects.push_back(Effect::GaveUp { wait });
-                self.shunned_until = Some(now + wait);
-                self.want(now, false);
+                self.shun(now, wait);
                 return;
             }
         }

@@ -342,6 +342,14 @@ impl MembershipConfig {
         self.gossip_interval.mul_f64(self.phi_threshold)
     }
 
+    /// Whether this node is given peers to join through (its own address
+    /// among them does not count): the first node of a cluster is not,
+    /// and expects to be alone until others join.
+    pub fn expects_peers(&self) -> bool {
+        let own = self.gossip_addr.to_string();
+        self.seeds.iter().any(|peer| *peer != own)
+    }
+
     /// The address peers are told to gossip with.
     fn advertised(&self) -> SocketAddr {
         self.advertise_addr.unwrap_or(self.gossip_addr)
@@ -972,6 +980,14 @@ mod tests {
             ..MembershipConfig::new("c", "n", SocketAddr::from(([0, 0, 0, 0], 7000)))
         };
         assert_eq!(behind_nat.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_node_expects_peers_only_when_given_others_than_itself() {
+        let me = free_addr();
+        assert!(!config("c", "n1", me, &[]).expects_peers());
+        assert!(!config("c", "n1", me, &[me]).expects_peers());
+        assert!(config("c", "n1", me, &[me, free_addr()]).expects_peers());
     }
 
     /// Three nodes seeded with each other all see three live members and
