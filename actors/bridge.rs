@@ -64,7 +64,8 @@
 //! decoding a batch (postcard, tens of KiB for a usual batch, at most a
 //! frame) is done inline.
 
-use std::cell::Cell;
+mod conn;
+
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::io;
@@ -74,36 +75,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use bytes::{Bytes, BytesMut};
-use futures_util::future::BoxFuture;
-use futures_util::stream::FuturesUnordered;
-use futures_util::{SinkExt, Stream, StreamExt};
-use rustls::pki_types::CertificateDer;
-use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use bytes::Bytes;
+use futures_util::Stream;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
-use tokio::time::{sleep, sleep_until, timeout, Instant};
-use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec, LengthDelimitedCodecError};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::sleep;
 
 use super::messages::{
-    BridgeInbound, BridgeStatus, DigestQuery, Failure, GetBridgeStatus, PeerStatus, RemoteAdmit,
-    RemoteDigest, SendBatch, SendDigest, SetPeers,
+    BridgeInbound, BridgeStatus, Failure, GetBridgeStatus, PeerStatus, SendBatch, SendDigest,
+    SetPeers,
 };
-use crate::cluster::link::{self, Backoff, Handled, PeerLink, Transmit};
-use crate::cluster::tls::{self, NodeTls};
-use crate::cluster::valid_node_id;
-use crate::cluster::wire::{
-    self, Message as WireMessage, Refusal, WireError, WireReply, MAX_FRAME,
-};
+use crate::cluster::conn::{short, Closed, Connection};
+pub use crate::cluster::conn::{BridgeError, BridgeSettings};
+use crate::cluster::link::{self, Backoff, PeerLink, Transmit};
+use crate::cluster::wire::{self, Message as WireMessage, WireReply};
 use crate::dedup::exact::DigestReply;
 use crate::metrics::Metrics;
+use conn::{ConnSetup, Ended};
 
 /// The metric label of a node that is not a member: node ids from the
 /// network are only labels once membership vouches for them.
 const UNKNOWN_PEER: &str = "unknown";
-/// Peer-supplied text (reasons, ids) is cut to this many bytes in logs and
-/// refusals.
-const REASON_MAX: usize = 256;
 /// After a failed `accept` (out of file descriptors...), the listener
 /// waits this long rather than spin.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
@@ -113,104 +105,6 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 const MAX_HANDSHAKES: usize = 64;
 
 /// How the bridge runs.
-#[derive(Debug, Clone)]
-pub struct BridgeSettings {
-    /// The cluster id; peers of another cluster are refused.
-    pub cluster_id: String,
-    /// This node's id (see [`valid_node_id`]).
-    pub node_id: String,
-    /// The address to listen on (port 0: any free port).
-    pub listen: SocketAddr,
-    /// Unacked batches per peer, at most.
-    pub window: usize,
-    /// The first redial delay after a connection failed...
-    pub reconnect_base: Duration,
-    /// ...doubling up to this.
-    pub reconnect_max: Duration,
-    /// An idle side sends a heartbeat this often; three intervals of
-    /// silence close the connection. Nodes of a cluster should agree on it.
-    pub heartbeat: Duration,
-    /// Mutual TLS against the cluster's CA ([`crate::cluster::tls`]):
-    /// `None` only for an insecure cluster (`[cluster] insecure`).
-    pub tls: Option<Arc<NodeTls>>,
-}
-
-impl BridgeSettings {
-    /// Settings with the defaults: a window of 64, redials from 100 ms to
-    /// 10 s, a heartbeat every second.
-    pub fn new(
-        cluster_id: impl Into<String>,
-        node_id: impl Into<String>,
-        listen: SocketAddr,
-    ) -> Self {
-        BridgeSettings {
-            cluster_id: cluster_id.into(),
-            node_id: node_id.into(),
-            listen,
-            window: 64,
-            reconnect_base: Duration::from_millis(100),
-            reconnect_max: Duration::from_secs(10),
-            heartbeat: Duration::from_secs(1),
-            tls: None,
-        }
-    }
-
-    fn check(&self) -> Result<(), BridgeError> {
-        let bad = |msg: &str| Err(BridgeError::Settings(msg.to_owned()));
-        if !valid_node_id(&self.node_id) {
-            return bad("node_id: 1 to 64 letters, digits, '-' or '_'");
-        }
-        if self.cluster_id.is_empty() {
-            return bad("cluster_id must not be empty");
-        }
-        if self.window == 0 {
-            return bad("window must be at least 1");
-        }
-        if self.heartbeat.is_zero() || self.reconnect_base.is_zero() {
-            return bad("heartbeat and reconnect_base must be positive");
-        }
-        if self.reconnect_max < self.reconnect_base {
-            return bad("reconnect_max must not be below reconnect_base");
-        }
-        if self
-            .tls
-            .as_ref()
-            .is_some_and(|tls| tls.node() != self.node_id)
-        {
-            return bad("the TLS identity is another node's");
-        }
-        Ok(())
-    }
-
-    /// How long a connection may be silent, or refuse our bytes.
-    fn silence(&self) -> Duration {
-        self.heartbeat.saturating_mul(3)
-    }
-}
-
-/// Why a bridge cannot start.
-#[derive(Debug, thiserror::Error)]
-pub enum BridgeError {
-    /// The settings are unusable.
-    #[error("bridge settings: {0}")]
-    Settings(String),
-    /// Not called from within an actix system (there is no runtime to
-    /// listen on).
-    #[error("the bridge must be started inside an actix system")]
-    NoRuntime,
-    /// The listening socket could not be set up.
-    #[error("bridge cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-}
-
-// ------------------------------------------------------------------ Actor
-
 /// Who waits for a batch or question: resolved with its ack or answer, or
 /// failed (`NotHeld` for `partition` when the peer refuses it).
 struct Waiter {
@@ -337,7 +231,7 @@ impl BridgeActor {
 
     /// This node dials `peer` (the smaller id dials).
     fn dials(&self, peer: &str) -> bool {
-        self.settings.node_id.as_str() < peer
+        self.settings.dials(peer)
     }
 
     /// What a new connection needs.
@@ -346,15 +240,11 @@ impl BridgeActor {
         ConnSetup {
             id: self.next_conn,
             remote,
-            cluster: self.settings.cluster_id.clone(),
-            node: self.settings.node_id.clone(),
             bridge: ctx.address(),
             inbound: self.inbound.clone(),
             metrics: self.metrics.clone(),
-            heartbeat: self.settings.heartbeat,
-            silence: self.settings.silence(),
-            window: self.settings.window,
             tls: self.settings.tls.clone(),
+            clock: self.settings.clock.clone(),
         }
     }
 
@@ -395,7 +285,8 @@ impl BridgeActor {
         if let Some(peer) = self.peers.get_mut(id) {
             peer.dialing = Some(conn);
         }
-        self.spawn_conn(conn, dial(setup, id.to_owned()), ctx);
+        let machine = Connection::dialled(&self.settings, id, self.settings.clock.now().at);
+        self.spawn_conn(conn, conn::dial(setup, machine), ctx);
     }
 
     /// Dials `id` again after its backoff, doubling the next one.
@@ -434,7 +325,7 @@ impl BridgeActor {
             conn,
             progress: ended.progress,
         };
-        if peer.link.closed(closed, std::time::Instant::now()) {
+        if peer.link.closed(closed, self.settings.clock.now().at) {
             peer.conn = None;
         }
         if let Closed::Connect(e) = &ended.closed {
@@ -576,7 +467,8 @@ impl StreamHandler<io::Result<(TcpStream, SocketAddr)>> for BridgeActor {
                 let setup = self.setup(remote, ctx);
                 let id = setup.id;
                 self.handshaking.insert(id);
-                self.spawn_conn(id, run(stream, setup, None), ctx);
+                let machine = Connection::accepted(&self.settings, self.settings.clock.now().at);
+                self.spawn_conn(id, conn::run(stream, setup, machine), ctx);
             }
             Err(e) => tracing::warn!(error = %e, "bridge: accept failed"),
         }
@@ -736,7 +628,7 @@ impl Handler<Established> for BridgeActor {
         if peer.dialing == Some(msg.conn) {
             peer.dialing = None;
         }
-        let (_, out) = peer.link.connected(msg.conn, std::time::Instant::now());
+        let (_, out) = peer.link.connected(msg.conn, self.settings.clock.now().at);
         let old = peer.conn.replace(Conn {
             id: msg.conn,
             admits: msg.admits,
@@ -821,745 +713,5 @@ impl Handler<Nacked> for BridgeActor {
     }
 }
 
-// ------------------------------------------------------------- Connection
-
-/// What one connection is given.
-struct ConnSetup {
-    id: u64,
-    remote: SocketAddr,
-    cluster: String,
-    node: String,
-    bridge: Addr<BridgeActor>,
-    inbound: BridgeInbound,
-    metrics: Arc<Metrics>,
-    heartbeat: Duration,
-    silence: Duration,
-    window: usize,
-    tls: Option<Arc<NodeTls>>,
-}
-
-/// How a connection ended.
-struct Ended {
-    /// The peer, once known (always for a dial).
-    peer: Option<String>,
-    closed: Closed,
-    /// A batch was acked on it, either way.
-    progress: bool,
-}
-
-/// Why a connection ended.
-#[derive(Debug, thiserror::Error)]
-enum Closed {
-    /// The peer's hello is refused.
-    #[error("{}", short(&.0.to_string()))]
-    Refused(Refusal),
-    /// The peer's hello names an impossible node id.
-    #[error("node id {:?} is not 1 to 64 letters, digits, '-' or '_'", short(.0))]
-    BadNodeId(String),
-    /// We dialled one node and another answered (stale membership).
-    #[error("dialled {expected:?}, but {:?} answered", short(.got))]
-    WrongNode { expected: String, got: String },
-    /// The TLS handshake failed (no certificate, or one the cluster's CA
-    /// did not issue, or not for the node dialled).
-    #[error("tls: {}", short(.0))]
-    Tls(String),
-    /// The peer's certificate does not name the node its hello names.
-    #[error("the peer's certificate is not {:?}'s", short(.0))]
-    NotCertified(String),
-    /// The peer dialled, but we are the one who dials.
-    #[error("{0:?} dialled, but the node with the smaller id dials")]
-    WrongDirection(String),
-    /// The peer refused us.
-    #[error("refused by the peer: {}", short(.0))]
-    RefusedByPeer(String),
-    /// The peer announced a frame over the cap.
-    #[error("a frame over {MAX_FRAME} bytes announced")]
-    TooLarge,
-    /// A frame is not a message.
-    #[error("{0}")]
-    Malformed(WireError),
-    /// A message out of place.
-    #[error("unexpected {0} after the handshake")]
-    Unexpected(&'static str),
-    /// Nothing came for too long.
-    #[error("silent for {0:?}")]
-    Silent(Duration),
-    /// The peer took none of our bytes for too long.
-    #[error("the peer took no bytes for {0:?}")]
-    Stalled(Duration),
-    /// The peer closed the connection.
-    #[error("closed by the peer")]
-    Eof,
-    /// Reading or writing failed.
-    #[error("i/o: {0}")]
-    Io(io::Error),
-    /// A batch from the peer was not admitted (why).
-    #[error("a batch was not admitted: {0}")]
-    Rejected(String),
-    /// A dial failed to connect.
-    #[error("cannot connect: {0}")]
-    Connect(io::Error),
-    /// The bridge is stopping (or dropped the connection).
-    #[error("the bridge let the connection go")]
-    Stopping,
-}
-
-impl Closed {
-    /// The bounded metric label.
-    fn label(&self) -> &'static str {
-        match self {
-            Closed::Refused(Refusal::NotHello) => "not_hello",
-            Closed::Refused(Refusal::WrongCluster { .. }) => "wrong_cluster",
-            Closed::Refused(Refusal::OldProtocol { .. }) => "old_protocol",
-            Closed::Refused(Refusal::SameNode(_)) => "same_node",
-            Closed::BadNodeId(_) => "bad_node_id",
-            Closed::WrongNode { .. } => "wrong_node",
-            Closed::WrongDirection(_) => "wrong_direction",
-            Closed::Tls(_) => "tls",
-            Closed::NotCertified(_) => "not_certified",
-            Closed::RefusedByPeer(_) => "refused_by_peer",
-            Closed::TooLarge => "too_large",
-            Closed::Malformed(_) => "malformed",
-            Closed::Unexpected(_) => "unexpected",
-            Closed::Silent(_) => "silent",
-            Closed::Stalled(_) => "stalled",
-            Closed::Eof => "eof",
-            Closed::Io(_) => "io",
-            Closed::Rejected(_) => "rejected",
-            Closed::Connect(_) => "connect",
-            Closed::Stopping => "stopping",
-        }
-    }
-
-    /// The other side failed the handshake or broke the protocol: counted
-    /// as a refusal, and (unless it refused us) answered with a `Refuse`.
-    fn is_refusal(&self) -> bool {
-        matches!(
-            self,
-            Closed::Refused(_)
-                | Closed::BadNodeId(_)
-                | Closed::WrongNode { .. }
-                | Closed::WrongDirection(_)
-                | Closed::Tls(_)
-                | Closed::NotCertified(_)
-                | Closed::RefusedByPeer(_)
-                | Closed::TooLarge
-                | Closed::Malformed(_)
-                | Closed::Unexpected(_)
-        )
-    }
-}
-
-/// `text` cut to [`REASON_MAX`] bytes (peer-supplied text in logs).
-fn short(text: &str) -> &str {
-    if text.len() <= REASON_MAX {
-        return text;
-    }
-    let mut end = REASON_MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
-/// A connection's bytes: TLS, or plain TCP in an insecure cluster.
-trait Io: AsyncRead + AsyncWrite + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Unpin> Io for T {}
-
-type Reader = FramedRead<ReadHalf<Box<dyn Io>>, LengthDelimitedCodec>;
-type Writer = FramedWrite<WriteHalf<Box<dyn Io>>, LengthDelimitedCodec>;
-
-/// Dials `peer` and runs the connection.
-async fn dial(setup: ConnSetup, peer: String) -> Ended {
-    let connected = timeout(setup.silence, TcpStream::connect(setup.remote)).await;
-    let stream = match connected {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return connect_failed(&setup, peer, e),
-        Err(_) => {
-            let e = io::Error::new(io::ErrorKind::TimedOut, "connect timed out");
-            return connect_failed(&setup, peer, e);
-        }
-    };
-    run(stream, setup, Some(peer)).await
-}
-
-fn connect_failed(setup: &ConnSetup, peer: String, e: io::Error) -> Ended {
-    setup
-        .metrics
-        .bridge_disconnects
-        .with_label_values(&["connect"])
-        .inc();
-    Ended {
-        peer: Some(peer),
-        closed: Closed::Connect(e),
-        progress: false,
-    }
-}
-
-/// Runs one connection: the handshake, then batches both ways until it
-/// ends. `expected` is the node dialled (none if accepted). Counts and
-/// logs how it ended before its socket closes.
-async fn run(stream: TcpStream, setup: ConnSetup, expected: Option<String>) -> Ended {
-    let _ = stream.set_nodelay(true);
-    let (io, certificate) = match secure(stream, &setup, expected.as_deref()).await {
-        Ok(secured) => secured,
-        Err(closed) => {
-            record(&setup, expected.as_deref(), &closed);
-            return Ended {
-                peer: expected,
-                closed,
-                progress: false,
-            };
-        }
-    };
-    let (read, write) = tokio::io::split(io);
-    let mut reader = FramedRead::new(read, wire::codec());
-    let mut writer = FramedWrite::new(write, wire::codec());
-    let progress = Cell::new(false);
-    let mut peer = None;
-    let hello = handshake(&mut reader, &mut writer, &setup, expected.as_deref());
-    let checked = hello.await.and_then(|id| match &certificate {
-        Some(cert) if !tls::certificate_names(cert, &id) => Err(Closed::NotCertified(id)),
-        _ => Ok(id),
-    });
-    let closed = match checked {
-        Err(closed) => closed,
-        Ok(id) => {
-            peer = Some(id.clone());
-            let (admits, rx) = mpsc::unbounded_channel();
-            let member = Arc::new(AtomicBool::new(false));
-            let established = Established {
-                conn: setup.id,
-                peer: id.clone(),
-                admits,
-                member: member.clone(),
-            };
-            match setup.bridge.send(established).await {
-                Ok(()) => {
-                    let link = LinkIo {
-                        setup: &setup,
-                        peer: &id,
-                        member: &member,
-                        progress: &progress,
-                    };
-                    let (acks, acks_rx) = mpsc::unbounded_channel();
-                    tokio::select! {
-                        closed = link.read(&mut reader, acks) => closed,
-                        closed = link.write(&mut writer, rx, acks_rx) => closed,
-                    }
-                }
-                Err(_) => Closed::Stopping,
-            }
-        }
-    };
-    if closed.is_refusal() && !matches!(closed, Closed::RefusedByPeer(_)) {
-        let refuse = WireMessage::Refuse {
-            reason: closed.to_string(),
-        };
-        if let Ok(frame) = wire::encode(&refuse) {
-            let _ = timeout(setup.heartbeat, writer.send(frame)).await;
-        }
-    }
-    record(&setup, peer.as_deref().or(expected.as_deref()), &closed);
-    Ended {
-        peer: peer.or(expected),
-        closed,
-        progress: progress.get(),
-    }
-}
-
-/// The connection's TLS handshake (bounded by the silence limit), when
-/// the cluster has TLS: the stream to speak over and, for a connection we
-/// accepted, the peer's certificate (its hello must name the node the
-/// certificate names). A dialled peer's certificate is checked by rustls
-/// against the name of the node dialled.
-async fn secure(
-    stream: TcpStream,
-    setup: &ConnSetup,
-    expected: Option<&str>,
-) -> Result<(Box<dyn Io>, Option<CertificateDer<'static>>), Closed> {
-    let Some(node_tls) = &setup.tls else {
-        return Ok((Box::new(stream), None));
-    };
-    let failed = |e: io::Error| Closed::Tls(e.to_string());
-    let handshake = async {
-        match expected {
-            Some(peer) => {
-                let name = tls::server_name(peer).map_err(|e| Closed::Tls(e.to_string()))?;
-                let stream = node_tls
-                    .connector()
-                    .connect(name, stream)
-                    .await
-                    .map_err(failed)?;
-                Ok((Box::new(stream) as Box<dyn Io>, None))
-            }
-            None => {
-                let stream = node_tls.acceptor().accept(stream).await.map_err(failed)?;
-                let certificate = stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .and_then(|chain| chain.first())
-                    .map(|cert| cert.clone().into_owned());
-                if certificate.is_none() {
-                    return Err(Closed::Tls("no client certificate".into()));
-                }
-                Ok((Box::new(stream) as Box<dyn Io>, certificate))
-            }
-        }
-    };
-    timeout(setup.silence, handshake)
-        .await
-        .map_err(|_| Closed::Silent(setup.silence))?
-}
-
-/// Counts and logs a connection's end.
-fn record(setup: &ConnSetup, peer: Option<&str>, closed: &Closed) {
-    let peer = peer.unwrap_or("?");
-    let remote = setup.remote;
-    if closed.is_refusal() {
-        setup
-            .metrics
-            .bridge_refusals
-            .with_label_values(&[closed.label()])
-            .inc();
-        tracing::warn!(peer, %remote, reason = %closed, "bridge: connection refused");
-        return;
-    }
-    if !matches!(closed, Closed::Stopping) {
-        setup
-            .metrics
-            .bridge_disconnects
-            .with_label_values(&[closed.label()])
-            .inc();
-    }
-    match closed {
-        Closed::Eof | Closed::Stopping => {
-            tracing::info!(peer, %remote, reason = %closed, "bridge: connection closed")
-        }
-        _ => tracing::warn!(peer, %remote, reason = %closed, "bridge: connection lost"),
-    }
-}
-
-/// Sends our hello, reads and checks the peer's: the peer's node id.
-async fn handshake(
-    reader: &mut Reader,
-    writer: &mut Writer,
-    setup: &ConnSetup,
-    expected: Option<&str>,
-) -> Result<String, Closed> {
-    let hello = encode(&wire::hello(&setup.cluster, &setup.node))?;
-    write(writer, hello, setup.silence).await?;
-    let first = timeout(setup.silence, reader.next())
-        .await
-        .map_err(|_| Closed::Silent(setup.silence))?;
-    let msg = message(first)?;
-    if let WireMessage::Refuse { reason } = msg {
-        return Err(Closed::RefusedByPeer(reason));
-    }
-    let peer = wire::check_hello(&msg, &setup.cluster, &setup.node).map_err(Closed::Refused)?;
-    if !valid_node_id(&peer) {
-        return Err(Closed::BadNodeId(peer));
-    }
-    match expected {
-        Some(expected) if expected != peer => Err(Closed::WrongNode {
-            expected: expected.to_owned(),
-            got: peer,
-        }),
-        None if setup.node < peer => Err(Closed::WrongDirection(peer)),
-        _ => Ok(peer),
-    }
-}
-
-/// Encodes one of our own messages (those never exceed a frame).
-fn encode(msg: &WireMessage) -> Result<Bytes, Closed> {
-    wire::encode(msg).map_err(|e| Closed::Io(io::Error::other(e)))
-}
-
-/// Writes one frame, giving up if the peer takes no bytes for `limit`.
-async fn write(writer: &mut Writer, frame: Bytes, limit: Duration) -> Result<(), Closed> {
-    match timeout(limit, writer.send(frame)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Closed::Io(e)),
-        Err(_) => Err(Closed::Stalled(limit)),
-    }
-}
-
-/// The message in what the reader yielded, or why there is none.
-fn message(item: Option<io::Result<BytesMut>>) -> Result<WireMessage, Closed> {
-    match item {
-        None => Err(Closed::Eof),
-        Some(Err(e)) => Err(read_error(e)),
-        Some(Ok(frame)) => wire::decode(&frame).map_err(Closed::Malformed),
-    }
-}
-
-/// The codec reports a frame over the cap as an I/O error wrapping its own.
-fn read_error(e: io::Error) -> Closed {
-    if e.get_ref()
-        .is_some_and(|inner| inner.is::<LengthDelimitedCodecError>())
-    {
-        Closed::TooLarge
-    } else {
-        Closed::Io(e)
-    }
-}
-
-/// An established connection's two halves share this.
-struct LinkIo<'a> {
-    setup: &'a ConnSetup,
-    peer: &'a str,
-    /// See [`Link::member`].
-    member: &'a AtomicBool,
-    progress: &'a Cell<bool>,
-}
-
-/// A batch from the peer being admitted (or a question being answered):
-/// its number, what became of it, and the permit that holds its place
-/// among the connection's `window`.
-type Answer = (u64, Handled, OwnedSemaphorePermit);
-
-/// What a failure here is to the peer: "not held" is a refusal, anything
-/// else a failure ([`link::answer`] says what each gets).
-fn handled(failure: Failure) -> Handled {
-    match failure {
-        Failure::NotHeld { .. } => Handled::NotHeld(failure.to_string()),
-        other => Handled::Failed(other.to_string()),
-    }
-}
-
-async fn admit(
-    request: RecipientRequest<RemoteAdmit>,
-    seq: u64,
-    permit: OwnedSemaphorePermit,
-) -> Answer {
-    let result = request.await.map_err(Failure::from).and_then(|r| r);
-    (
-        seq,
-        result.map_or_else(handled, |()| Handled::Admitted),
-        permit,
-    )
-}
-
-async fn answer(
-    request: RecipientRequest<RemoteDigest>,
-    seq: u64,
-    permit: OwnedSemaphorePermit,
-) -> Answer {
-    let result = request.await.map_err(Failure::from).and_then(|r| r);
-    let outcome = match result {
-        Ok(reply) => Handled::Answered(reply.into()),
-        Err(failure) => {
-            tracing::debug!(error = %failure, "bridge: a digest question failed here");
-            handled(failure).question()
-        }
-    };
-    (seq, outcome, permit)
-}
-
-impl LinkIo<'_> {
-    /// The peer's metric label, now.
-    fn label(&self) -> &str {
-        if self.member.load(Ordering::Relaxed) {
-            self.peer
-        } else {
-            UNKNOWN_PEER
-        }
-    }
-
-    fn count_batch(&self, outcome: &str) {
-        self.setup
-            .metrics
-            .bridge_batches
-            .with_label_values(&[self.label(), outcome])
-            .inc();
-    }
-
-    fn count_bytes(&self, direction: &str, frame_len: usize) {
-        self.setup
-            .metrics
-            .bridge_bytes
-            .with_label_values(&[self.label(), direction])
-            .inc_by(frame_len as u64 + 4);
-    }
-
-    /// Reads the peer's frames: admits batches (at most `window` at once,
-    /// counting those whose ack is not yet written), passes acks on, and
-    /// closes on silence. Ends with why the connection closes.
-    async fn read(&self, reader: &mut Reader, acks: mpsc::UnboundedSender<AckPlace>) -> Closed {
-        let setup = self.setup;
-        let places = Arc::new(Semaphore::new(setup.window));
-        // The place the next frame will take if it is a batch: while none
-        // is free, nothing is read.
-        let mut place: Option<OwnedSemaphorePermit> = None;
-        let mut answers = FuturesUnordered::new();
-        let mut deadline = Instant::now() + setup.silence;
-        loop {
-            tokio::select! {
-                Some(answer) = answers.next() => {
-                    if let Err(closed) = self.on_answer(answer, &acks) {
-                        return closed;
-                    }
-                }
-                permit = places.clone().acquire_owned(), if place.is_none() => {
-                    let Ok(permit) = permit else { return Closed::Stopping };
-                    place = Some(permit);
-                    // Reading resumes: the peer's silence counts from now.
-                    deadline = deadline.max(Instant::now() + setup.silence);
-                }
-                item = reader.next(), if place.is_some() => {
-                    deadline = Instant::now() + setup.silence;
-                    if let Some(Ok(frame)) = &item {
-                        self.count_bytes("in", frame.len());
-                    }
-                    match message(item).and_then(|msg| self.on_message(msg, &mut place)) {
-                        Ok(Some(admission)) => answers.push(admission),
-                        Ok(None) => {}
-                        Err(closed) => return closed,
-                    }
-                }
-                _ = sleep_until(deadline), if place.is_some() => return Closed::Silent(setup.silence),
-            }
-        }
-    }
-
-    /// Acts on one message from the peer: a batch is handed to the inbound
-    /// recipient, taking the reader's `place`; an ack goes to the actor.
-    fn on_message(
-        &self,
-        msg: WireMessage,
-        place: &mut Option<OwnedSemaphorePermit>,
-    ) -> Result<Option<BoxFuture<'static, Answer>>, Closed> {
-        match msg {
-            WireMessage::Admit {
-                seq,
-                partition,
-                entries,
-            } => {
-                self.count_batch("received");
-                let permit = place.take().ok_or(Closed::Stopping)?;
-                let request = self.setup.inbound.admit.send(RemoteAdmit {
-                    from: self.peer.to_owned(),
-                    partition,
-                    entries,
-                });
-                Ok(Some(Box::pin(admit(request, seq, permit))))
-            }
-            WireMessage::Digest {
-                seq,
-                partition,
-                digest,
-                ask,
-            } => {
-                let permit = place.take().ok_or(Closed::Stopping)?;
-                let request = self.setup.inbound.digest.send(RemoteDigest {
-                    partition,
-                    query: DigestQuery {
-                        digest,
-                        ask: ask.into(),
-                    },
-                });
-                Ok(Some(Box::pin(answer(request, seq, permit))))
-            }
-            WireMessage::Answer { seq, reply } => {
-                self.progress.set(true);
-                self.setup.bridge.do_send(Acked {
-                    peer: self.peer.to_owned(),
-                    seq,
-                    answer: Some(reply),
-                });
-                Ok(None)
-            }
-            WireMessage::Ack { seq } => {
-                self.progress.set(true);
-                self.setup.bridge.do_send(Acked {
-                    peer: self.peer.to_owned(),
-                    seq,
-                    answer: None,
-                });
-                Ok(None)
-            }
-            WireMessage::Nack { seq, reason } => {
-                self.progress.set(true);
-                self.setup.bridge.do_send(Nacked {
-                    peer: self.peer.to_owned(),
-                    seq,
-                    reason: short(&reason).to_owned(),
-                });
-                Ok(None)
-            }
-            WireMessage::Heartbeat => Ok(None),
-            WireMessage::Refuse { reason } => Err(Closed::RefusedByPeer(reason)),
-            WireMessage::Hello { .. } => Err(Closed::Unexpected("hello")),
-        }
-    }
-
-    /// A batch from the peer was admitted, or refused, or failed: its
-    /// answer goes to the writer, or the connection closes, as
-    /// [`link::answer`] rules.
-    fn on_answer(
-        &self,
-        (seq, handled, place): Answer,
-        acks: &mpsc::UnboundedSender<AckPlace>,
-    ) -> Result<(), Closed> {
-        match &handled {
-            Handled::Admitted | Handled::Answered(_) => self.progress.set(true),
-            Handled::NotHeld(_) => self.count_batch("nacked"),
-            Handled::Failed(_) => self.count_batch("rejected"),
-        }
-        let reply = link::answer(seq, handled).map_err(Closed::Rejected)?;
-        acks.send((reply, place)).map_err(|_| Closed::Stopping)
-    }
-
-    /// Writes acks (first: they free the peer's window), batches from the
-    /// actor, and a heartbeat after an interval with nothing to write.
-    async fn write(
-        &self,
-        writer: &mut Writer,
-        mut admits: mpsc::UnboundedReceiver<Bytes>,
-        mut acks: mpsc::UnboundedReceiver<AckPlace>,
-    ) -> Closed {
-        let setup = self.setup;
-        let heartbeat = match encode(&WireMessage::Heartbeat) {
-            Ok(frame) => frame,
-            Err(closed) => return closed,
-        };
-        loop {
-            let (frame, place) = tokio::select! {
-                biased;
-                ack = acks.recv() => match ack {
-                    Some((reply, place)) => match encode(&reply) {
-                        Ok(frame) => (frame, Some(place)),
-                        Err(closed) => return closed,
-                    },
-                    None => return Closed::Stopping,
-                },
-                admit = admits.recv() => match admit {
-                    Some(frame) => (frame, None),
-                    None => return Closed::Stopping,
-                },
-                _ = sleep(setup.heartbeat) => (heartbeat.clone(), None),
-            };
-            let len = frame.len();
-            if let Err(closed) = write(writer, frame, setup.silence).await {
-                return closed;
-            }
-            self.count_bytes("out", len);
-            // The ack is out: its batch's place is free.
-            drop(place);
-        }
-    }
-}
-
-/// An answer to write, and the place its batch holds until it is written.
-type AckPlace = (WireMessage, OwnedSemaphorePermit);
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Sink;
-
-    impl Actor for Sink {
-        type Context = Context<Self>;
-    }
-
-    impl Handler<RemoteAdmit> for Sink {
-        type Result = Result<(), Failure>;
-
-        fn handle(&mut self, _: RemoteAdmit, _: &mut Self::Context) -> Self::Result {
-            Ok(())
-        }
-    }
-
-    impl Handler<RemoteDigest> for Sink {
-        type Result = Result<DigestReply, Failure>;
-
-        fn handle(&mut self, _: RemoteDigest, _: &mut Self::Context) -> Self::Result {
-            Ok(DigestReply::Unclaimed)
-        }
-    }
-
-    fn loopback() -> SocketAddr {
-        "127.0.0.1:0".parse().unwrap()
-    }
-
-    #[test]
-    fn settings_are_checked_before_anything_binds() {
-        let good = BridgeSettings::new("c1", "n1", loopback());
-        assert!(good.check().is_ok());
-        assert_eq!(good.silence(), Duration::from_secs(3));
-        let bad = [
-            BridgeSettings {
-                window: 0,
-                ..good.clone()
-            },
-            BridgeSettings {
-                node_id: "n 1".into(),
-                ..good.clone()
-            },
-            BridgeSettings {
-                cluster_id: String::new(),
-                ..good.clone()
-            },
-            BridgeSettings {
-                heartbeat: Duration::ZERO,
-                ..good.clone()
-            },
-            BridgeSettings {
-                reconnect_max: Duration::from_millis(1),
-                ..good.clone()
-            },
-        ];
-        for settings in bad {
-            assert!(
-                matches!(settings.check(), Err(BridgeError::Settings(_))),
-                "{settings:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_taken_address_is_an_error_not_a_panic() {
-        System::new().block_on(async {
-            let taken = std::net::TcpListener::bind(loopback()).unwrap();
-            let settings = BridgeSettings::new("c1", "n1", taken.local_addr().unwrap());
-            let sink = Sink.start();
-            let inbound = BridgeInbound {
-                admit: sink.clone().recipient(),
-                digest: sink.recipient(),
-            };
-            let started = BridgeActor::start(settings, inbound, Arc::new(Metrics::new()));
-            assert!(matches!(started, Err(BridgeError::Listen { .. })));
-        });
-    }
-
-    #[test]
-    fn peer_text_is_cut_in_reasons_and_labels_are_bounded() {
-        let huge = "é".repeat(10_000);
-        let closed = Closed::Refused(Refusal::WrongCluster {
-            ours: "c1".into(),
-            theirs: huge.clone(),
-        });
-        assert!(closed.to_string().len() <= REASON_MAX);
-        assert_eq!(closed.label(), "wrong_cluster");
-        assert!(closed.is_refusal());
-        assert!(Closed::RefusedByPeer(huge).to_string().len() < REASON_MAX + 30);
-        assert_eq!(short("abc"), "abc");
-        for (closed, label, refusal) in [
-            (Closed::TooLarge, "too_large", true),
-            (Closed::Unexpected("hello"), "unexpected", true),
-            (Closed::Silent(Duration::from_secs(3)), "silent", false),
-            (Closed::Eof, "eof", false),
-            (Closed::Rejected("store: x".into()), "rejected", false),
-        ] {
-            assert_eq!((closed.label(), closed.is_refusal()), (label, refusal));
-        }
-        // What the codec says of a frame over the cap.
-        let mut huge = BytesMut::from(&(MAX_FRAME as u32 + 1).to_be_bytes()[..]);
-        let e = tokio_util::codec::Decoder::decode(&mut wire::codec(), &mut huge).unwrap_err();
-        assert!(matches!(read_error(e), Closed::TooLarge));
-        let e = io::Error::new(io::ErrorKind::ConnectionReset, "reset");
-        assert!(matches!(read_error(e), Closed::Io(_)));
-    }
-}
+mod tests;

@@ -44,21 +44,22 @@ impl Handler<GetCluster> for Node {
     type Result = ResponseFuture<Option<ClusterStatus>>;
 
     fn handle(&mut self, _: GetCluster, _: &mut Self::Context) -> Self::Result {
-        let Some(c) = &self.cluster else {
+        let (Some(c), Some(view)) = (&self.cluster, self.schedule.view()) else {
             return Box::pin(async { None });
         };
         let count = self.schedule.partitions();
+        let assignment = view.assignment();
         let owners: Vec<Option<String>> = (0..count)
-            .map(|p| c.assignment.owner(p).map(str::to_owned))
+            .map(|p| assignment.owner(p).map(str::to_owned))
             .collect();
         let held = self.held_ids();
         let taking = (0..count)
-            .filter(|&p| c.assignment.owner(p) == Some(c.node_id.as_str()))
+            .filter(|&p| assignment.owner(p) == Some(view.me()))
             .filter(|p| !held.contains(p))
             .collect();
-        let node = c.node_id.clone();
+        let node = view.me().to_owned();
         let handing_back = self.schedule.handing_back();
-        let hearing = c.hearing;
+        let hearing = view.hearing();
         let members = c.controller.send(crate::actors::messages::GetMembers);
         Box::pin(async move {
             Some(ClusterStatus {
@@ -132,7 +133,7 @@ impl Handler<GetStatus> for Node {
         let (peak, cap) = (self.slots.peak(), self.slots.cap());
         let partition_restarts = self.schedule.restarts();
         let controls = self.controls;
-        let peers = self.cluster.as_ref().map(|c| c.hearing);
+        let peers = self.schedule.view().map(|v| v.hearing());
         Box::pin(async move {
             let partitions: Vec<PartitionSnapshot> = futures_util::future::join_all(asks)
                 .await

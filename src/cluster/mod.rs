@@ -23,6 +23,8 @@
 //! - [`idle`]: when the whole cluster has run out of work;
 //! - [`link`]: one peer link's numbering, window, resending and redial
 //!   backoff, with no I/O (the bridge carries it out over TCP);
+//! - [`conn`]: one bridge connection's handshake, window, silence and
+//!   heartbeat deadlines, with no I/O (the bridge carries it out);
 //! - [`wire`]: the bridge's frames, messages and handshake;
 //! - [`tls`]: who may open a bridge: mutual TLS against the cluster's CA,
 //!   each certificate naming its node;
@@ -38,6 +40,7 @@
 
 pub mod assign;
 pub mod chain;
+pub mod conn;
 pub mod gate;
 pub mod gossip_auth;
 pub mod hearing;

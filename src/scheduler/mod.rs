@@ -40,6 +40,7 @@
 
 pub mod idle;
 pub mod outbox;
+pub mod view;
 
 #[cfg(test)]
 mod tests;
@@ -52,6 +53,7 @@ use crate::cluster::lease::Watermarks;
 
 use idle::IdleWatch;
 use outbox::OutboxSchedule;
+use view::ClusterView;
 
 /// An outbox batch's key in the partition store.
 pub type OutboxKey = [u8; 10];
@@ -130,9 +132,10 @@ pub struct SeedView<'a> {
     pub may_create_stores: bool,
 }
 
-/// The node's scheduler.
+/// The node's scheduler: the node machine. `K` keys an outbox batch (the
+/// store's key; the simulator's batch numbers).
 #[derive(Debug)]
-pub struct NodeScheduler<H, T> {
+pub struct NodeScheduler<H, T, K = OutboxKey> {
     /// Per partition: this node's handle on it, if it holds it.
     partitions: Vec<Option<H>>,
     /// A request's timeout: how long a crashed life's request may last.
@@ -142,18 +145,23 @@ pub struct NodeScheduler<H, T> {
     /// Partitions being handed back (draining).
     releasing: BTreeSet<u16>,
     /// The outboxes' delivery.
-    outbox: OutboxSchedule<OutboxKey>,
+    outbox: OutboxSchedule<K>,
     /// With a checkpoint chain, per partition: the answers to link
     /// batches admitted and waiting for a checkpoint to cover them.
     acks: Option<Vec<Watermarks<T>>>,
+    /// Per partition: the most writes a checkpoint taken here claims to
+    /// cover (it may be publishing still).
+    checkpointed: Vec<u64>,
     /// Without a checkpoint chain: who held each partition.
     holders: KnownHolders,
     /// Partitions refused because another node holds their state.
     waiting_for: BTreeSet<u16>,
     idle: IdleWatch,
+    /// On a cluster node: its view of the cluster (`view`).
+    cluster: Option<ClusterView>,
 }
 
-impl<H, T> NodeScheduler<H, T> {
+impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
     /// A scheduler for `partitions` partitions, none held yet. `durable`:
     /// link batches are acknowledged only once a checkpoint covers them
     /// (a checkpoint chain).
@@ -171,9 +179,11 @@ impl<H, T> NodeScheduler<H, T> {
             releasing: BTreeSet::new(),
             outbox: OutboxSchedule::new(n),
             acks: durable.then(|| (0..n).map(|_| Watermarks::default()).collect()),
+            checkpointed: vec![0; n],
             holders,
             waiting_for: BTreeSet::new(),
             idle: IdleWatch::default(),
+            cluster: None,
         }
     }
 
@@ -257,16 +267,40 @@ impl<H, T> NodeScheduler<H, T> {
 
     /// Where a restarted actor of partition `id` numbers its writes from:
     /// after every number this node has seen of it (covered by a
-    /// published checkpoint, or admitted and waiting for one). Numbered
+    /// published checkpoint, admitted and waiting for one, or claimed by
+    /// a checkpoint taken and maybe still being published). Numbered
     /// from 0 again, its first admissions would count as covered by the
     /// coverage the last life reached and be acknowledged before any
-    /// checkpoint held them. Every write of the last life is in the store
-    /// the new actor continues, so the next checkpoint covers them all.
+    /// checkpoint held them; numbered from the last admission, as
+    /// covered by a checkpoint of the last life that counted its later
+    /// completions and was published after the restart (the simulator's
+    /// seed 36). Every write of the last life is in the store the new
+    /// actor continues, so the next checkpoint covers them all.
     pub fn write_floor(&self, id: u16) -> u64 {
-        self.acks
+        let seen = self
+            .acks
             .as_ref()
             .and_then(|acks| acks.get(usize::from(id)))
-            .map_or(0, Watermarks::highest)
+            .map_or(0, Watermarks::highest);
+        let claimed = self.checkpointed.get(usize::from(id)).copied();
+        seen.max(claimed.unwrap_or(0))
+    }
+
+    /// A checkpoint of partition `id` was taken here, covering its writes
+    /// up to `covers`; it goes on to be published (see
+    /// [`Self::write_floor`]).
+    pub fn checkpoint_taken(&mut self, id: u16, covers: u64) {
+        if let Some(c) = self.checkpointed.get_mut(usize::from(id)) {
+            *c = (*c).max(covers);
+        }
+    }
+
+    /// How partition `id`'s actor, found failed at `now_ms`, starts again
+    /// over its store: as after a crash (a request of the last life may
+    /// still be on the wire), its writes numbered from
+    /// [`Self::write_floor`].
+    pub fn restart(&self, id: u16, now_ms: u64) -> (Opening, u64) {
+        (self.opening(now_ms, 0, true), self.write_floor(id))
     }
 
     /// Partitions restarted after a failure.
@@ -285,6 +319,9 @@ impl<H, T> NodeScheduler<H, T> {
             .get_mut(usize::from(id))
             .and_then(Option::take);
         self.outbox.restart(id);
+        if let Some(c) = self.checkpointed.get_mut(usize::from(id)) {
+            *c = 0;
+        }
         let waiting = self
             .acks_mut(id)
             .map(Watermarks::forget)
@@ -292,12 +329,13 @@ impl<H, T> NodeScheduler<H, T> {
         (handle, waiting)
     }
 
-    /// Partition `id` is being handed back: it drains.
+    /// Partition `id` is being handed back: it drains, and nothing is
+    /// routed to it any more ([`Self::route_of`]).
     pub fn releasing(&mut self, id: u16) {
         self.releasing.insert(id);
     }
 
-    /// Partition `id` was handed back.
+    /// Partition `id` was handed back (or closed).
     pub fn released(&mut self, id: u16) {
         self.releasing.remove(&id);
     }
@@ -305,16 +343,6 @@ impl<H, T> NodeScheduler<H, T> {
     /// The partitions being handed back.
     pub fn handing_back(&self) -> Vec<u16> {
         self.releasing.iter().copied().collect()
-    }
-
-    /// Where a batch for `partition` goes, on node `me`, with `owner` as
-    /// the partition's assigned owner.
-    pub fn route(&self, partition: u16, owner: Option<&str>, me: &str) -> Route {
-        match owner {
-            Some(o) if o == me && self.held(partition).is_some() => Route::Here,
-            Some(o) if o != me => Route::Peer(o.to_owned()),
-            _ => Route::Nowhere,
-        }
     }
 
     /// Where seeds of partitions held elsewhere wait, durably, to go to
@@ -369,6 +397,9 @@ impl<H, T> NodeScheduler<H, T> {
     /// Partition `id` was taken with its checkpoint covering its writes
     /// up to `covers`: its acknowledgements count on from there.
     pub fn taken(&mut self, id: u16, covers: u64) {
+        if let Some(c) = self.checkpointed.get_mut(usize::from(id)) {
+            *c = covers;
+        }
         if let Some(acks) = self.acks_mut(id) {
             *acks = Watermarks::default();
             acks.durable(covers);
@@ -411,12 +442,12 @@ impl<H, T> NodeScheduler<H, T> {
     }
 
     /// The outboxes' delivery schedule.
-    pub fn outbox(&self) -> &OutboxSchedule<OutboxKey> {
+    pub fn outbox(&self) -> &OutboxSchedule<K> {
         &self.outbox
     }
 
     /// The outboxes' delivery schedule, to move on.
-    pub fn outbox_mut(&mut self) -> &mut OutboxSchedule<OutboxKey> {
+    pub fn outbox_mut(&mut self) -> &mut OutboxSchedule<K> {
         &mut self.outbox
     }
 

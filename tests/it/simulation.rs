@@ -1,28 +1,34 @@
-//! Deterministic simulation of partition ownership (`src/cluster/lease.rs`)
+//! Deterministic simulation of a cluster's partitions (`src/cluster/lease.rs`)
 //! across nodes that crash, pause, get cut off, fill their disks (no
 //! checkpoint can be made: a node gives the partition up after a lease,
 //! and gossip passes it to the next node while it is shunned), go deaf to
 //! gossip (their UDP dropped one way: they believe themselves alone and
-//! want every partition, while the others still see them) and fail to
-//! open partitions they took, over an object store
-//! with create-only puts and a network that delays, drops and duplicates.
+//! want every partition, while the others still see them), fail to open
+//! partitions they took and have partition actors fail and restart, on
+//! clocks that drift apart, over an object store with create-only puts and
+//! a network that delays, drops and duplicates.
 //!
 //! Everything random comes from one seed, so a failing seed replays
 //! exactly: `TRAWL_SIM_SEED=1234 cargo test --release --test it simulation:: --
 //! --nocapture` runs that one seed and prints its trace. `TRAWL_SIM_SEEDS`
-//! sets how many seeds the suite runs (default 1,000; a campaign runs
+//! sets how many seeds the suite runs (default 10,000; a campaign runs
 //! millions). After FoundationDB's simulation testing and TigerBeetle's
 //! VOPR.
 //!
-//! The same [`PartitionLease`] machine the node runs is driven here, the
-//! same [`PeerLink`] the bridge runs carries link batches between nodes,
-//! and the node scheduler's [`OutboxSchedule`] decides which outbox
-//! batches go out on each pass; the driver below plays the rest of the
-//! node (gossip's advice, checkpoints, hosts that fetch, the outbox's
-//! storage, acknowledgements) and TCP:
-//! a connection between two processes delivers in order and loses
-//! nothing while it lives; a lost packet, a crash, a pause or a cut
-//! breaks it, and the dialer dials again after its link's backoff.
+//! The machines the node runs are driven here unchanged: each partition's
+//! [`PartitionLease`] (on the node's own clock), the [`LeaseGate`] every
+//! request passes (set from the lease after each step, as the ownership
+//! actor sets it, and read on the node's clock right before a request, as
+//! the hosts read it), the node machine [`NodeScheduler`] (gossip's
+//! assignment through `on_assignment`, computed by
+//! `Assignment::compute_avoiding`; its one routing table, `route_of`; the
+//! outbox schedule; the watermarks that acknowledge a link batch only once
+//! a published checkpoint covers it; the write floor of a restarted
+//! actor), and the [`PeerLink`] the bridge runs for each peer. The driver
+//! plays the rest (checkpoints, hosts that fetch, the outbox's storage)
+//! and TCP: a connection between two processes delivers in order and loses
+//! nothing while it lives; a lost packet, a crash, a pause or a cut breaks
+//! it, and the dialer dials again after its link's backoff.
 //!
 //! Invariants, checked at the step that could break them:
 //! - never two owners (node processes) publish under one epoch;
@@ -39,17 +45,29 @@
 //!   in it (`politeness::Hold`);
 //! - and, after the faults stop, the cluster settles: every partition is
 //!   held by the owner gossip names and every link batch is acknowledged.
+//!
+//! Each invariant has a mutation test: a rule broken on purpose
+//! ([`Mutation`]) that the simulator must catch by that invariant.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use trawl::clock::ManualClock;
+use trawl::cluster::assign::Assignment;
+use trawl::cluster::gate::LeaseGate;
+use trawl::cluster::hearing::HearingView;
+use trawl::cluster::holders::KnownHolders;
 use trawl::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, Watermarks,
 };
 use trawl::cluster::link::{Backoff, Closed, PeerLink, Transmit};
-use trawl::scheduler::outbox::{Batch as OutboxBatch, OutboxSchedule, PAGE as OUTBOX_PAGE};
+use trawl::scheduler::outbox::{Batch as OutboxBatch, PAGE as OUTBOX_PAGE};
+use trawl::scheduler::view::{Assigned, AssignmentEffect, ClusterView};
+use trawl::scheduler::{NodeScheduler, Route};
 
 const NODES: usize = 3;
 const PARTITIONS: usize = 4;
@@ -208,6 +226,8 @@ enum Event {
         host: usize,
         page: u64,
         epoch: u64,
+        /// The partition actor's life that sent it.
+        life: u64,
         /// The crawler stopped waiting before the server finished (a
         /// first-byte timeout): the page is asked for again, after the
         /// request's deadline.
@@ -240,6 +260,12 @@ enum Event {
     Restart {
         node: usize,
     },
+    /// Partition `p`'s actor on `node` fails; the node starts it again
+    /// over the same store.
+    ActorRestart {
+        node: usize,
+        p: usize,
+    },
 }
 
 /// A partition a node holds: its hot copy and what waits on durability.
@@ -247,8 +273,12 @@ enum Event {
 struct Local {
     epoch: u64,
     state: State,
-    /// Link batches admitted, to acknowledge once durable.
-    acks: Watermarks<Admitted>,
+    /// The partition's actor's life: answers to a failed life's requests
+    /// are lost with it.
+    life: u64,
+    /// No request before this, on the node's clock: the hold of a
+    /// takeover ([`Effect::Take`]) or of a restart after a failure.
+    hold_until: Instant,
     /// Completions, to count durable once covered.
     done: Watermarks<(usize, u64)>,
     /// The snapshot of the checkpoint being made.
@@ -292,20 +322,63 @@ struct Node {
     inc: u64,
     up: bool,
     leases: Vec<PartitionLease>,
+    /// Per partition, where its hosts' requests meet its lease: set from
+    /// the lease after every step as the ownership actor sets it, read
+    /// on the node's clock before every request as the hosts read it.
+    gates: Vec<LeaseGate>,
+    /// The node's own clock (see [`Sim::clock_of`]).
+    clock: ManualClock,
     local: Vec<Option<Local>>,
     outbox: BTreeMap<u64, Batch>,
     /// Per peer: the link's bookkeeping, as the bridge keeps it (reply
     /// handles: outbox batch ids).
     links: Vec<PeerLink<u64>>,
-    /// Which outbox batches go out on a pass, as the node schedules them
-    /// (one outbox per node here): a batch on its way (handed to a link,
-    /// or admitted here) is not sent again until answered or failed.
-    schedule: OutboxSchedule<u64>,
+    /// The node machine the node actor runs (`src/scheduler/`): what it
+    /// holds, gossip's assignment and the one routing table, which
+    /// outbox batches go out on a pass (one outbox per node here: a batch
+    /// on its way is not sent again until answered or failed), which
+    /// admitted batches are acknowledged when (its watermarks), where a
+    /// restarted actor numbers its writes from.
+    machine: NodeScheduler<(), Admitted, u64>,
     /// Per peer: no dial before this.
     redial_at: Vec<Instant>,
     /// Store requests awaiting their answer: partition, and the number of
     /// a create (`None` for a head read).
     pending: HashMap<u64, (usize, Option<u64>)>,
+    /// How fast its clock runs against real time, in parts per million.
+    skew_ppm: i64,
+}
+
+/// A rule of the code deliberately broken, which the simulator must catch
+/// (one per invariant; `Mutation::None` runs the code as it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mutation {
+    None,
+    /// The store overwrites instead of creating only (a store without
+    /// conditional create): two owners publish under one epoch.
+    OverwritingStore,
+    /// A link batch is acknowledged when admitted, not once a published
+    /// checkpoint covers it: an acknowledged link is lost with its owner.
+    AckOnAdmit,
+    /// A restarted partition actor numbers its writes from 0 again: its
+    /// admissions count as covered by the last life's coverage.
+    RestartCountsFromZero,
+    /// A restarted partition actor numbers its writes from the last
+    /// admission, forgetting a checkpoint of the last life that counted
+    /// later writes and is published after the restart (seed 36's bug).
+    FloorIgnoresCheckpoints,
+    /// Hosts ignore the hold (a takeover's, a restart's, their own).
+    IgnoreHold,
+    /// A request the crawler gave up on no longer counts while the server
+    /// still works on it.
+    ForgetAbandoned,
+    /// A paused node's clock stops while it is paused (a monotonic clock
+    /// that is not the boot clock): it fetches on a lease it believes
+    /// fresh.
+    FrozenClock,
+    /// A refused link batch is never sent again: the cluster does not
+    /// settle.
+    DropRefused,
 }
 
 /// A node's process: its index and incarnation.
@@ -353,11 +426,22 @@ struct Sim {
     trace: bool,
     steps: u64,
     pub refetches: u64,
+    mutation: Mutation,
 }
 
 impl Sim {
     fn new(seed: u64, trace: bool) -> Sim {
+        Sim::mutated(seed, trace, Mutation::None)
+    }
+
+    fn mutated(seed: u64, trace: bool, mutation: Mutation) -> Sim {
+        // Each node's clock, then the origin: every clock can be moved to
+        // it (a manual clock moves only forward).
+        let clocks: Vec<ManualClock> = (0..NODES).map(|_| ManualClock::new()).collect();
         let t0 = Instant::now();
+        for clock in &clocks {
+            clock.advance_to(t0);
+        }
         let mut rng = Rng(seed);
         let mut faults = vec![Faults::default(); NODES];
         let mut sim = Sim {
@@ -382,6 +466,7 @@ impl Sim {
             trace,
             steps: 0,
             refetches: 0,
+            mutation,
         };
         // The fault schedule: a few faults of each kind, anywhere before
         // FAULTS_END, any node.
@@ -390,8 +475,16 @@ impl Sim {
             let node = rng.below(NODES as u64) as usize;
             let at = t0 + rng.millis(500, FAULTS_END.as_millis() as u64 - 12_000);
             let long = rng.millis(500, 2 * SETTINGS.lease.as_millis() as u64 + 2_000);
-            match rng.below(5) {
+            match rng.below(6) {
                 0 => sim.schedule_at(at, Event::Crash { node, down: long }),
+                // A partition actor fails and is restarted over its store.
+                5 => sim.schedule_at(
+                    at,
+                    Event::ActorRestart {
+                        node,
+                        p: rng.below(PARTITIONS as u64) as usize,
+                    },
+                ),
                 1 => faults[node].paused.push((at, at + long)),
                 // One full disk per node at most: a node that gives a
                 // partition up stays away for a doubling while, and the
@@ -402,18 +495,29 @@ impl Sim {
             }
         }
         sim.faults = faults;
-        for n in 0..NODES {
+        for (n, clock) in clocks.into_iter().enumerate() {
+            // Clocks drift apart by up to a few hundred parts per million
+            // (quartz: tens), far inside the lease's margin.
+            let skew_ppm = rng.below(1001) as i64 - 500;
             sim.nodes.push(Node {
                 id: format!("n{n}"),
                 inc: 0,
                 up: false,
                 leases: Vec::new(),
+                gates: Vec::new(),
+                clock,
                 local: Vec::new(),
                 outbox: BTreeMap::new(),
                 links: Vec::new(),
-                schedule: OutboxSchedule::new(1),
+                machine: NodeScheduler::new(
+                    PARTITIONS as u16,
+                    SETTINGS.request_timeout,
+                    true,
+                    KnownHolders::default(),
+                ),
                 redial_at: Vec::new(),
                 pending: HashMap::new(),
+                skew_ppm,
             });
             sim.start_node(n);
         }
@@ -444,12 +548,23 @@ impl Sim {
         node.leases = (0..PARTITIONS)
             .map(|_| PartitionLease::new(&node.id, inc, SETTINGS))
             .collect();
+        let clock: trawl::clock::SharedClock = Arc::new(node.clock.clone());
+        node.gates = (0..PARTITIONS)
+            .map(|_| LeaseGate::new(clock.clone()))
+            .collect();
         node.local = (0..PARTITIONS).map(|_| None).collect();
         node.outbox.clear();
         node.links = (0..NODES)
             .map(|_| PeerLink::new(WINDOW, Backoff::new(REDIAL_BASE, REDIAL_MAX)))
             .collect();
-        node.schedule = OutboxSchedule::new(1);
+        node.machine = NodeScheduler::new(
+            PARTITIONS as u16,
+            SETTINGS.request_timeout,
+            true,
+            KnownHolders::default(),
+        );
+        let view = ClusterView::new(&node.id, true, PARTITIONS as u16);
+        node.machine.join(view);
         node.redial_at = vec![self.now; NODES];
         node.pending.clear();
         let first = self.rng.millis(0, 50);
@@ -472,38 +587,64 @@ impl Sim {
         !within(&self.faults[b].down, t) && !self.paused(b, t) && !self.cut(a, t) && !self.cut(b, t)
     }
 
-    /// Gossip's advice to node `a`: the owner of `p` by rendezvous hashing
-    /// over the nodes `a` believes alive (a view `GOSSIP_LAG` old). A deaf
-    /// node believes only itself alive, and is given every partition.
-    fn advised_owner(&self, a: usize, p: usize) -> usize {
+    /// Gossip's assignment as node `a` sees it: rendezvous hashing over
+    /// the nodes `a` believes alive (a view `GOSSIP_LAG` old), as
+    /// production computes it. A deaf node believes only itself alive,
+    /// and is given every partition.
+    fn assignment_seen_by(&self, a: usize) -> Assignment {
         let t = self
             .now
             .checked_sub(GOSSIP_LAG)
             .unwrap_or(self.t0)
             .max(self.t0);
         let deaf = within(&self.faults[a].deaf, t);
-        self.owner_among(p, |b| b == a || (!deaf && self.reachable(a, b, t)))
-            .unwrap_or(a)
+        self.assignment_among(|b| b == a || (!deaf && self.reachable(a, b, t)))
     }
 
-    /// The owner of `p` by rendezvous hashing over the nodes `live` names,
-    /// passing over those that shun it (as gossip publishes them,
-    /// `Assignment::compute_avoiding`) unless all do.
-    fn owner_among(&self, p: usize, live: impl Fn(usize) -> bool) -> Option<usize> {
-        let weight = |b: &usize| xxhash_rust::xxh3::xxh3_64(&[p as u8, *b as u8, 0x5e]);
-        let live: Vec<usize> = (0..NODES).filter(|&b| live(b)).collect();
-        let willing: Vec<usize> = live
-            .iter()
-            .copied()
-            .filter(|&b| {
-                !self.nodes[b]
-                    .leases
-                    .get(p)
-                    .is_some_and(|l| l.shunned(self.now))
+    /// The assignment over the nodes `live` names, passing over those
+    /// that shun a partition (as gossip publishes them) unless all do:
+    /// `Assignment::compute_avoiding`, the code production runs.
+    fn assignment_among(&self, live: impl Fn(usize) -> bool) -> Assignment {
+        let live_ids: Vec<String> = (0..NODES)
+            .filter(|&b| live(b))
+            .map(|b| self.nodes[b].id.clone())
+            .collect();
+        let shuns = (0..NODES)
+            .filter(|&b| live(b))
+            .map(|b| {
+                let t = self.clock_of(b);
+                let shunned = (0..PARTITIONS as u16)
+                    .filter(|&p| {
+                        self.nodes[b]
+                            .leases
+                            .get(usize::from(p))
+                            .is_some_and(|l| l.shunned(t))
+                    })
+                    .collect();
+                (self.nodes[b].id.clone(), shunned)
             })
             .collect();
-        let from = if willing.is_empty() { live } else { willing };
-        from.into_iter().max_by_key(weight)
+        Assignment::compute_avoiding(PARTITIONS as u16, &live_ids, &shuns)
+    }
+
+    /// Node `n`'s clock now: the boot-time clock production reads (it
+    /// counts a paused or suspended node's sleep), running `skew_ppm`
+    /// fast or slow; with [`Mutation::FrozenClock`] it stops while the
+    /// node is paused.
+    fn clock_of(&self, n: usize) -> Instant {
+        let mut run = self.now - self.t0;
+        if self.mutation == Mutation::FrozenClock {
+            for &(a, b) in &self.faults[n].paused {
+                let (a, b) = (a.min(self.now), b.min(self.now));
+                run = run.saturating_sub(b.saturating_duration_since(a));
+            }
+        }
+        let skew = run.as_nanos() as i128 * i128::from(self.nodes[n].skew_ppm) / 1_000_000;
+        let skew = Duration::from_nanos(skew.unsigned_abs() as u64);
+        match self.nodes[n].skew_ppm >= 0 {
+            true => self.t0 + run + skew,
+            false => self.t0 + run - skew,
+        }
     }
 
     /// A message over the network: delayed, maybe dropped or duplicated,
@@ -586,17 +727,19 @@ impl Sim {
                 head,
             } => {
                 if self.deliverable(node, inc, &e) && self.answered(node, req) {
-                    self.nodes[node].leases[p].on_head(self.now, Ok(head));
+                    let t = self.clock_of(node);
+                    self.nodes[node].leases[p].on_head(t, Ok(head));
                     self.effects(node, p)?;
                 }
             }
             Event::StoreTimeout { node, inc, req } => {
                 if self.deliverable(node, inc, &e) {
                     if let Some((p, number)) = self.nodes[node].pending.remove(&req) {
+                        let t = self.clock_of(node);
                         let lease = &mut self.nodes[node].leases[p];
                         match number {
-                            None => lease.on_head(self.now, Err(())),
-                            Some(n) => lease.on_published(self.now, n, Published::Failed),
+                            None => lease.on_head(t, Err(())),
+                            Some(n) => lease.on_published(t, n, Published::Failed),
                         }
                         self.effects(node, p)?;
                     }
@@ -612,7 +755,8 @@ impl Sim {
             } => {
                 if self.deliverable(node, inc, &e) && self.answered(node, req) {
                     self.log(|| format!("n{node} p{p} #{number}: {outcome:?}"));
-                    self.nodes[node].leases[p].on_published(self.now, number, outcome);
+                    let t = self.clock_of(node);
+                    self.nodes[node].leases[p].on_published(t, number, outcome);
                     self.effects(node, p)?;
                 }
             }
@@ -629,13 +773,21 @@ impl Sim {
                         .and_then(|l| l.snapshot.as_ref())
                         .filter(|(n, _)| *n == number && ok)
                         .map(|(_, s)| s.seq);
-                    self.nodes[node].leases[p].on_checkpoint(self.now, covers);
+                    // The checkpoint's reply passes the node machine on
+                    // its way to the lease (as through the node actor).
+                    let forgets = self.mutation == Mutation::FloorIgnoresCheckpoints;
+                    if let Some(covers) = covers.filter(|_| !forgets) {
+                        self.nodes[node].machine.checkpoint_taken(p as u16, covers);
+                    }
+                    let t = self.clock_of(node);
+                    self.nodes[node].leases[p].on_checkpoint(t, covers);
                     self.effects(node, p)?;
                 }
             }
             Event::OpenFailed { node, inc, p } => {
                 if self.deliverable(node, inc, &e) {
-                    let wait = self.nodes[node].leases[p].on_open_failed(self.now);
+                    let t = self.clock_of(node);
+                    let wait = self.nodes[node].leases[p].on_open_failed(t);
                     self.log(|| format!("n{node} p{p} cannot open it, away {wait:?}"));
                     self.effects(node, p)?;
                 }
@@ -647,7 +799,8 @@ impl Sim {
                 if self.deliverable(node, inc, &e) && (unopened || self.answer_drain(node, p, true))
                 {
                     let owed = self.rng.millis(0, 300);
-                    self.nodes[node].leases[p].on_drained(self.now, owed);
+                    let t = self.clock_of(node);
+                    self.nodes[node].leases[p].on_drained(t, owed);
                     self.effects(node, p)?;
                 }
             }
@@ -656,7 +809,8 @@ impl Sim {
                     // As the node's ownership actor: a drain that gave up
                     // owes a request timeout more than the delay.
                     let owed = SETTINGS.request_timeout + self.rng.millis(0, 300);
-                    self.nodes[node].leases[p].on_drained(self.now, owed);
+                    let t = self.clock_of(node);
+                    self.nodes[node].leases[p].on_drained(t, owed);
                     self.effects(node, p)?;
                 }
             }
@@ -667,10 +821,11 @@ impl Sim {
                 host,
                 page,
                 epoch,
+                life,
                 abandoned,
             } => {
                 if self.deliverable(node, inc, &e) {
-                    self.fetch_done(node, p, (host, page), epoch, abandoned);
+                    self.fetch_done(node, p, (host, page), (epoch, life), abandoned);
                 }
             }
             Event::Links {
@@ -711,24 +866,43 @@ impl Sim {
                 self.log(|| format!("n{node} restarts"));
                 self.start_node(node);
             }
+            Event::ActorRestart { node, p } => {
+                let inc = self.nodes[node].inc;
+                if self.deliverable(node, inc, &e) {
+                    self.restart_actor(node, p);
+                }
+            }
         }
         Ok(())
     }
 
     /// A node's periodic work: gossip's advice, timers, dispatch, links.
     fn tick(&mut self, n: usize) -> Result<(), String> {
+        let t = self.clock_of(n);
+        // Gossip's round, through the node machine: with a chain it only
+        // advises the leases.
+        let assigned = Assigned {
+            assignment: Arc::new(self.assignment_seen_by(n)),
+            holders: BTreeMap::new(),
+            hearing: HearingView::default(),
+            may_create_stores: true,
+        };
+        let mut wanted = Vec::new();
+        for effect in self.nodes[n].machine.on_assignment(assigned, |_| true) {
+            match effect {
+                AssignmentEffect::Advise(w) => wanted = w,
+                other => return Err(format!("n{n}: with a chain, gossip decided {other:?}")),
+            }
+        }
+        let awaiting = self.nodes[n].machine.awaiting_checkpoint();
         for p in 0..PARTITIONS {
-            let wanted = self.advised_owner(n, p) == n;
-            self.nodes[n].leases[p].want(self.now, wanted);
+            self.nodes[n].leases[p].want(t, wanted.contains(&(p as u16)));
             // As a node with nothing left to fetch does: a checkpoint
             // now for a partition whose admitted batches wait on one.
-            let waiting = self.nodes[n].local[p]
-                .as_ref()
-                .is_some_and(|l| l.acks.waiting() > 0);
-            if waiting && self.rng.chance(50) {
-                self.nodes[n].leases[p].hurry(self.now);
+            if awaiting.contains(&(p as u16)) && self.rng.chance(50) {
+                self.nodes[n].leases[p].hurry(t);
             }
-            self.nodes[n].leases[p].handle_timeout(self.now);
+            self.nodes[n].leases[p].handle_timeout(t);
             self.effects(n, p)?;
             self.dispatch(n, p)?;
         }
@@ -737,9 +911,42 @@ impl Sim {
         Ok(())
     }
 
+    /// Partition `p`'s actor on node `n` failed and is started again over
+    /// its store, as the node machine says (`NodeScheduler::restart`):
+    /// held as after a crash (the last life's requests may still be at
+    /// their servers, and their answers are lost with it), its writes
+    /// numbered after every number the node saw of the last life.
+    fn restart_actor(&mut self, n: usize, p: usize) {
+        let now_ms = self.now.duration_since(self.t0).as_millis() as u64;
+        let (opening, floor) = self.nodes[n].machine.restart(p as u16, now_ms);
+        let hold = Duration::from_millis(opening.hold_until_ms - now_ms);
+        let t = self.clock_of(n);
+        let counts_from_zero = self.mutation == Mutation::RestartCountsFromZero;
+        let running = self.nodes[n].local[p]
+            .as_ref()
+            .is_some_and(|l| !l.stopped && !l.draining);
+        if !running {
+            return;
+        }
+        self.log(|| format!("n{n} p{p}: its actor fails and restarts"));
+        let Some(local) = self.nodes[n].local[p].as_mut() else {
+            return;
+        };
+        local.life += 1;
+        // The last life's checkpoint in the making dies with it: its
+        // reply never reaches the lease.
+        local.snapshot = None;
+        local.busy = vec![false; HOSTS_PER_PARTITION];
+        local.hold_until = local.hold_until.max(t + hold);
+        local.state.seq = if counts_from_zero { 0 } else { floor };
+    }
+
     /// Starts requests to the partition's idle hosts, if the lease lets it.
     fn dispatch(&mut self, n: usize, p: usize) -> Result<(), String> {
-        if !self.nodes[n].leases[p].may_fetch(self.now) {
+        let t = self.clock_of(n);
+        self.nodes[n].clock.advance_to(t);
+        let ignores_hold = self.mutation == Mutation::IgnoreHold;
+        if !self.nodes[n].gates[p].is_open() {
             return Ok(());
         }
         let inc = self.nodes[n].inc;
@@ -750,7 +957,7 @@ impl Sim {
             if local.busy[host] || local.draining || local.stopped {
                 continue;
             }
-            if self.now < local.held_until[host] {
+            if !ignores_hold && (t < local.hold_until || self.now < local.held_until[host]) {
                 continue;
             }
             if !self.rng.chance(300) {
@@ -759,7 +966,7 @@ impl Sim {
             let page = local.next_page[host];
             local.next_page[host] += 1;
             local.busy[host] = true;
-            let epoch = local.epoch;
+            let (epoch, life) = (local.epoch, local.life);
             // Some requests run right up to the timeout: the old owner's
             // last request is what a new owner's hold must outwait.
             let timeout = SETTINGS.request_timeout.as_millis() as u64;
@@ -807,6 +1014,7 @@ impl Sim {
                     host,
                     page,
                     epoch,
+                    life,
                     abandoned,
                 },
             );
@@ -835,20 +1043,23 @@ impl Sim {
         n: usize,
         p: usize,
         (host, page): (usize, u64),
-        epoch: u64,
+        (epoch, life): (u64, u64),
         abandoned: bool,
     ) {
+        let forgets = self.mutation == Mutation::ForgetAbandoned;
         let Some(local) = self.nodes[n].local[p].as_mut() else {
             return;
         };
-        if local.epoch != epoch || local.stopped {
+        if local.epoch != epoch || local.life != life || local.stopped {
             return;
         }
         local.busy[host] = false;
         if abandoned {
             // Not answered: the host is held until the request's deadline
             // (its hold), and the page is asked for again after it.
-            local.held_until[host] = local.state.holds[&host];
+            if !forgets {
+                local.held_until[host] = local.state.holds[&host];
+            }
             local.next_page[host] = local.next_page[host].min(page);
             if local.draining && local.busy.iter().all(|b| !b) {
                 let inc = self.nodes[n].inc;
@@ -930,7 +1141,7 @@ impl Sim {
             if !self.believed_alive(n, m) {
                 let failed = self.nodes[n].links[m].leave();
                 for batch in failed {
-                    self.nodes[n].schedule.answered(0, batch, false);
+                    self.nodes[n].machine.outbox_mut().answered(0, batch, false);
                 }
                 self.break_conn(key);
                 continue;
@@ -1058,8 +1269,11 @@ impl Sim {
     fn send_outbox(&mut self, n: usize) {
         let inc = self.nodes[n].inc;
         let due = self.outbox_pass(n);
-        for (batch, p) in due {
-            let to = self.advised_owner(n, p);
+        for (batch, p, route) in due {
+            let to = match route {
+                Route::Peer(peer) => peer[1..].parse().expect("a node id"),
+                _ => n,
+            };
             if to == n {
                 let e = Event::Links {
                     to,
@@ -1084,33 +1298,44 @@ impl Sim {
     /// Reads node `n`'s outbox as the node's scheduler says (from its
     /// cursor, a page budget per pass), marking what it sends as on its
     /// way: (batch, partition) of each.
-    fn outbox_pass(&mut self, n: usize) -> Vec<(u64, usize)> {
+    fn outbox_pass(&mut self, n: usize) -> Vec<(u64, usize, Route)> {
         let node = &mut self.nodes[n];
-        let pass = node.schedule.pass();
-        let mut reading = node.schedule.read(0, pass);
+        // The machine's one table: here, a peer, or nowhere yet (the
+        // batch waits in the outbox).
+        let routes: Vec<Route> = (0..PARTITIONS)
+            .map(|p| node.machine.route_of(p as u16))
+            .collect();
+        let outbox = &node.outbox;
+        let schedule = node.machine.outbox_mut();
+        let pass = schedule.pass();
+        let mut reading = schedule.read(0, pass);
         let mut due = Vec::new();
         loop {
             let from = reading.after().map_or(0, |k| k + 1);
-            let page: Vec<(u64, usize)> = node
-                .outbox
+            let page: Vec<(u64, usize)> = outbox
                 .range(from..)
                 .take(OUTBOX_PAGE)
                 .map(|(id, b)| (*id, b.p))
                 .collect();
             let full = page.len() == OUTBOX_PAGE;
             for (batch, p) in page {
-                if node.schedule.saw(&mut reading, batch) == OutboxBatch::Send {
-                    reading.sent();
-                    due.push((batch, p));
+                if schedule.saw(&mut reading, batch) == OutboxBatch::OnItsWay {
+                    continue;
                 }
+                if routes[p] == Route::Nowhere {
+                    reading.held_back();
+                    continue;
+                }
+                reading.sent();
+                due.push((batch, p, routes[p].clone()));
             }
             if !reading.more(full) {
                 break;
             }
         }
-        node.schedule.finish(reading);
-        for &(batch, _) in &due {
-            node.schedule.sending(0, batch);
+        schedule.finish(reading);
+        for &(batch, ..) in &due {
+            schedule.sending(0, batch);
         }
         due
     }
@@ -1134,7 +1359,13 @@ impl Sim {
                 }
             };
         }
-        if let Some(ready) = local.acks.admitted(last, admitted) {
+        // The node machine keeps the answer until a published checkpoint
+        // covers the admission (the mutation answers at once).
+        let ready = match self.mutation {
+            Mutation::AckOnAdmit => Some(admitted),
+            _ => self.nodes[to].machine.admitted(p as u16, last, admitted),
+        };
+        if let Some(ready) = ready {
             self.answer(to, ready, true);
         }
     }
@@ -1190,7 +1421,11 @@ impl Sim {
             }
             self.transmit(n, by, out);
         }
-        self.nodes[n].schedule.answered(0, batch, acked);
+        if !acked && self.mutation == Mutation::DropRefused {
+            // Left "on its way": never sent again.
+            return Ok(());
+        }
+        self.nodes[n].machine.outbox_mut().answered(0, batch, acked);
         if !acked {
             return Ok(());
         }
@@ -1282,7 +1517,9 @@ impl Sim {
             }
             StoreOp::Create { draft, snapshot } => {
                 let number = draft.number;
-                let outcome = if let Some(existing) = self.chains[p].get(&number) {
+                let overwrites = self.mutation == Mutation::OverwritingStore;
+                let existing = self.chains[p].get(&number).filter(|_| !overwrites);
+                let outcome = if let Some(existing) = existing {
                     Published::Taken {
                         by: Some(existing.view.owner.clone()),
                     }
@@ -1391,8 +1628,6 @@ impl Sim {
                                 .unwrap_or(0)
                         })
                         .collect();
-                    let mut acks = Watermarks::default();
-                    acks.durable(state.seq);
                     let mut done = Watermarks::default();
                     done.durable(state.seq);
                     // Each host honours the hold its last request wrote.
@@ -1408,12 +1643,17 @@ impl Sim {
                         self.schedule(after, Event::OpenFailed { node: n, inc, p });
                         continue;
                     }
-                    // Open at once (as the node reports a take it opened).
+                    // Open at once (as the node reports a take it opened);
+                    // the machine's watermarks count on from the
+                    // checkpoint's coverage.
                     self.nodes[n].leases[p].on_opened();
+                    self.nodes[n].machine.opened(p as u16, ());
+                    self.nodes[n].machine.taken(p as u16, state.seq);
                     self.nodes[n].local[p] = Some(Local {
                         epoch: owner.epoch,
+                        life: 0,
+                        hold_until,
                         state,
-                        acks,
                         done,
                         snapshot: None,
                         busy: vec![false; HOSTS_PER_PARTITION],
@@ -1459,8 +1699,8 @@ impl Sim {
                     let Some(local) = self.nodes[n].local[p].as_mut() else {
                         continue;
                     };
-                    let acks = local.acks.durable(covers);
                     let done = local.done.durable(covers);
+                    let acks = self.nodes[n].machine.covered(p as u16, covers);
                     self.durable_done[p].extend(done);
                     self.check_head(p)?;
                     for a in acks {
@@ -1468,6 +1708,8 @@ impl Sim {
                     }
                 }
                 Effect::Drain => {
+                    // Nothing is routed to a partition handed back.
+                    self.nodes[n].machine.releasing(p as u16);
                     if self.nodes[n].local[p].is_none() {
                         self.schedule(Duration::ZERO, Event::Drained { node: n, inc, p });
                     }
@@ -1486,29 +1728,38 @@ impl Sim {
                 }
                 Effect::Stop { reason } => {
                     self.log(|| format!("n{n} p{p} stops: {reason:?}"));
+                    // Admitted, not durable: refused, so their senders
+                    // route them again.
+                    let (_, waiting) = self.nodes[n].machine.closed(p as u16);
+                    self.nodes[n].machine.released(p as u16);
+                    for a in waiting {
+                        self.answer(n, a, false);
+                    }
                     if let Some(mut local) = self.nodes[n].local[p].take() {
-                        // Admitted, not durable: refused, so their senders
-                        // route them again.
-                        for a in local.acks.forget() {
-                            self.answer(n, a, false);
-                        }
                         local.done.forget();
                     }
                 }
             }
         }
+        // As the ownership actor does after every step of a lease.
+        let until = self.nodes[n].leases[p].fetch_until();
+        self.nodes[n].gates[p].set(until);
         Ok(())
     }
 
     /// After the faults, everything settled: each partition held by the
     /// node gossip names, and every link batch acknowledged.
     fn check_settled(&self) -> Result<(), String> {
+        let assignment = self.assignment_among(|b| self.reachable(0, b, self.now));
         for p in 0..PARTITIONS {
-            let owner = self
-                .owner_among(p, |b| self.reachable(0, b, self.now))
-                .expect("a node is up");
+            let owner: usize = assignment.owner(p as u16).expect("a node is up")[1..]
+                .parse()
+                .expect("a node id");
             let lease = &self.nodes[owner].leases[p];
-            if !lease.may_fetch(self.now) {
+            let fresh = lease
+                .fetch_until()
+                .is_some_and(|until| self.clock_of(owner) < until);
+            if !fresh || self.nodes[owner].local[p].is_none() {
                 return Err(format!(
                     "p{p}: n{owner} should hold it at the end but is {:?}",
                     lease.snapshot()
@@ -1629,6 +1880,44 @@ fn ownership_holds_its_invariants_under_crashes_pauses_cuts_and_a_lossy_network(
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The first seed of `seeds` on which the simulator catches `mutation`,
+/// with what it said.
+fn caught(mutation: Mutation, seeds: std::ops::Range<u64>) -> Option<(u64, String)> {
+    seeds.into_iter().find_map(|seed| {
+        let mut sim = Sim::mutated(seed, false, mutation);
+        sim.run().err().map(|e| (seed, e))
+    })
+}
+
+/// Each invariant can fail: a rule of the code broken on purpose is
+/// caught, by the invariant it breaks, within a few hundred seeds.
+#[test]
+fn the_simulator_catches_each_broken_rule_by_its_invariant() {
+    let cases = [
+        (Mutation::OverwritingStore, "published by"),
+        (Mutation::AckOnAdmit, "acknowledged link"),
+        (Mutation::RestartCountsFromZero, "acknowledged link"),
+        (Mutation::FloorIgnoresCheckpoints, "acknowledged link"),
+        (Mutation::IgnoreHold, "starts a request while"),
+        (Mutation::ForgetAbandoned, "starts a request while"),
+        (Mutation::FrozenClock, "starts a request while"),
+        (Mutation::DropRefused, "never acknowledged"),
+    ];
+    let mut missed = Vec::new();
+    for (mutation, invariant) in cases {
+        match caught(mutation, 0..2_000) {
+            Some((seed, e)) if e.contains(invariant) => {
+                println!("{mutation:?}: caught on seed {seed}: {e}")
+            }
+            Some((seed, e)) => missed.push(format!(
+                "{mutation:?}: seed {seed} failed, but not on {invariant:?}: {e}"
+            )),
+            None => missed.push(format!("{mutation:?}: not caught in 2,000 seeds")),
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
 }
 
 /// The simulator can fail: an owner that ignores its lease (fetches while
