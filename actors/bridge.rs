@@ -20,14 +20,14 @@
 //!   membership may lag behind the peer's; nothing is sent to it until a
 //!   [`SetPeers`] names it. A newer connection from the same node replaces
 //!   an older one (the older is usually half-open: the peer restarted).
-//! - **Handshake.** Each side sends its hello first and checks the other's
-//!   ([`wire::check_hello`]); the dialer also checks that the node it
-//!   dialled answered. On a refusal it sends [`WireMessage::Refuse`] with
-//!   the reason and closes; both sides log it (`tracing::warn`). So does a
-//!   frame that does not decode, one over [`wire::MAX_FRAME`] or a message
-//!   out of place after the handshake (a `Refuse` is still sent, best
-//!   effort, for the peer's log). Only that connection closes; the bridge
-//!   goes on, and nothing from the network can make it panic.
+//! - **Handshake, window, liveness.** One connection's decisions are its
+//!   [`Connection`] machine's (`src/cluster/conn.rs`): the hellos and what
+//!   they must say, at most `window` inbound batches being handled (then
+//!   TCP pushes back), a heartbeat after an interval with nothing written,
+//!   a close after three intervals of silence. A refusal sends
+//!   [`WireMessage::Refuse`] with the reason, best effort, and both sides
+//!   log it; only that connection closes, and nothing from the network
+//!   can make the bridge panic.
 //! - **Batches and the window.** [`SendBatch`] resolves only when the peer
 //!   acks the batch. The numbering, the window of unacked batches, the
 //!   resending of every unacked batch on a new connection and the redial
@@ -47,24 +47,20 @@
 //!   closes the connection (`rejected`, logged), so the sender resends it,
 //!   to the same node, after its backoff, which paces retries while the
 //!   failure lasts. A question that fails here other than `NotHeld` is
-//!   answered `Unclaimed` (the asker stores the payload in full). At most
-//!   `window` inbound batches per connection are being admitted or acked
-//!   at once; beyond that the bridge stops reading and TCP pushes back.
-//! - **Liveness.** A side that wrote nothing for a heartbeat interval sends
-//!   a heartbeat; a connection silent for three intervals (or whose peer
-//!   takes no bytes for that long) is closed, and the dialer dials again.
-//!   Redials back off exponentially from `reconnect_base` to
+//!   answered `Unclaimed` (the asker stores the payload in full).
+//! - **Redials** back off exponentially from `reconnect_base` to
 //!   `reconnect_max`; the backoff starts over once a connection made
 //!   progress (a batch acked either way) or lasted `reconnect_max`, so a
 //!   peer that keeps rejecting is not hammered.
 //!
 //! Connection I/O runs as futures spawned in the actor's context: they
-//! stop with it (closing their sockets), and they talk to the actor by
-//! messages private to this file. Nothing in them blocks; encoding or
+//! stop with it (closing their sockets), and they report to the actor by
+//! messages private to the bridge (`reports`). Nothing in them blocks; encoding or
 //! decoding a batch (postcard, tens of KiB for a usual batch, at most a
 //! frame) is done inline.
 
 mod conn;
+mod reports;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -92,6 +88,7 @@ use crate::cluster::wire::{self, Message as WireMessage, WireReply};
 use crate::dedup::exact::DigestReply;
 use crate::metrics::Metrics;
 use conn::{ConnSetup, Ended};
+use reports::{Acked, Established, Nacked};
 
 /// The metric label of a node that is not a member: node ids from the
 /// network are only labels once membership vouches for them.
@@ -594,122 +591,6 @@ impl Handler<GetBridgeStatus> for BridgeActor {
             })
             .collect();
         MessageResult(BridgeStatus { peers })
-    }
-}
-
-/// A connection finished its handshake with `peer`: batches go to it
-/// through `admits`; the actor keeps `member` up to date.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Established {
-    conn: u64,
-    peer: String,
-    admits: mpsc::UnboundedSender<Bytes>,
-    member: Arc<AtomicBool>,
-}
-
-impl Handler<Established> for BridgeActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Established, ctx: &mut Self::Context) {
-        self.handshaking.remove(&msg.conn);
-        if !self.conns.contains_key(&msg.conn) {
-            // Cancelled while this was in the mailbox (a dial to an old
-            // address, a peer that left): its writer is gone.
-            return;
-        }
-        let settings = &self.settings;
-        let peer = self
-            .peers
-            .entry(msg.peer.clone())
-            .or_insert_with(|| Peer::new(settings));
-        let label = peer.label(&msg.peer);
-        msg.member.store(peer.addr.is_some(), Ordering::Relaxed);
-        if peer.dialing == Some(msg.conn) {
-            peer.dialing = None;
-        }
-        let (_, out) = peer.link.connected(msg.conn, self.settings.clock.now().at);
-        let old = peer.conn.replace(Conn {
-            id: msg.conn,
-            admits: msg.admits,
-            member: msg.member,
-        });
-        peer.write(&msg.peer, out, &self.metrics);
-        self.metrics
-            .bridge_connections
-            .with_label_values(&[label])
-            .inc();
-        tracing::info!(peer = %msg.peer, "bridge: connected");
-        if let Some(old) = old {
-            tracing::info!(peer = %msg.peer, "bridge: a new connection replaces the old one");
-            self.metrics
-                .bridge_disconnects
-                .with_label_values(&["replaced"])
-                .inc();
-            self.cancel_conn(old.id, ctx);
-        }
-    }
-}
-
-/// The peer acked batch `seq`.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Acked {
-    peer: String,
-    seq: u64,
-    /// The answer, if `seq` was a question.
-    answer: Option<WireReply>,
-}
-
-impl Handler<Acked> for BridgeActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Acked, _: &mut Self::Context) {
-        let Some(peer) = self.peers.get_mut(&msg.peer) else {
-            return;
-        };
-        let Some((waiter, out)) = peer.link.acked(msg.seq) else {
-            // A batch acked twice (sent again after a reconnect), or one
-            // that failed when the peer left.
-            tracing::debug!(peer = %msg.peer, seq = msg.seq, "bridge: ack of no unacked batch");
-            return;
-        };
-        let _ = waiter.reply.send(Ok(msg.answer));
-        self.metrics
-            .bridge_batches
-            .with_label_values(&[peer.label(&msg.peer), "acked"])
-            .inc();
-        peer.write(&msg.peer, out, &self.metrics);
-    }
-}
-
-/// The peer did not admit batch `seq`: it does not hold its partition.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Nacked {
-    peer: String,
-    seq: u64,
-    reason: String,
-}
-
-impl Handler<Nacked> for BridgeActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Nacked, _: &mut Self::Context) {
-        let Some(peer) = self.peers.get_mut(&msg.peer) else {
-            return;
-        };
-        let Some((waiter, out)) = peer.link.refused(msg.seq) else {
-            return;
-        };
-        let partition = waiter.partition;
-        tracing::debug!(peer = %msg.peer, partition, reason = %msg.reason, "bridge: batch not taken; the sender routes it again");
-        let _ = waiter.reply.send(Err(Failure::NotHeld { partition }));
-        self.metrics
-            .bridge_batches
-            .with_label_values(&[peer.label(&msg.peer), "nacked"])
-            .inc();
-        peer.write(&msg.peer, out, &self.metrics);
     }
 }
 

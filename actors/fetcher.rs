@@ -68,6 +68,7 @@ impl FetcherPool {
         tls: Arc<rustls::ClientConfig>,
         gate: Arc<FetchGate>,
         metrics: Arc<Metrics>,
+        clock: crate::clock::SharedClock,
     ) -> Self {
         let (sizing, slot_count) = match config.fetch.concurrency {
             Concurrency::Fixed(n) => (None, n),
@@ -87,7 +88,7 @@ impl FetcherPool {
         let processing_places = config.fetch.max_pipeline_pages;
         metrics.fetch_concurrency_limit.set(slot_count as i64);
         FetcherPool {
-            client: Rc::new(HttpClient::new(config, tls, metrics.clone())),
+            client: Rc::new(HttpClient::new(config, tls, metrics.clone(), clock)),
             slots: Rc::new(Semaphore::new(slot_count)),
             slot_count,
             pipeline: PipelineBound::new(

@@ -14,12 +14,12 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{ArchiveOpened, ArchiveUploaded, FinishUploads, WarcClosed};
+use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::upload::manifest::ManifestError;
@@ -81,6 +81,8 @@ pub struct UploadActor {
     /// The timer of the next retry.
     wake: Option<SpawnHandle>,
     metrics: Arc<Metrics>,
+    /// What the retries' backoff counts on: the node's clock.
+    clock: SharedClock,
 }
 
 impl UploadActor {
@@ -88,6 +90,7 @@ impl UploadActor {
     pub fn start(
         config: &Config,
         metrics: Arc<Metrics>,
+        clock: SharedClock,
     ) -> Result<Option<Uploads>, UploadOpenError> {
         let u = &config.upload;
         if !u.enabled {
@@ -113,6 +116,7 @@ impl UploadActor {
             waiters: Vec::new(),
             wake: None,
             metrics,
+            clock,
         };
         let arbiter = Arbiter::new();
         let addr = UploadActor::start_in_arbiter(&arbiter.handle(), move |_| actor);
@@ -143,7 +147,7 @@ impl UploadActor {
     /// Starts uploads up to the concurrency, and sets the timer of the
     /// next retry.
     fn kick(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
+        let now = self.clock.now().at;
         self.metrics.upload_pending.set(self.pending.len() as i64);
         while self.pending.in_flight() < self.concurrency {
             let Some(file) = self.pending.next_ready(now) else {
@@ -210,7 +214,7 @@ impl UploadActor {
             }
             Err(err) => {
                 self.metrics.uploads.with_label_values(&["failed"]).inc();
-                let wait = self.pending.failed(&file, Instant::now());
+                let wait = self.pending.failed(&file, self.clock.now().at);
                 let failures = self.pending.failures(&file);
                 match err {
                     Some(err) => {

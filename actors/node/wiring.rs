@@ -75,7 +75,7 @@ impl Node {
         });
         let stores = stores?;
         let dedup = dedup.map_err(ArchiveOpenError::from)?;
-        let uploads = UploadActor::start(&config, metrics.clone())?;
+        let uploads = UploadActor::start(&config, metrics.clone(), clock.clone())?;
         let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
         let archive = ArchiveActor::start(&config, dedup, metrics.clone(), closed_to)?;
         if let Some(u) = &uploads {
@@ -91,7 +91,8 @@ impl Node {
             tracing::warn!(file = %controls_path.display(), "the crawl is paused (by an operator, before this start): POST /api/v1/crawl/resume to go on");
         }
         let gate = Arc::new(FetchGate::new(&controls));
-        let fetcher = FetcherPool::new(&config, tls, gate.clone(), metrics.clone()).start();
+        let fetcher =
+            FetcherPool::new(&config, tls, gate.clone(), metrics.clone(), clock.clone()).start();
         let settings = Arc::new(HostSettings::from_config(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_arbiters())
             .map(|_| Arbiter::new())

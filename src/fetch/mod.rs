@@ -262,11 +262,13 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// Builds the client from the config with the TLS setup `tls` (see
-    /// [`tls::client_config`]); DNS lookups are counted in `metrics`.
+    /// [`tls::client_config`]); DNS lookups are counted in `metrics`, and
+    /// their answers expire on `clock`.
     pub fn new(
         config: &Config,
         tls: Arc<rustls::ClientConfig>,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
+        clock: crate::clock::SharedClock,
     ) -> Self {
         let guard = AddressPolicy::new(&config.fetch.deny_addresses, &config.fetch.allow_addresses);
         let cache = dns_cache::DnsCacheSettings {
@@ -281,6 +283,7 @@ impl HttpClient {
             cache,
             metrics,
             dns_backend::backend(config.dns.resolver, &config.dns.nameservers),
+            clock,
         );
         let limits = FetchLimits {
             connect_timeout: config.fetch.connect_timeout,

@@ -17,13 +17,13 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures_util::future::{FutureExt, LocalBoxFuture, Shared};
 
 use super::dns_backend::{Backend, Lookup};
 use super::dns_cache::{Answer, DnsCache, DnsCacheSettings};
 use super::guard::{AddressPolicy, SsrfDenied};
+use crate::clock::SharedClock;
 use crate::metrics::Metrics;
 
 /// `[dns] overrides`: exact names and `*.` suffix patterns.
@@ -82,6 +82,8 @@ pub struct OverrideResolver {
     inflight: Rc<RefCell<HashMap<String, Shared<LocalBoxFuture<'static, Lookup>>>>>,
     backend: Backend,
     metrics: Arc<Metrics>,
+    /// What the cache's TTLs count on: the node's clock.
+    clock: SharedClock,
 }
 
 impl OverrideResolver {
@@ -93,6 +95,7 @@ impl OverrideResolver {
         cache: DnsCacheSettings,
         metrics: Arc<Metrics>,
         backend: Backend,
+        clock: SharedClock,
     ) -> Self {
         OverrideResolver {
             overrides: Rc::new(overrides),
@@ -102,6 +105,7 @@ impl OverrideResolver {
             inflight: Rc::default(),
             backend,
             metrics,
+            clock,
         }
     }
 
@@ -113,7 +117,7 @@ impl OverrideResolver {
             count("override");
             return Ok(vec![ip]);
         }
-        if let Some(answer) = self.cache.borrow().get(host, Instant::now()) {
+        if let Some(answer) = self.cache.borrow().get(host, self.clock.now().at) {
             count("hit");
             return answer.clone();
         }
@@ -140,7 +144,7 @@ impl OverrideResolver {
         }
         self.cache
             .borrow_mut()
-            .put(host, answer.clone(), ttl, Instant::now());
+            .put(host, answer.clone(), ttl, self.clock.now().at);
         answer
     }
 
@@ -229,7 +233,7 @@ mod tests {
         let backend: Backend = Rc::new(move |host: String| {
             counter.set(counter.get() + 1);
             // The first lookup of slow.example never answers.
-            let hang = host == "slow.example" && counter.get() == 3;
+            let hang = host == "slow.example" && counter.get() == 4;
             async move {
                 if hang {
                     futures_util::future::pending::<()>().await;
@@ -251,12 +255,14 @@ mod tests {
             max_entries: 100,
         };
         let metrics = Arc::new(Metrics::new());
+        let clock = crate::clock::ManualClock::new();
         let resolver = OverrideResolver::new(
             DnsOverrides::default(),
             AddressPolicy::default(),
             settings,
             metrics.clone(),
             backend,
+            Arc::new(clock.clone()),
         );
         actix_rt::System::new().block_on(async {
             let asks = (0..5).map(|_| resolver.addresses("site.example"));
@@ -267,9 +273,14 @@ mod tests {
             assert_eq!(calls.get(), 1, "five concurrent lookups, one query");
             resolver.addresses("site.example").await.unwrap();
             assert_eq!(calls.get(), 1, "then a cache hit");
+            // The answer's TTL runs on the node's clock (the minimum TTL,
+            // 60 s, here): past it, the name is looked up again.
+            clock.advance(Duration::from_secs(61));
+            resolver.addresses("site.example").await.unwrap();
+            assert_eq!(calls.get(), 2, "expired on the injected clock");
             assert!(resolver.addresses("nx.example").await.is_err());
             assert!(resolver.addresses("nx.example").await.is_err());
-            assert_eq!(calls.get(), 2, "failures are cached too");
+            assert_eq!(calls.get(), 3, "failures are cached too");
             // A lookup whose caller gives up does not stay in flight.
             let abandoned = resolver.addresses("slow.example");
             let _ = actix_rt::time::timeout(Duration::from_millis(1), abandoned).await;
@@ -277,14 +288,14 @@ mod tests {
             resolver.addresses("slow.example").await.unwrap();
             assert_eq!(
                 calls.get(),
-                4,
+                5,
                 "asked again, not joined to the abandoned one"
             );
         });
         let by = |r: &str| metrics.dns_lookups.with_label_values(&[r]).get();
         assert_eq!(
             (by("miss"), by("coalesced"), by("hit"), by("error")),
-            (4, 4, 2, 1)
+            (5, 4, 2, 1)
         );
     }
 
