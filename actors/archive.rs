@@ -23,7 +23,7 @@ use super::messages::{
     Archive, ArchiveRemoval, ArchiveSnapshot, ArchiveUploaded, CloseArchive, Failure,
     GetArchiveSnapshot, HandOver, WarcClosed,
 };
-use crate::archive::{Archived, Archiver};
+use crate::archive::{ArchiveHealth, Archived, Archiver};
 use crate::config::Config;
 use crate::dedup::DedupIndex;
 use crate::durable::{GroupCommit, GroupSettings, Ticket};
@@ -35,6 +35,8 @@ use crate::warc::{WarcSettings, WarcWriter};
 pub struct ArchiveActor {
     archiver: Archiver,
     metrics: Arc<Metrics>,
+    /// Whether writes fail (the node's checkpoints read it).
+    health: Arc<ArchiveHealth>,
     /// The uploader, told about each closed file.
     uploads: Option<Recipient<WarcClosed>>,
     /// Closed files it was told about.
@@ -71,6 +73,7 @@ impl ArchiveActor {
         dedup: DedupIndex,
         metrics: Arc<Metrics>,
         uploads: Option<Recipient<WarcClosed>>,
+        health: Arc<ArchiveHealth>,
     ) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
         let warc = WarcWriter::new(WarcSettings {
             dir: config.data_path(&config.warc.dir),
@@ -118,6 +121,7 @@ impl ArchiveActor {
                 .expect("the archive actor is started once"),
             metrics: metrics.clone(),
             uploads: uploads.clone(),
+            health: health.clone(),
             told: 0,
             handover_queued: false,
         }))
@@ -155,6 +159,7 @@ impl Handler<Archive> for ArchiveActor {
         let _timer = self.metrics.archive_duration.start_timer();
         let url = msg.url.clone();
         let stored = self.archiver.store(msg).inspect_err(|err| {
+            self.health.failed();
             tracing::error!(url = %url, error = %err, "archiving failed");
         });
         self.tell_closed();
@@ -168,9 +173,13 @@ impl Handler<HandOver> for ArchiveActor {
 
     fn handle(&mut self, _: HandOver, _: &mut Self::Context) {
         self.handover_queued = false;
-        if let Err(err) = self.archiver.hand_over() {
-            // The tickets waiting fail: their pages are archived again.
-            tracing::error!(error = %err, "writing the archive's buffers failed; their pages will be archived again");
+        match self.archiver.hand_over() {
+            Ok(_) => self.health.wrote(),
+            Err(err) => {
+                // The tickets waiting fail: their pages are archived again.
+                self.health.failed();
+                tracing::error!(error = %err, "writing the archive's buffers failed; their pages will be archived again");
+            }
         }
     }
 }

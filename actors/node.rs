@@ -63,6 +63,7 @@ use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
 use super::upload::{UploadActor, UploadOpenError, Uploads};
+use crate::archive::ArchiveHealth;
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::gossip_auth::GossipKey;
 use crate::cluster::lease::StopReason;
@@ -182,6 +183,8 @@ pub struct Node {
     /// Routes hosts' digest questions to local partitions (others to us).
     digests: Addr<DigestRouter>,
     archive: Addr<ArchiveActor>,
+    /// Whether the archive's writes fail: no checkpoint then.
+    archive_health: Arc<ArchiveHealth>,
     /// Told to close its connections once a stop drained the partitions.
     fetcher: Addr<FetcherPool>,
     /// The uploader, with `[upload]` on; stopped after shutdown.
@@ -252,7 +255,13 @@ impl Node {
             let (store, lease) = (held.store.clone(), held.lease.clone());
             // Its writes are numbered after every number of the last life
             // the node saw: none is acknowledged before a checkpoint.
-            let (opening, floor) = self.schedule.restart(id, self.clock.now().unix_ms());
+            let now = self.clock.now();
+            let (opening, floor) = self.schedule.restart(id, now.unix_ms());
+            if let Some(gate) = &lease {
+                // The last life's requests may still be at their servers:
+                // held on the monotonic clock too (see `LeaseGate::hold`).
+                gate.hold(now.instant_at_ms(opening.hold_until_ms));
+            }
             let addr = self.start_partition(id, store.clone(), opening, floor, lease.clone());
             self.schedule.restarted(id, Held { addr, store, lease });
         }

@@ -491,6 +491,9 @@ impl OwnershipActor {
         self.chains[usize::from(p)].published_sequence = None;
         let now = self.settings.clock.now();
         let hold_until_ms = now.ms_at(hold_until);
+        // The hold on the monotonic clock, whatever the wall clock does
+        // before it ends (the hosts count it in wall-clock ms).
+        self.chains[usize::from(p)].gate.hold(hold_until);
         let covers = from.as_ref().map_or(0, |h| h.covers);
         let manifest = self.chains[usize::from(p)]
             .head

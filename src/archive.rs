@@ -635,6 +635,69 @@ impl Archiver {
     }
 }
 
+/// Whether the archive can write, as the node's checkpoints see it. A
+/// node whose pages cannot be archived (a full disk, a dead one) makes no
+/// progress on its partitions, while its checkpoints would still renew
+/// their leases (nothing changes: every page fails before its completion
+/// is written). So once a write of the archive failed, and until one
+/// succeeds, the node refuses its partitions' checkpoints: the lease
+/// machine gives them up after a lease of that (`cluster::lease`), and
+/// another node crawls them. Writes come only with pages: before each
+/// refusal the node probes the archive's directory ([`Self::probe`]), so a
+/// disk freed while the node holds nothing to archive is seen at once.
+#[derive(Debug)]
+pub struct ArchiveHealth {
+    /// The archive's directory (where the probe writes).
+    dir: std::path::PathBuf,
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl ArchiveHealth {
+    /// Health of the archive writing in `dir`.
+    pub fn new(dir: std::path::PathBuf) -> Self {
+        ArchiveHealth {
+            dir,
+            failing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// A write failed.
+    pub fn failed(&self) {
+        self.failing
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A write succeeded.
+    pub fn wrote(&self) {
+        self.failing
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the last write failed.
+    pub fn failing(&self) -> bool {
+        self.failing.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the archive can write now: at once if its last write did;
+    /// else a page's worth (64 KiB) is written to a probe file in its
+    /// directory, synced and removed, and a success counts as a write.
+    pub fn probe(&self) -> bool {
+        if !self.failing() {
+            return true;
+        }
+        let path = self.dir.join(".trawl-probe");
+        let wrote = std::fs::File::create(&path).and_then(|mut file| {
+            std::io::Write::write_all(&mut file, &[0u8; 64 * 1024])?;
+            file.sync_all()
+        });
+        let _ = std::fs::remove_file(&path);
+        if wrote.is_ok() {
+            self.wrote();
+        }
+        wrote.is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::io::Read;
@@ -726,5 +789,25 @@ mod tests {
         assert!(later.is_durable(), "closing hands over what is left");
         assert_eq!(handovers(&a), (2, 4.0));
         assert_eq!(events_on_disk(dir.path()), 4);
+    }
+
+    #[test]
+    fn a_failed_write_fails_the_archive_until_a_write_or_a_probe_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let health = ArchiveHealth::new(dir.path().to_owned());
+        assert!(!health.failing() && health.probe());
+        health.failed();
+        assert!(health.failing());
+        health.wrote();
+        assert!(!health.failing(), "a write that succeeds clears it");
+        health.failed();
+        assert!(health.probe(), "the directory takes writes");
+        assert!(!health.failing(), "a probe that succeeds clears it");
+        assert!(!dir.path().join(".trawl-probe").exists());
+        // A directory that takes no writes (gone, here): still failing.
+        let gone = ArchiveHealth::new(dir.path().join("missing"));
+        gone.failed();
+        assert!(!gone.probe());
+        assert!(gone.failing());
     }
 }

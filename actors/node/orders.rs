@@ -33,7 +33,9 @@ impl Handler<crate::actors::messages::CheckpointPartition> for Node {
 
     /// The partition's checkpoint; what it covers is known to the node
     /// machine before it goes on to be published, so a restarted actor
-    /// numbers its writes after it ([`NodeScheduler::write_floor`]).
+    /// numbers its writes after it ([`NodeScheduler::write_floor`]). None
+    /// while the archive's writes fail: the lease gives the partition up
+    /// after a lease of that (`ArchiveHealth`).
     fn handle(
         &mut self,
         msg: crate::actors::messages::CheckpointPartition,
@@ -44,6 +46,12 @@ impl Handler<crate::actors::messages::CheckpointPartition> for Node {
             let reason = format!("partition {id} is not open here");
             return Box::pin(fut::ready(Err(Failure::Peer(reason))));
         };
+        if !self.archive_health.probe() {
+            // Its pages cannot be archived, so nothing of it progresses:
+            // a renewal would keep it here for nothing (`ArchiveHealth`).
+            let reason = "the archive cannot write (disk full?): no checkpoint".to_owned();
+            return Box::pin(fut::ready(Err(Failure::Store(reason))));
+        }
         let take = held.addr.send(crate::actors::messages::TakeCheckpoint {
             dir: msg.dir,
             unless_at: msg.unless_at,

@@ -77,7 +77,14 @@ impl Node {
         let dedup = dedup.map_err(ArchiveOpenError::from)?;
         let uploads = UploadActor::start(&config, metrics.clone(), clock.clone())?;
         let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
-        let archive = ArchiveActor::start(&config, dedup, metrics.clone(), closed_to)?;
+        let archive_health = Arc::new(ArchiveHealth::new(config.data_path(&config.warc.dir)));
+        let archive = ArchiveActor::start(
+            &config,
+            dedup,
+            metrics.clone(),
+            closed_to,
+            archive_health.clone(),
+        )?;
         if let Some(u) = &uploads {
             u.addr.do_send(ArchiveOpened(archive.clone().recipient()));
         }
@@ -214,6 +221,7 @@ impl Node {
             seen: seen_addr,
             digests: digests_addr,
             archive,
+            archive_health,
             fetcher,
             uploads,
             upload_wait: config.upload.shutdown_wait,

@@ -9,6 +9,13 @@
 //! the fetcher, which check it right before a request starts: whatever the
 //! order of events after a pause, no request of a lapsed owner is sent.
 //!
+//! The gate also holds a takeover's hold ([`LeaseGate::hold`]): the hosts
+//! keep it too, as wall-clock milliseconds beside their own persisted
+//! politeness, but a wall clock can step forward (NTP, an operator)
+//! between the take and the hold's end; the gate's instant cannot. So no
+//! request of a new owner starts before its hold on the monotonic clock,
+//! whatever the wall clock does.
+//!
 //! The gate reads the node's injected clock, the one the lease runs on.
 
 use std::sync::Mutex;
@@ -22,6 +29,8 @@ pub struct LeaseGate {
     clock: SharedClock,
     /// Requests may start before this instant; `None`: not held.
     until: Mutex<Option<Instant>>,
+    /// No request starts before this instant (a takeover's hold).
+    not_before: Mutex<Option<Instant>>,
 }
 
 impl LeaseGate {
@@ -30,6 +39,7 @@ impl LeaseGate {
         LeaseGate {
             clock,
             until: Mutex::new(None),
+            not_before: Mutex::new(None),
         }
     }
 
@@ -38,10 +48,18 @@ impl LeaseGate {
         *self.until.lock().unwrap_or_else(|e| e.into_inner()) = until;
     }
 
-    /// Whether a request may start now.
+    /// No request starts before `at` (a takeover's hold, on the lease's
+    /// clock).
+    pub fn hold(&self, at: Instant) {
+        *self.not_before.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+    }
+
+    /// Whether a request may start now: after the hold, before the end.
     pub fn is_open(&self) -> bool {
         let until = *self.until.lock().unwrap_or_else(|e| e.into_inner());
-        until.is_some_and(|until| self.clock.now().at < until)
+        let not_before = *self.not_before.lock().unwrap_or_else(|e| e.into_inner());
+        let now = self.clock.now().at;
+        until.is_some_and(|until| now < until) && not_before.is_none_or(|at| now >= at)
     }
 }
 
@@ -69,5 +87,19 @@ mod tests {
         assert!(gate.is_open());
         gate.set(None);
         assert!(!gate.is_open());
+    }
+
+    #[test]
+    fn a_takeovers_hold_keeps_the_gate_shut_on_the_monotonic_clock() {
+        let clock = ManualClock::new();
+        let gate = LeaseGate::new(Arc::new(clock.clone()));
+        let t0 = clock.now().at;
+        gate.set(Some(t0 + Duration::from_secs(10)));
+        gate.hold(t0 + Duration::from_secs(3));
+        assert!(!gate.is_open(), "held");
+        clock.advance(Duration::from_millis(2999));
+        assert!(!gate.is_open(), "still held");
+        clock.advance(Duration::from_millis(1));
+        assert!(gate.is_open());
     }
 }

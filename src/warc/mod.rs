@@ -123,6 +123,11 @@ pub struct WarcWriter {
     run_id: String,
     /// Closed files, in order.
     closed: Vec<String>,
+    /// Files whose close failed (a full disk): left `.open`, finished
+    /// like a crash's files at the next seal ([`WarcWriter::seal`]), which
+    /// fails while one is left, so no checkpoint covers pages whose records
+    /// are in a file object storage never got.
+    unfinished: Vec<PathBuf>,
     /// Records written (all types).
     records: u64,
     /// Compressed bytes written.
@@ -156,6 +161,7 @@ impl WarcWriter {
             serial: 0,
             run_id,
             closed: Vec::new(),
+            unfinished: Vec::new(),
             records: 0,
             bytes: 0,
             sync_dir: false,
@@ -338,6 +344,16 @@ impl WarcWriter {
         let Some(file) = self.current.take() else {
             return Ok(());
         };
+        let open_path = file.open_path.clone();
+        let closed = self.close_file(file);
+        if closed.is_err() {
+            self.unfinished.push(open_path);
+        }
+        closed
+    }
+
+    /// [`WarcWriter::close`] of `file`.
+    fn close_file(&mut self, file: OpenFile) -> Result<(), WarcError> {
         let final_path = self.settings.dir.join(&file.name);
         let io = |source| WarcError::Io {
             path: file.open_path.clone(),
@@ -368,11 +384,43 @@ impl WarcWriter {
     /// closed files, which `[upload]` can put in object storage before the
     /// checkpoint is published.
     pub fn seal(&mut self) -> Result<bool, WarcError> {
+        let finished = self.finish_unfinished()?;
         let written = self.current.as_ref().is_some_and(|f| f.offset > f.info_end);
         if written {
             self.close()?;
         }
-        Ok(written)
+        Ok(written || finished)
+    }
+
+    /// Finishes the files whose close failed, as recovery finishes a
+    /// crash's: cut after the last complete record, indexed, renamed, and
+    /// counted closed (so uploaded); whether it finished any. Fails while
+    /// one cannot be finished (the disk is still full).
+    fn finish_unfinished(&mut self) -> Result<bool, WarcError> {
+        let finished = !self.unfinished.is_empty();
+        while let Some(open_path) = self.unfinished.first().cloned() {
+            let name = open_path.to_string_lossy();
+            let final_name = name.strip_suffix(".open").unwrap_or(&name).to_owned();
+            let codec = recover::codec_of(&final_name).unwrap_or(self.settings.compression);
+            let kept = recover::recover_file(&open_path, Path::new(&final_name), codec).map_err(
+                |source| WarcError::Io {
+                    path: open_path.clone(),
+                    source,
+                },
+            )?;
+            self.unfinished.remove(0);
+            if kept == 0 {
+                tracing::warn!(file = %final_name, "removed a WARC file whose creation failed");
+                continue;
+            }
+            tracing::warn!(file = %final_name, "finished a WARC file whose close had failed");
+            let file_name = Path::new(&final_name)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            self.closed.push(file_name);
+        }
+        Ok(finished)
     }
 
     /// Files closed so far by this writer.

@@ -92,15 +92,20 @@ fn scan(path: &Path, codec: WarcCompression, mut each: impl FnMut(Unit)) -> io::
 }
 
 /// The codec of a WARC file, by its name.
-fn codec_of(final_name: &str) -> Option<WarcCompression> {
+pub(super) fn codec_of(final_name: &str) -> Option<WarcCompression> {
     [WarcCompression::Gzip, WarcCompression::Zstd]
         .into_iter()
         .find(|c| final_name.ends_with(c.extension()))
 }
 
 /// Cuts the open file at `path` after its last complete record, writes
-/// the index of what it kept, and renames it to `final_path`.
-fn recover_file(path: &Path, final_path: &Path, codec: WarcCompression) -> io::Result<u64> {
+/// the index of what it kept, and renames it to `final_path`; the bytes
+/// kept. A file without one complete record is removed (0).
+pub(super) fn recover_file(
+    path: &Path,
+    final_path: &Path,
+    codec: WarcCompression,
+) -> io::Result<u64> {
     let file_name = final_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -111,6 +116,12 @@ fn recover_file(path: &Path, final_path: &Path, codec: WarcCompression) -> io::R
             lines.push(&view, unit.offset, unit.length);
         }
     })?;
+    if good == 0 {
+        // Not even its warcinfo was written (a full disk, a crash at its
+        // creation): nothing to keep.
+        std::fs::remove_file(path)?;
+        return Ok(0);
+    }
     let file = OpenOptions::new().write(true).open(path)?;
     file.set_len(good)?;
     file.sync_all()?;
@@ -159,6 +170,10 @@ pub fn recover_open_files(dir: &Path, prefix: &str) -> Result<Vec<String>, Recov
             continue;
         }
         let good = recover_file(&path, Path::new(final_name), codec).map_err(at(&path))?;
+        if good == 0 {
+            tracing::warn!(file = %final_name, "removed an empty warc file left open by a crash");
+            continue;
+        }
         tracing::warn!(file = %final_name, bytes = good, "recovered warc file left open by a crash");
         recovered.push(final_name.to_owned());
     }

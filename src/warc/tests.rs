@@ -322,3 +322,48 @@ fn rotation_gives_every_file_its_own_index() {
         assert!(lines[0].contains(&format!("\"filename\": \"{name}\"")));
     }
 }
+
+#[test]
+fn a_file_whose_close_failed_is_finished_at_the_next_seal_which_fails_until_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
+    let at = w
+        .write_exchange(&exchange("http://a.test/", b"<p>a</p>"))
+        .unwrap()
+        .at;
+    // The index cannot be written (a directory where it goes): the close
+    // fails, as on a full disk, and the file stays `.open`.
+    let final_path = dir.path().join(&at.file);
+    let blocker = cdxj::index_path(&final_path);
+    std::fs::create_dir(&blocker).unwrap();
+    assert!(w.close().is_err());
+    assert!(w.closed_files().is_empty());
+    assert!(w.seal().is_err(), "no seal while a file is unfinished");
+    assert!(w.closed_files().is_empty());
+    // The disk takes writes again: the next seal finishes it, whole.
+    std::fs::remove_dir(&blocker).unwrap();
+    assert!(w.seal().unwrap(), "a seal that finished a file sealed one");
+    assert_eq!(w.closed_files(), [at.file.clone()]);
+    assert!(final_path.exists() && blocker.exists());
+    let text = read_member(dir.path(), &at);
+    assert!(
+        text.contains("WARC-Target-URI: http://a.test/\r\n"),
+        "{text}"
+    );
+    assert!(!w.seal().unwrap(), "nothing left to seal");
+}
+
+#[test]
+fn an_empty_file_left_open_is_removed_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir
+        .path()
+        .join("t-20260101000000-00000-abcdabcd.warc.gz.open");
+    std::fs::write(&open, b"").unwrap();
+    let _w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
+    assert!(!open.exists());
+    assert!(!dir
+        .path()
+        .join("t-20260101000000-00000-abcdabcd.warc.gz")
+        .exists());
+}

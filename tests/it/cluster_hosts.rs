@@ -11,7 +11,9 @@
 //! - SIGSTOP for three leases, then SIGCONT;
 //! - one node cut off from its peers, the store and the web for three
 //!   leases, then healed;
-//! - a rolling restart of every node (SIGTERM, then started again).
+//! - a rolling restart of every node (SIGTERM, then started again);
+//! - a node's disk (a tmpfs of its own) filling up while requests take
+//!   seconds, then freed.
 //!
 //! Checked from the web server's log and the object store, not from
 //! trawl's word: every page of the ground truth fetched and archived in
@@ -75,6 +77,67 @@ struct Run {
     /// Each node's log files, one per life.
     logs: Vec<Vec<PathBuf>>,
     nodes: Vec<Child>,
+    /// Small disks mounted on data directories (unmounted before `dir`
+    /// is removed: fields drop in order, after `Drop::drop`).
+    disks: Vec<SmallDisk>,
+}
+
+/// A tmpfs of its own mounted on a node's data directory: a disk that
+/// can fill up. Unmounted when dropped.
+struct SmallDisk {
+    path: PathBuf,
+    filler: PathBuf,
+}
+
+impl SmallDisk {
+    /// Mounts a tmpfs of `mib` MiB on `path` (created if missing).
+    fn mount(path: &Path, mib: u64) -> SmallDisk {
+        std::fs::create_dir_all(path).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+            .arg(path)
+            .status()
+            .expect("run mount");
+        assert!(status.success(), "mount a tmpfs on {}", path.display());
+        SmallDisk {
+            path: path.to_owned(),
+            filler: path.join("filler"),
+        }
+    }
+
+    /// Takes every byte left on the disk (chunk by chunk, down to a
+    /// page, while the node writes on): its writes fail with ENOSPC.
+    fn fill(&self) {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::create(&self.filler).unwrap();
+        let mut len: i64 = 0;
+        for chunk in [1 << 20, 1 << 16, 1 << 12] {
+            // SAFETY: fallocate(2) on a file this test just created.
+            while unsafe { libc::fallocate(file.as_raw_fd(), 0, len, chunk) } == 0 {
+                len += chunk;
+            }
+        }
+        assert!(len > 0, "the disk was full already");
+        eprintln!(
+            "{} filled {}: {len} bytes taken",
+            chrono::Utc::now().format("%H:%M:%S%.3f"),
+            self.path.display()
+        );
+    }
+
+    /// Frees what [`SmallDisk::fill`] took.
+    fn free(&self) {
+        std::fs::remove_file(&self.filler).unwrap();
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.path)
+            .status();
+    }
 }
 
 /// What a run changes of the defaults: a web with slow pages, the
@@ -94,6 +157,8 @@ struct Shape {
     /// Every host's UDP dropped before the nodes start (gossip cut, TCP
     /// open); the test lifts it.
     udp_blocked: bool,
+    /// Node `.0`'s data directory on a tmpfs of `.1` MiB.
+    small_disk: Option<(usize, u64)>,
 }
 
 impl Default for Shape {
@@ -105,6 +170,7 @@ impl Default for Shape {
             first: NODES,
             passivate_after: Duration::from_secs(30),
             udp_blocked: false,
+            small_disk: None,
         }
     }
 }
@@ -152,9 +218,18 @@ impl Run {
             configs,
             logs: vec![Vec::new(); NODES],
             nodes: Vec::new(),
+            disks: Vec::new(),
         };
+        if let Some((i, mib)) = shape.small_disk {
+            let disk = SmallDisk::mount(&run.data_dir(i), mib);
+            run.disks.push(disk);
+        }
         for i in 0..shape.first {
-            let node = run.spawn(i, (i == 0).then_some(seeds.as_path()));
+            // With gossip blocked, every node is given the seeds: which
+            // lonely node wins which claims is a race, and a node holding
+            // nothing keeps its seeds until gossip forms.
+            let seeded = i == 0 || shape.udp_blocked;
+            let node = run.spawn(i, seeded.then_some(seeds.as_path()));
             run.nodes.push(node);
         }
         run
@@ -514,6 +589,7 @@ const SLOW: Shape = Shape {
     first: NODES,
     passivate_after: Duration::from_millis(100),
     udp_blocked: false,
+    small_disk: None,
 };
 
 /// Requests the server worked on for at least 2.9 s whose client had
@@ -586,8 +662,8 @@ fn with_gossip_blocked_and_tcp_open_nodes_say_they_are_alone_crawl_what_they_hol
     };
     let run = Run::start_shaped(lab, 58, 12, 24, shape);
     // No node hears another: each says so, claims what it can of the
-    // chains, and n1 (the seeds are its) crawls the partitions it holds,
-    // slow requests included (before, it offered no seed: 0 pages).
+    // chains, and crawls the partitions it holds, slow requests included
+    // (before, a lonely node offered no seed: 0 pages).
     for i in 0..NODES {
         run.wait_logged(i, "no peer heard");
     }
@@ -610,5 +686,39 @@ fn with_gossip_blocked_and_tcp_open_nodes_say_they_are_alone_crawl_what_they_hol
         run.lab.unblock_udp(i);
     }
     let out = run.finish("gossip blocked, then formed");
+    out.assert_refetches_bounded();
+}
+
+#[test]
+fn a_disk_filling_up_during_slow_requests_hands_its_partitions_on_and_loses_nothing() {
+    let Some(lab) = lab() else { return };
+    let shape = Shape {
+        small_disk: Some((1, 256)),
+        ..SLOW
+    };
+    let run = Run::start_shaped(lab, 59, 12, 40, shape);
+    // n2's disk fills while its first slow requests are on the wire, most
+    // of its work ahead: no checkpoint, WARC record or store write of it
+    // can be made. Its partitions must go to the others within a lease or
+    // so (it gives them up, and gossip passes them on while it shuns
+    // them), their requests waited out; freed, the disk takes writes
+    // again and the crawl completes, every record in object storage.
+    let n2 = run.node_addr(1);
+    assert!(
+        eventually_true(Duration::from_secs(60), || run
+            .server
+            .log()
+            .in_progress_from(n2)
+            > 0),
+        "n2 has a slow request on the wire"
+    );
+    run.disks[0].fill();
+    run.wait_logged(
+        1,
+        "no checkpoint of the partition could be made for a lease",
+    );
+    std::thread::sleep(FAULT);
+    run.disks[0].free();
+    let out = run.finish("a disk filling up during slow requests");
     out.assert_refetches_bounded();
 }
