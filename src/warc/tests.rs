@@ -343,7 +343,7 @@ fn a_file_whose_close_failed_is_finished_at_the_next_seal_which_fails_until_then
     // The disk takes writes again: the next seal finishes it, whole.
     std::fs::remove_dir(&blocker).unwrap();
     assert!(w.seal().unwrap(), "a seal that finished a file sealed one");
-    assert_eq!(w.closed_files(), [at.file.clone()]);
+    assert_eq!(w.closed_files(), std::slice::from_ref(&at.file));
     assert!(final_path.exists() && blocker.exists());
     let text = read_member(dir.path(), &at);
     assert!(
