@@ -595,7 +595,8 @@ pub fn warc_record(data: &[u8]) {
 /// A WARC file a crash left open (first byte: gzip or zstd; then records
 /// separated by `\0\0`, each compressed as trawl writes it, then the rest
 /// of the input as written, a torn tail): recovery keeps every complete
-/// member, and what it keeps is a prefix of the file.
+/// member, and what it keeps is a prefix of the file; a file without one
+/// complete member is removed.
 pub fn warc_recover(data: &[u8]) {
     let [codec, rest @ ..] = data else {
         return;
@@ -622,9 +623,15 @@ pub fn warc_recover(data: &[u8]) {
     let open = dir.join(format!("{final_name}.open"));
     std::fs::write(&open, &file).expect("writing the scratch file");
     let recovered = trawl::warc::recover_open_files(&dir, "trawl").expect("recovery");
+    assert!(!open.exists(), "no open file is left");
+    if recovered.is_empty() {
+        // Without one complete record the file is removed, not kept empty.
+        assert_eq!(complete, 0, "a file with a complete record is kept");
+        assert!(!dir.join(&final_name).exists());
+        return;
+    }
     assert_eq!(recovered.len(), 1, "the open file is recovered");
     let kept = std::fs::read(dir.join(&final_name)).expect("the recovered file");
-    assert!(!open.exists(), "no open file is left");
     assert!(kept.len() >= complete, "every complete member is kept");
     assert_eq!(kept[..], file[..kept.len()], "recovery keeps a prefix");
     assert!(dir.join(format!("{final_name}.cdxj")).exists());
