@@ -334,8 +334,10 @@ struct InFlight {
 enum Step {
     /// Nothing: the next checkpoint is due at `Held::next_checkpoint`.
     Waiting,
-    /// A checkpoint for manifest `number` is being made.
-    Checkpointing { number: u64 },
+    /// A checkpoint for manifest `number` is being made; `after_drain`:
+    /// begun once the hosts were drained (so it holds every hold they
+    /// saved, and can be the hand-back's own).
+    Checkpointing { number: u64, after_drain: bool },
     /// A manifest is being created.
     Publishing(InFlight),
 }
@@ -689,7 +691,11 @@ impl PartitionLease {
         let Phase::Held(h) = &mut self.phase else {
             return;
         };
-        let Step::Checkpointing { number } = h.step else {
+        let Step::Checkpointing {
+            number,
+            after_drain,
+        } = h.step
+        else {
             return;
         };
         h.idle = unchanged;
@@ -722,9 +728,13 @@ impl PartitionLease {
                 // the holds the drain saved (the deadlines of requests
                 // given up on since) are not in them, so the next owner
                 // holds for any request of this life still at a server.
-                let unsaved = match covers {
-                    Some(_) => Duration::ZERO,
-                    None => self.settings.request_timeout + owed,
+                // So with a checkpoint begun before the drain ended (it
+                // was under way when the drain finished): a request sent
+                // after it began, given up on and still at its server, is
+                // not in it (the simulator's seed 35069).
+                let unsaved = match covers.is_some() && after_drain {
+                    true => Duration::ZERO,
+                    false => self.settings.request_timeout + owed,
                 };
                 held.max(owed).max(unsaved).as_millis() as u64
             }
@@ -1000,7 +1010,11 @@ impl PartitionLease {
                 let release = h.releasing && h.drained.is_some();
                 if release || (!h.releasing && now >= h.next_checkpoint) {
                     let number = h.number + 1;
-                    h.step = Step::Checkpointing { number };
+                    let after_drain = h.drained.is_some();
+                    h.step = Step::Checkpointing {
+                        number,
+                        after_drain,
+                    };
                     self.effects.push_back(Effect::Checkpoint { number });
                 }
             }

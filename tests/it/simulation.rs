@@ -1066,6 +1066,11 @@ impl Sim {
                     *ends - self.now
                 ));
             }
+            self.log(|| {
+                format!(
+                    "n{n} p{p} h{host} dispatches page {page} (ends +{took:?}, answer +{answer:?})"
+                )
+            });
             let list = self.on_server.entry(key).or_default();
             list.retain(|(_, ends)| *ends > self.now);
             list.push(((n, inc), end));
@@ -1148,6 +1153,7 @@ impl Sim {
     /// saves clear them), or given up on with requests out (their holds
     /// stay in the state the next owner restores). Whether this answered.
     fn answer_drain(&mut self, n: usize, p: usize, clean: bool) -> bool {
+        self.log(|| format!("n{n} p{p} drain answered clean={clean}"));
         let Some(local) = self.nodes[n].local[p].as_mut() else {
             return false;
         };

@@ -715,3 +715,31 @@ fn an_idle_partition_renews_with_its_files_and_every_half_lease() {
     drain(&mut m);
     assert_eq!(next_checkpoint(&mut m).0, t + S.checkpoint_every);
 }
+
+#[test]
+fn a_checkpoint_begun_before_the_drain_ended_hands_back_an_unsaved_hold() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    // A checkpoint is under way when gossip moves the partition away;
+    // the drain ends (a request sent after the checkpoint began was given
+    // up on, its hold saved after the checkpoint's files) before it does.
+    let (at, number) = next_checkpoint(&mut m);
+    m.want(at, false);
+    assert_eq!(drain(&mut m), [Effect::Drain]);
+    let owed = Duration::from_millis(300);
+    m.on_drained(at, owed);
+    assert!(
+        drain(&mut m).is_empty(),
+        "the checkpoint is still being made"
+    );
+    m.on_checkpoint(at, Some(50));
+    let release = published(&drain(&mut m));
+    assert_eq!(release.number, number);
+    assert!(release.released && release.new_checkpoint);
+    // Its files may lack the drain's holds: the next owner waits a request
+    // timeout more than the hosts owe.
+    assert_eq!(
+        release.hold_ms,
+        (S.request_timeout + owed).as_millis() as u64
+    );
+}
