@@ -226,11 +226,6 @@ impl BridgeActor {
         Ok((actor.start(), bound))
     }
 
-    /// This node dials `peer` (the smaller id dials).
-    fn dials(&self, peer: &str) -> bool {
-        self.settings.dials(peer)
-    }
-
     /// What a new connection needs.
     fn setup(&mut self, remote: SocketAddr, ctx: &Context<Self>) -> ConnSetup {
         self.next_conn += 1;
@@ -267,7 +262,7 @@ impl BridgeActor {
     /// Dials `id` if we are the dialer, it is a member and nothing is up,
     /// in progress or scheduled.
     fn dial(&mut self, id: &str, ctx: &mut Context<Self>) {
-        if !self.dials(id) {
+        if !self.settings.dials(id) {
             return;
         }
         let Some(peer) = self.peers.get(id) else {
@@ -288,7 +283,7 @@ impl BridgeActor {
 
     /// Dials `id` again after its backoff, doubling the next one.
     fn schedule_redial(&mut self, id: &str, ctx: &mut Context<Self>) {
-        if !self.dials(id) {
+        if !self.settings.dials(id) {
             return;
         }
         let Some(peer) = self.peers.get_mut(id) else {
@@ -584,7 +579,7 @@ impl Handler<GetBridgeStatus> for BridgeActor {
             .map(|(id, p)| PeerStatus {
                 node: id.clone(),
                 addr: p.addr,
-                dials: self.dials(id),
+                dials: self.settings.dials(id),
                 connected: p.conn.is_some(),
                 unacked: p.link.unacked(),
                 waiting: p.link.waiting(),

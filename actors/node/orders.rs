@@ -2,16 +2,15 @@
 //! records, drain and stop a partition (with `[cluster] state_url`).
 
 use super::*;
-use crate::actors::messages::Checkpointed;
+use crate::actors::messages::{
+    CheckpointPartition, Checkpointed, DrainPartition, SealArchive, SealRecords, StopPartition,
+    TakeCheckpoint, TakePartition,
+};
 
-impl Handler<crate::actors::messages::TakePartition> for Node {
+impl Handler<TakePartition> for Node {
     type Result = Result<(), Failure>;
 
-    fn handle(
-        &mut self,
-        msg: crate::actors::messages::TakePartition,
-        _: &mut Self::Context,
-    ) -> Self::Result {
+    fn handle(&mut self, msg: TakePartition, _: &mut Self::Context) -> Self::Result {
         if self.shutting_down {
             return Err(Failure::Mailbox("shutting down".into()));
         }
@@ -28,7 +27,7 @@ impl Handler<crate::actors::messages::TakePartition> for Node {
     }
 }
 
-impl Handler<crate::actors::messages::CheckpointPartition> for Node {
+impl Handler<CheckpointPartition> for Node {
     type Result = ResponseActFuture<Self, Result<Checkpointed, Failure>>;
 
     /// The partition's checkpoint; what it covers is known to the node
@@ -36,27 +35,38 @@ impl Handler<crate::actors::messages::CheckpointPartition> for Node {
     /// numbers its writes after it ([`NodeScheduler::write_floor`]). None
     /// while the archive's writes fail: the lease gives the partition up
     /// after a lease of that (`ArchiveHealth`).
-    fn handle(
-        &mut self,
-        msg: crate::actors::messages::CheckpointPartition,
-        _: &mut Self::Context,
-    ) -> Self::Result {
+    fn handle(&mut self, msg: CheckpointPartition, _: &mut Self::Context) -> Self::Result {
         let id = msg.id;
         let Some(held) = self.schedule.held(id) else {
             let reason = format!("partition {id} is not open here");
             return Box::pin(fut::ready(Err(Failure::Peer(reason))));
         };
-        if !self.archive_health.probe() {
-            // Its pages cannot be archived, so nothing of it progresses:
-            // a renewal would keep it here for nothing (`ArchiveHealth`).
-            let reason = "the archive cannot write (disk full?): no checkpoint".to_owned();
-            return Box::pin(fut::ready(Err(Failure::Store(reason))));
-        }
-        let take = held.addr.send(crate::actors::messages::TakeCheckpoint {
+        let take = TakeCheckpoint {
             dir: msg.dir,
             unless_at: msg.unless_at,
-        });
-        let taken = async move { take.await? };
+        };
+        let taken: futures_util::future::BoxFuture<'static, _> = match self.archive_health.failing()
+        {
+            false => {
+                let send = held.addr.send(take);
+                Box::pin(async move { send.await? })
+            }
+            // Its pages cannot be archived, so nothing of it progresses:
+            // a renewal would keep it here for nothing (`ArchiveHealth`),
+            // unless a probe (a write and an fsync, off this thread) finds
+            // the disk writable again.
+            true => {
+                let (addr, health) = (held.addr.clone(), self.archive_health.clone());
+                Box::pin(async move {
+                    let probe = tokio::task::spawn_blocking(move || health.probe());
+                    if !probe.await.unwrap_or(false) {
+                        let reason = "the archive cannot write (disk full?): no checkpoint";
+                        return Err(Failure::Store(reason.to_owned()));
+                    }
+                    addr.send(take).await?
+                })
+            }
+        };
         Box::pin(taken.into_actor(self).map(move |taken, act, _| {
             if let Ok(Checkpointed::Made { covers, .. } | Checkpointed::Unchanged { covers }) =
                 &taken
@@ -68,21 +78,17 @@ impl Handler<crate::actors::messages::CheckpointPartition> for Node {
     }
 }
 
-impl Handler<crate::actors::messages::SealRecords> for Node {
+impl Handler<SealRecords> for Node {
     type Result = ResponseFuture<bool>;
 
     /// The records of every page completed so far reach object storage:
     /// the WARC file closes and the uploader puts it (and any file still
     /// pending) up. Without `[upload]` they stay on this node's disk.
-    fn handle(
-        &mut self,
-        msg: crate::actors::messages::SealRecords,
-        _: &mut Self::Context,
-    ) -> Self::Result {
+    fn handle(&mut self, msg: SealRecords, _: &mut Self::Context) -> Self::Result {
         let Some(uploads) = self.uploads.as_ref().map(|u| u.addr.clone()) else {
             return Box::pin(async { false });
         };
-        let seal = self.archive.send(crate::actors::messages::SealArchive);
+        let seal = self.archive.send(SealArchive);
         Box::pin(async move {
             if !matches!(seal.await, Ok(Ok(_))) {
                 return false;
@@ -97,16 +103,12 @@ impl Handler<crate::actors::messages::SealRecords> for Node {
     }
 }
 
-impl Handler<crate::actors::messages::DrainPartition> for Node {
+impl Handler<DrainPartition> for Node {
     type Result = ResponseFuture<bool>;
 
     /// No new links reach the partition (they wait in outboxes for its
     /// next owner); its hosts stop and finish what is in flight.
-    fn handle(
-        &mut self,
-        msg: crate::actors::messages::DrainPartition,
-        _: &mut Self::Context,
-    ) -> Self::Result {
+    fn handle(&mut self, msg: DrainPartition, _: &mut Self::Context) -> Self::Result {
         let Some(held) = self.schedule.held(msg.id) else {
             return Box::pin(async { true });
         };
@@ -119,7 +121,7 @@ impl Handler<crate::actors::messages::DrainPartition> for Node {
     }
 }
 
-impl Handler<crate::actors::messages::StopPartition> for Node {
+impl Handler<StopPartition> for Node {
     type Result = ResponseFuture<()>;
 
     /// Closes the partition: after a hand-back, its store marked as ended
@@ -130,11 +132,7 @@ impl Handler<crate::actors::messages::StopPartition> for Node {
     /// its store is closed (the last handle on it dropped), so a later take
     /// of the partition here never restores into a directory an old
     /// instance still writes to.
-    fn handle(
-        &mut self,
-        msg: crate::actors::messages::StopPartition,
-        _: &mut Self::Context,
-    ) -> Self::Result {
+    fn handle(&mut self, msg: StopPartition, _: &mut Self::Context) -> Self::Result {
         // Dropped, each waiter's admission fails `NotHeld`.
         let (held, waiting) = self.schedule.closed(msg.id);
         self.schedule.released(msg.id);

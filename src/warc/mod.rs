@@ -127,7 +127,7 @@ pub struct WarcWriter {
     /// like a crash's files at the next seal ([`WarcWriter::seal`]), which
     /// fails while one is left, so no checkpoint covers pages whose records
     /// are in a file object storage never got.
-    unfinished: Vec<PathBuf>,
+    unfinished: Vec<String>,
     /// Records written (all types).
     records: u64,
     /// Compressed bytes written.
@@ -344,10 +344,10 @@ impl WarcWriter {
         let Some(file) = self.current.take() else {
             return Ok(());
         };
-        let open_path = file.open_path.clone();
+        let name = file.name.clone();
         let closed = self.close_file(file);
         if closed.is_err() {
-            self.unfinished.push(open_path);
+            self.unfinished.push(name);
         }
         closed
     }
@@ -398,27 +398,23 @@ impl WarcWriter {
     /// one cannot be finished (the disk is still full).
     fn finish_unfinished(&mut self) -> Result<bool, WarcError> {
         let finished = !self.unfinished.is_empty();
-        while let Some(open_path) = self.unfinished.first().cloned() {
-            let name = open_path.to_string_lossy();
-            let final_name = name.strip_suffix(".open").unwrap_or(&name).to_owned();
-            let codec = recover::codec_of(&final_name).unwrap_or(self.settings.compression);
-            let kept = recover::recover_file(&open_path, Path::new(&final_name), codec).map_err(
-                |source| WarcError::Io {
-                    path: open_path.clone(),
+        while let Some(name) = self.unfinished.first().cloned() {
+            let open_path = self.settings.dir.join(format!("{name}.open"));
+            let final_path = self.settings.dir.join(&name);
+            let codec = self.settings.compression;
+            let kept = recover::recover_file(&open_path, &final_path, codec).map_err(|source| {
+                WarcError::Io {
+                    path: open_path,
                     source,
-                },
-            )?;
+                }
+            })?;
             self.unfinished.remove(0);
             if kept == 0 {
-                tracing::warn!(file = %final_name, "removed a WARC file whose creation failed");
+                tracing::warn!(file = %name, "removed a WARC file whose creation failed");
                 continue;
             }
-            tracing::warn!(file = %final_name, "finished a WARC file whose close had failed");
-            let file_name = Path::new(&final_name)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            self.closed.push(file_name);
+            tracing::warn!(file = %name, "finished a WARC file whose close had failed");
+            self.closed.push(name);
         }
         Ok(finished)
     }

@@ -92,7 +92,7 @@ fn scan(path: &Path, codec: WarcCompression, mut each: impl FnMut(Unit)) -> io::
 }
 
 /// The codec of a WARC file, by its name.
-pub(super) fn codec_of(final_name: &str) -> Option<WarcCompression> {
+fn codec_of(final_name: &str) -> Option<WarcCompression> {
     [WarcCompression::Gzip, WarcCompression::Zstd]
         .into_iter()
         .find(|c| final_name.ends_with(c.extension()))
