@@ -208,7 +208,7 @@ impl Handler<CloseArchive> for ArchiveActor {
 }
 
 impl Handler<super::messages::SealArchive> for ArchiveActor {
-    type Result = Result<bool, Failure>;
+    type Result = Result<Option<crate::warc::Sealed>, Failure>;
 
     fn handle(&mut self, _: super::messages::SealArchive, _: &mut Self::Context) -> Self::Result {
         let sealed = self.archiver.seal().inspect_err(|err| {

@@ -649,11 +649,19 @@ pub struct ArchiveUploaded(pub crate::upload::UploadRecord);
 #[rtype(result = "()")]
 pub struct ArchiveOpened(pub Recipient<ArchiveUploaded>);
 
-/// Closes the archive's open WARC file if it holds records, and hands it
-/// to the uploader (a checkpoint's seal); whether it closed one.
+/// Makes the archive's records durable on disk (a checkpoint's seal):
+/// files whose close failed are finished and handed to the uploader; the
+/// open file stays open, and the answer says how far its records are
+/// ([`crate::warc::Sealed`]), for the uploader's segment.
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Result<bool, Failure>")]
+#[rtype(result = "Result<Option<crate::warc::Sealed>, Failure>")]
 pub struct SealArchive;
+
+/// The open WARC file's bytes up to a seal, to be put in object storage as
+/// a segment before the checkpoint that asked is published.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct UploadSegment(pub crate::warc::Sealed);
 
 /// Makes the records written so far safe in object storage: the archive
 /// sealed, and every closed file uploaded within `timeout`. Answers

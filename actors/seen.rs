@@ -9,15 +9,11 @@
 //! partition another node owns are handed back, by partition, for the
 //! page's completion to write to the outbox (`store/outbox.rs`).
 //!
-//! With a checkpoint chain, durable means published, and each partition
-//! publishes its own checkpoints: a link admitted straight into another
-//! partition of this node could be lost with the node while the page that
-//! found it, published as completed by its own partition, is never
-//! fetched again. There the candidates of every partition but the
-//! finder's go by the outbox too, which the node delivers here (a batch
-//! acknowledged once a published checkpoint covers it, like a peer's);
-//! the finder's own are safe straight away, as its store writes them
-//! before the completion that a checkpoint would have to cover.
+//! Which candidates are admitted straight and which go by the finder's
+//! outbox is the node machine's rule (`scheduler::view::admits_straight`):
+//! with a checkpoint chain only the finder's own partition takes them
+//! straight; the outbox's batches come back here through the node, like a
+//! peer's, acknowledged once a published checkpoint covers them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +28,7 @@ use super::messages::{
 use crate::config::Config;
 use crate::dedup::shortcut::SeenShortcut;
 use crate::metrics::Metrics;
+use crate::scheduler::view::admits_straight;
 use crate::store::{AdmitEntry, OutboxBatch};
 use crate::url::{self as urls, Excluded, Fingerprint, Scope, UrlRules};
 
@@ -51,7 +48,9 @@ struct Pending {
 /// The SeenSet actor.
 pub struct SeenSet {
     /// One recipient per partition, indexed by partition id; `None` for a
-    /// partition another node owns.
+    /// partition not routed here. Not a table of its own: the node sets
+    /// each slot ([`Reroute`]) as its machine's route for the partition
+    /// turns to or from `Here` (`NodeScheduler::route_of`).
     partitions: Vec<Option<Recipient<AdmitBatch>>>,
     /// Candidates deeper than this are dropped (0 = no limit).
     max_depth: u32,
@@ -147,11 +146,11 @@ impl SeenSet {
 
     /// Whether links to partition `p` found by partition `from` are
     /// admitted here now, rather than handed back for the finder's
-    /// outbox: `p` is held here, and (with a checkpoint chain) it is the
-    /// finder's own or there is no finder (seeds).
+    /// outbox: the node machine's rule ([`admits_straight`]) over the
+    /// partitions it routes here.
     fn takes_straight(&self, p: u16, from: Option<u16>) -> bool {
         let held = self.partitions[usize::from(p)].is_some();
-        held && !(self.durable && from.is_some_and(|f| f != p))
+        admits_straight(held, self.durable, p, from)
     }
 
     fn flush(&mut self, partition: usize, ctx: &mut Context<Self>) {

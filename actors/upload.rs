@@ -10,6 +10,12 @@
 //! file may be deleted, then its `uploaded` event is written by the
 //! Archive ([`ArchiveUploaded`]). A failed upload leaves the file in place
 //! and tries it again after a backoff.
+//!
+//! A checkpoint's seal ([`UploadSegment`]) has it put the open file's new
+//! bytes up as a segment; a file uploaded whole has its segments deleted;
+//! at start, the segments of this node's earlier runs whose files are not
+//! on this disk (it was lost) are joined into their files
+//! (`src/upload/join.rs`).
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -18,14 +24,16 @@ use std::sync::Arc;
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use super::messages::{ArchiveOpened, ArchiveUploaded, FinishUploads, WarcClosed};
+use super::messages::{ArchiveOpened, ArchiveUploaded, FinishUploads, UploadSegment, WarcClosed};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::upload::join::{delete_segments, files_with_segments, join_file, JoinError};
 use crate::upload::manifest::ManifestError;
+use crate::upload::transfer::SegmentRecord;
 use crate::upload::{
-    closed_files, upload_file, Manifest, Pending, Target, TargetError, TransferSettings,
-    UploadError, UploadRecord,
+    closed_files, is_own_file, upload_file, upload_segment, Manifest, Pending, Target, TargetError,
+    TransferSettings, UploadError, UploadRecord, Work,
 };
 
 /// Parts of one file uploaded at once (memory: about
@@ -41,6 +49,14 @@ pub enum UploadOpenError {
     /// The manifest could not be read.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+}
+
+/// What an upload put.
+enum Done {
+    /// A whole file, and how its segments' deletion went.
+    Whole(UploadRecord, Result<usize, JoinError>),
+    /// A segment.
+    Segment(SegmentRecord),
 }
 
 /// The running uploader and its thread.
@@ -150,19 +166,37 @@ impl UploadActor {
         let now = self.clock.now().at;
         self.metrics.upload_pending.set(self.pending.len() as i64);
         while self.pending.in_flight() < self.concurrency {
-            let Some(file) = self.pending.next_ready(now) else {
+            let Some(work) = self.pending.next_ready(now) else {
                 break;
             };
-            let upload = upload_file(
-                self.target.clone(),
-                self.dir.clone(),
-                file.clone(),
-                self.settings.clone(),
-            );
+            let (target, dir, settings) =
+                (self.target.clone(), self.dir.clone(), self.settings.clone());
+            let upload = async move {
+                let done = match &work {
+                    Work::Whole(file) => {
+                        match upload_file(target.clone(), dir, file.clone(), settings).await {
+                            Ok(record) => {
+                                let deleted = delete_segments(&target, file).await;
+                                Ok(Done::Whole(record, deleted))
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                    Work::Segment { file, from, to } => {
+                        upload_segment(target, dir, file.clone(), (*from, *to), settings)
+                            .await
+                            .map(Done::Segment)
+                    }
+                };
+                match done {
+                    Ok(done) => Ok((work, done)),
+                    Err(e) => Err((work, Some(e))),
+                }
+            };
             ctx.spawn(
                 upload
                     .into_actor(self)
-                    .map(move |result, act, ctx| act.finished(file, result, ctx)),
+                    .map(move |result, act, ctx| act.finished(result, ctx)),
             );
         }
         if let Some(handle) = self.wake.take() {
@@ -182,43 +216,35 @@ impl UploadActor {
     /// An upload ended.
     fn finished(
         &mut self,
-        file: String,
-        result: Result<UploadRecord, UploadError>,
+        result: Result<(Work, Done), (Work, Option<UploadError>)>,
         ctx: &mut Context<Self>,
     ) {
-        let recorded = result.map_err(Some).and_then(|record| {
-            // Durable before anything relies on it.
-            self.manifest
-                .record(record.clone())
-                .map(|()| record)
-                .map_err(|e| {
-                    tracing::error!(file, error = %e, "cannot record an upload; it will be uploaded again");
-                    None
-                })
-        });
-        match recorded {
-            Ok(record) => {
-                self.pending.done(&file);
-                self.metrics.uploads.with_label_values(&["ok"]).inc();
-                self.metrics.upload_bytes.inc_by(record.bytes);
-                tracing::info!(file, location = %record.location, bytes = record.bytes, "uploaded");
-                if self.delete_after_upload {
-                    self.delete_local(&file);
-                }
-                self.announce(record, ctx);
+        match result {
+            Ok((work, Done::Whole(record, deleted))) => {
+                self.whole_done(&work, record, deleted, ctx)
             }
-            Err(Some(UploadError::Missing(path))) => {
-                self.pending.done(&file);
-                self.metrics.uploads.with_label_values(&["missing"]).inc();
-                tracing::warn!(path = %path.display(), "a closed WARC file vanished before its upload");
+            Ok((work, Done::Segment(segment))) => {
+                self.pending.done(&work);
+                self.metrics
+                    .upload_segments
+                    .with_label_values(&["ok"])
+                    .inc();
+                self.metrics.upload_segment_bytes.inc_by(segment.bytes);
+                tracing::debug!(key = %segment.key, bytes = segment.bytes, "segment uploaded");
             }
-            Err(err) => {
-                self.metrics.uploads.with_label_values(&["failed"]).inc();
-                let wait = self.pending.failed(&file, self.clock.now().at);
-                let failures = self.pending.failures(&file);
+            Err((work, Some(UploadError::Missing(path)))) => {
+                self.pending.done(&work);
+                self.count(&work, "missing");
+                tracing::warn!(path = %path.display(), "a WARC file vanished before its upload");
+            }
+            Err((work, err)) => {
+                self.count(&work, "failed");
+                let wait = self.pending.failed(&work, self.clock.now().at);
+                let failures = self.pending.failures(&work);
+                let file = work.file();
                 match err {
                     Some(err) => {
-                        tracing::error!(file, error = %err, failures, retry_in = ?wait, "upload failed; the file is kept and tried again")
+                        tracing::error!(file, ?work, error = %err, failures, retry_in = ?wait, "upload failed; the file is kept and tried again")
                     }
                     None => {
                         tracing::error!(file, failures, retry_in = ?wait, "upload not recorded; tried again")
@@ -227,6 +253,81 @@ impl UploadActor {
             }
         }
         self.kick(ctx);
+    }
+
+    /// Counts an upload's `result` on the metric of its kind.
+    fn count(&self, work: &Work, result: &str) {
+        let metric = match work {
+            Work::Whole(_) => &self.metrics.uploads,
+            Work::Segment { .. } => &self.metrics.upload_segments,
+        };
+        metric.with_label_values(&[result]).inc();
+    }
+
+    /// A whole file is in object storage, its segments deleted (`deleted`):
+    /// recorded in the manifest (fsynced) before its local copy may go.
+    fn whole_done(
+        &mut self,
+        work: &Work,
+        record: UploadRecord,
+        deleted: Result<usize, JoinError>,
+        ctx: &mut Context<Self>,
+    ) {
+        let file = record.file.clone();
+        match deleted {
+            Ok(n) => self.metrics.upload_segments_deleted.inc_by(n as u64),
+            // Left for the next start's join, which finds them covered.
+            Err(e) => {
+                tracing::warn!(file, error = %e, "cannot delete the segments of an uploaded file")
+            }
+        }
+        // Durable before anything relies on it.
+        if let Err(e) = self.manifest.record(record.clone()) {
+            tracing::error!(file, error = %e, "cannot record an upload; it will be uploaded again");
+            self.finished(Err((work.clone(), None)), ctx);
+            return;
+        }
+        self.pending.done(work);
+        self.metrics.uploads.with_label_values(&["ok"]).inc();
+        self.metrics.upload_bytes.inc_by(record.bytes);
+        tracing::info!(file, location = %record.location, bytes = record.bytes, "uploaded");
+        if self.delete_after_upload {
+            self.delete_local(&file);
+        }
+        self.announce(record, ctx);
+    }
+
+    /// Joins the segments of this node's files that are not on this disk
+    /// (an earlier run's, lost with its disk) into their files; a failure
+    /// is logged and tried again at the next start.
+    fn join_earlier_runs(&mut self, ctx: &mut Context<Self>) {
+        let (target, dir, prefix) = (self.target.clone(), self.dir.clone(), self.prefix.clone());
+        let settings = self.settings.clone();
+        let metrics = self.metrics.clone();
+        ctx.spawn(
+            async move {
+                let local = |file: &str| {
+                    dir.join(file).exists() || dir.join(format!("{file}.open")).exists()
+                };
+                let files =
+                    files_with_segments(&target, |f| is_own_file(f, &prefix) && !local(f)).await?;
+                for file in files {
+                    let joined = join_file(&target, &dir, &file, &settings).await?;
+                    metrics.upload_segments_deleted.inc_by(joined.segments as u64);
+                    if joined.put {
+                        metrics.upload_files_joined.inc();
+                        tracing::warn!(file, bytes = joined.bytes, segments = joined.segments, "joined the segments an earlier run left (its disk was lost) into its file");
+                    }
+                }
+                Ok::<(), JoinError>(())
+            }
+            .into_actor(self)
+            .map(|result, _, _| {
+                if let Err(e) = result {
+                    tracing::error!(error = %e, "cannot join the segments an earlier run left; tried again at the next start");
+                }
+            }),
+        );
     }
 
     /// Has the Archive write `record`'s `uploaded` event, then notes it in
@@ -284,6 +385,19 @@ impl Handler<ArchiveOpened> for UploadActor {
         }
         for record in self.manifest.unannounced() {
             self.announce(record, ctx);
+        }
+        self.join_earlier_runs(ctx);
+        self.kick(ctx);
+    }
+}
+
+impl Handler<UploadSegment> for UploadActor {
+    type Result = ();
+
+    /// A seal's segment: queued, unless the file went up whole already.
+    fn handle(&mut self, msg: UploadSegment, ctx: &mut Self::Context) {
+        if !self.manifest.contains(&msg.0.file) {
+            self.pending.add_segment(&msg.0);
         }
         self.kick(ctx);
     }

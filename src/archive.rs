@@ -580,9 +580,10 @@ impl Archiver {
             .map_err(|e| Failure::Archive(e.to_string()))
     }
 
-    /// Hands what is buffered over and closes the WARC file if it holds
-    /// records (see [`crate::warc::WarcWriter::seal`]); whether it did.
-    pub fn seal(&mut self) -> Result<bool, Failure> {
+    /// Hands what is buffered over and makes the WARC records written so
+    /// far durable on disk (see [`crate::warc::WarcWriter::seal`]): how far
+    /// the open file's are.
+    pub fn seal(&mut self) -> Result<Option<crate::warc::Sealed>, Failure> {
         self.hand_over()?;
         self.warc
             .seal()

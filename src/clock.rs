@@ -36,14 +36,17 @@ impl Now {
     }
 
     /// Wall-clock Unix milliseconds of `at`, as seen from this reading,
-    /// rounded up (a persisted deadline may be a millisecond late, never
-    /// early).
+    /// rounded up from the exact time (a persisted deadline may be a
+    /// millisecond late, never early: adding whole milliseconds to this
+    /// reading's truncated ones could land up to one early, and a host
+    /// persisted and restored twice then asked ~2 ms before its delay
+    /// was over); a time in the past maps to this reading.
     pub fn ms_at(&self, at: Instant) -> u64 {
         let ahead = at.saturating_duration_since(self.at);
         if ahead.is_zero() {
             self.unix_ms()
         } else {
-            self.unix_ms() + ahead.as_millis() as u64 + 1
+            unix_ms_ceil(self.wall + ahead)
         }
     }
 
@@ -60,6 +63,13 @@ impl Now {
 pub fn unix_ms(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Unix milliseconds of `t`, rounded up: a deadline written in whole
+/// milliseconds that is never earlier than `t`.
+pub fn unix_ms_ceil(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().div_ceil(1_000_000) as u64)
 }
 
 /// A source of [`Now`].
@@ -213,7 +223,27 @@ mod tests {
         assert_eq!(t1.at - t0.at, Duration::from_millis(1500));
         assert_eq!(t1.unix_ms() - t0.unix_ms(), 1500);
         assert_eq!(t0.instant_at_ms(t1.unix_ms()), t1.at);
-        assert_eq!(t0.ms_at(t1.at), t1.unix_ms() + 1, "rounded up");
+        assert_eq!(t0.ms_at(t1.at), unix_ms_ceil(t1.wall), "rounded up");
         assert_eq!(t1.ms_at(t0.at), t1.unix_ms(), "the past is now");
+    }
+
+    #[test]
+    fn a_deadline_in_milliseconds_is_never_earlier_than_the_instant() {
+        // Readings 0.9 ms into a millisecond, deadlines 10.9 ms ahead: the
+        // truncated reading plus truncated whole milliseconds plus one
+        // landed 0.8 ms early.
+        let base = SystemTime::UNIX_EPOCH + Duration::from_millis(1_000_000);
+        let clock = ManualClock::at_wall(base + Duration::from_micros(900));
+        let now = clock.now();
+        let at = now.at + Duration::from_micros(10_900);
+        let exact = base + Duration::from_micros(11_800);
+        let ms = now.ms_at(at);
+        assert_eq!(ms, 1_000_012);
+        assert!(SystemTime::UNIX_EPOCH + Duration::from_millis(ms) >= exact);
+        // Read back from a later reading, it is not earlier either.
+        clock.advance(Duration::from_micros(3_050));
+        let later = clock.now();
+        assert!(later.instant_at_ms(ms) >= at);
+        assert_eq!(unix_ms_ceil(base), 1_000_000, "a whole millisecond stays");
     }
 }

@@ -1,5 +1,5 @@
 //! The `trawl` command line: demo, run, robots, testweb, url, simhash,
-//! config, cluster.
+//! config, cluster, uploads.
 //!
 //! The binary is the edge of the system: it parses arguments, builds the
 //! config, starts the node and the admin server, and turns errors into exit
@@ -54,6 +54,17 @@ enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Object storage tools.
+    Uploads {
+        #[command(subcommand)]
+        command: UploadsCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum UploadsCommand {
+    /// Join the WARC file segments a node lost with its disk left.
+    Join(cli::uploads::JoinArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -101,6 +112,9 @@ fn main() -> std::process::ExitCode {
         Command::Cluster {
             command: ClusterCommand::Certs(a),
         } => cli::cluster::main(a),
+        Command::Uploads {
+            command: UploadsCommand::Join(a),
+        } => cli::uploads::main(a),
         Command::Config {
             command: ConfigCommand::Print { config },
         } => trawl::validate::load_files(&config)

@@ -203,6 +203,15 @@ pub struct Metrics {
     pub uploads: IntCounterVec,
     /// Bytes of WARC files uploaded and verified.
     pub upload_bytes: IntCounter,
+    /// Segments of open WARC files put by checkpoints' seals, by result
+    /// (`ok`, `failed`, `missing`; see `src/upload/join.rs`).
+    pub upload_segments: IntCounterVec,
+    /// Bytes of segments put and verified.
+    pub upload_segment_bytes: IntCounter,
+    /// Segments deleted once their file was in object storage whole.
+    pub upload_segments_deleted: IntCounter,
+    /// Files of earlier runs put together from their segments.
+    pub upload_files_joined: IntCounter,
     /// Manifests this node created in its partitions' chains (`[cluster]
     /// state_url`), by kind: `claim`, `checkpoint`, `renewal` (the last
     /// checkpoint's files again: a checkpoint could not be made),
@@ -631,6 +640,23 @@ impl Metrics {
             upload_bytes: counter(
                 "trawl_upload_bytes_total",
                 "Bytes of WARC files uploaded to object storage and verified.",
+            ),
+            upload_segments: counter_vec(
+                "trawl_upload_segments_total",
+                "Segments of the open WARC file put in object storage by checkpoints, by result.",
+                "result",
+            ),
+            upload_segment_bytes: counter(
+                "trawl_upload_segment_bytes_total",
+                "Bytes of WARC file segments put in object storage and verified.",
+            ),
+            upload_segments_deleted: counter(
+                "trawl_upload_segments_deleted_total",
+                "Segments deleted once their WARC file was in object storage whole.",
+            ),
+            upload_files_joined: counter(
+                "trawl_upload_files_joined_total",
+                "WARC files of earlier runs put together from their segments in object storage.",
             ),
             manifests: counter_vec(
                 "trawl_manifests_total",

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::clock::unix_ms;
+pub use crate::clock::{unix_ms, unix_ms_ceil};
 use crate::config::PolitenessConfig;
 
 /// The per-host pacing rules.
@@ -346,8 +346,7 @@ impl HostPoliteness {
     /// The persisted form, relative to `now`/`now_wall`. Rounded up: a
     /// restart may wait a millisecond longer, never less.
     pub fn schedule(&self, now: Instant, now_wall: SystemTime) -> Schedule {
-        let now_ms = unix_ms(now_wall);
-        let ms = |at: Instant| now_ms + at.saturating_duration_since(now).as_millis() as u64 + 1;
+        let ms = |at: Instant| unix_ms_ceil(now_wall + at.saturating_duration_since(now)) + 1;
         Schedule {
             next_allowed_ms: ms(self.next_allowed),
             last_delay_ms: self.last_delay.as_millis() as u64 + 1,

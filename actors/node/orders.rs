@@ -4,7 +4,7 @@
 use super::*;
 use crate::actors::messages::{
     CheckpointPartition, Checkpointed, DrainPartition, SealArchive, SealRecords, StopPartition,
-    TakeCheckpoint, TakePartition,
+    TakeCheckpoint, TakePartition, UploadSegment,
 };
 
 impl Handler<TakePartition> for Node {
@@ -82,16 +82,24 @@ impl Handler<SealRecords> for Node {
     type Result = ResponseFuture<bool>;
 
     /// The records of every page completed so far reach object storage:
-    /// the WARC file closes and the uploader puts it (and any file still
-    /// pending) up. Without `[upload]` they stay on this node's disk.
+    /// the archive makes them durable on disk, the uploader puts the open
+    /// file's new bytes up as a segment (and any closed file still
+    /// pending, whole). The open file stays open, so files grow to their
+    /// size target. Without `[upload]` they stay on this node's disk.
     fn handle(&mut self, msg: SealRecords, _: &mut Self::Context) -> Self::Result {
         let Some(uploads) = self.uploads.as_ref().map(|u| u.addr.clone()) else {
             return Box::pin(async { false });
         };
         let seal = self.archive.send(SealArchive);
         Box::pin(async move {
-            if !matches!(seal.await, Ok(Ok(_))) {
-                return false;
+            let sealed = match seal.await {
+                Ok(Ok(sealed)) => sealed,
+                _ => return false,
+            };
+            if let Some(sealed) = sealed {
+                if uploads.send(UploadSegment(sealed)).await.is_err() {
+                    return false;
+                }
             }
             uploads
                 .send(FinishUploads {

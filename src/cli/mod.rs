@@ -9,6 +9,7 @@ pub mod run;
 pub mod simhash;
 pub mod summary;
 pub mod testweb;
+pub mod uploads;
 pub mod url;
 
 pub mod ctl;

@@ -1043,7 +1043,8 @@ impl HostMachine {
         let deadline = now.at + timeout;
         let hold = Hold {
             sent_ms: now.unix_ms(),
-            until_ms: now.unix_ms() + timeout.as_millis() as u64,
+            // Never earlier than the deadline (see `Now::ms_at`).
+            until_ms: now.ms_at(deadline),
         };
         fx.push(Effect::Fetch {
             id,

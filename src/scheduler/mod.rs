@@ -2,7 +2,8 @@
 //! partitions it holds, how long a partition's hosts are held when it
 //! opens, where a link batch or a seed goes, when its outboxes are read
 //! and what of them is sent, when a link batch is acknowledged, whether a
-//! partition may be opened here at all, and when the node is idle.
+//! partition may be opened here at all, when the node is idle, and the
+//! order of its stop ([`stop`]).
 //!
 //! The node actor (`actors/node.rs`) carries these out: it opens stores,
 //! starts and stops partition actors, reads outboxes, sends over the
@@ -40,6 +41,7 @@
 
 pub mod idle;
 pub mod outbox;
+pub mod stop;
 pub mod view;
 
 #[cfg(test)]

@@ -535,3 +535,31 @@ fn without_a_chain_seeds_wait_only_while_no_peer_was_heard_and_nothing_is_held()
     s.opened(2, "p2");
     assert!(s.may_offer_seeds(view(false, &[], true, false)));
 }
+
+#[test]
+fn links_go_straight_only_into_a_partition_held_here_and_with_a_chain_only_the_finders() {
+    use super::view::admits_straight;
+    // Without a chain, any partition held here takes them straight.
+    assert!(admits_straight(true, false, 3, Some(1)));
+    assert!(!admits_straight(false, false, 3, Some(3)), "not held here");
+    // With a chain, only the finder's own partition, and seeds.
+    assert!(admits_straight(true, true, 3, Some(3)));
+    assert!(admits_straight(true, true, 3, None));
+    assert!(!admits_straight(true, true, 3, Some(1)));
+    assert!(!admits_straight(false, true, 3, None));
+    // The machine's routes: held here until it is handed back.
+    let mut s = scheduler(true);
+    assert!(!s.admits_straight(2, None), "not held yet");
+    s.opened(2, "p2");
+    assert!(s.admits_straight(2, None));
+    assert!(s.admits_straight(2, Some(2)));
+    assert!(
+        !s.admits_straight(2, Some(1)),
+        "a chain: the finder's outbox"
+    );
+    s.releasing(2);
+    assert!(!s.admits_straight(2, Some(2)), "being handed back");
+    let mut plain = scheduler(false);
+    plain.opened(2, "p2");
+    assert!(plain.admits_straight(2, Some(1)), "one disk: straight");
+}

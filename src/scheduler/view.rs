@@ -170,6 +170,18 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
         }
     }
 
+    /// Whether the links a page of partition `from` found (`None`: seeds)
+    /// for partition `to` are admitted into it at once, or handed back
+    /// for the finder's outbox: see [`admits_straight`].
+    pub fn admits_straight(&self, to: u16, from: Option<u16>) -> bool {
+        admits_straight(
+            self.route_of(to) == Route::Here,
+            self.acks.is_some(),
+            to,
+            from,
+        )
+    }
+
     /// Whether seeds may be offered now (see
     /// [`NodeScheduler::may_offer_seeds`]) and every partition has an
     /// owner: always on a single node.
@@ -187,4 +199,25 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
                 may_create_stores: view.may_create_stores,
             })
     }
+}
+
+/// Whether the links a page of partition `from` found (`None`: seeds) for
+/// partition `to` are admitted into it at once (`held_here`: `to` routes
+/// here, [`Route::Here`]), or handed back for the finder's outbox.
+///
+/// With a checkpoint chain (`durable`), durable means published, and each
+/// partition publishes its own checkpoints: a link admitted straight into
+/// another partition of this node could be lost with the node while the
+/// page that found it, published as completed by its own partition, is
+/// never fetched again. So only the finder's own partition (or seeds,
+/// which have no finder) takes them straight; the others go by the
+/// outbox, acknowledged once a published checkpoint covers them. Without
+/// a chain every partition held here takes them straight: one disk makes
+/// them durable together.
+///
+/// The SeenSet applies this per candidate, to the partitions the node's
+/// machine routes here (the node's `Reroute`s carry
+/// [`NodeScheduler::route_of`]'s `Here` to it as the machine changes it).
+pub fn admits_straight(held_here: bool, durable: bool, to: u16, from: Option<u16>) -> bool {
+    held_here && !(durable && from.is_some_and(|f| f != to))
 }

@@ -29,7 +29,7 @@ pub mod tls;
 pub use audit::{
     audit, audit_with, page_fetches, AuditReport, HostRule, RequestRecord, Violation, WebReport,
 };
-pub use generator::{request_kind, RequestKind, SyntheticWeb, WebSpec};
+pub use generator::{request_kind, RequestKind, SyntheticWeb, Target, WebSpec};
 pub use server::{RequestLog, ServerOptions, TestWebServer};
 
 /// The DNS override pattern that sends every synthetic host to loopback.

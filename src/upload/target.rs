@@ -202,6 +202,13 @@ impl Target {
     pub fn keeps_metadata(&self) -> bool {
         self.keeps_metadata
     }
+
+    /// Where `key` is on this machine's filesystem, for a `file://`
+    /// target (whose store is rooted at `/`); `None` for any other.
+    pub fn local_path(&self, key: &Path) -> Option<std::path::PathBuf> {
+        let local = !self.keeps_metadata && self.url.starts_with("file:");
+        local.then(|| std::path::Path::new("/").join(key.as_ref()))
+    }
 }
 
 /// Applies `options` to a builder, refusing keys `parse` does not know.

@@ -43,6 +43,17 @@ fn content(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + i / 251) as u8).collect()
 }
 
+fn whole(file: &str) -> Work {
+    Work::Whole(file.to_owned())
+}
+
+fn sealed(file: &str, to: u64) -> crate::warc::Sealed {
+    crate::warc::Sealed {
+        file: file.to_owned(),
+        to,
+    }
+}
+
 #[test]
 fn pending_goes_oldest_first_and_backs_off_doubling() {
     let mut p = Pending::new(Duration::from_secs(10), Duration::from_secs(25));
@@ -50,29 +61,271 @@ fn pending_goes_oldest_first_and_backs_off_doubling() {
     p.add("b");
     p.add("a");
     p.add("a");
-    assert_eq!(p.next_ready(t0).as_deref(), Some("a"));
+    assert_eq!(p.next_ready(t0), Some(whole("a")));
     p.add("a"); // in flight: not queued twice
-    assert_eq!(p.failed("a", t0), Duration::from_secs(10));
-    assert_eq!(p.failures("a"), 1);
+    assert_eq!(p.failed(&whole("a"), t0), Duration::from_secs(10));
+    assert_eq!(p.failures(&whole("a")), 1);
     // "a" waits; "b" is ready.
-    assert_eq!(p.next_ready(t0).as_deref(), Some("b"));
+    assert_eq!(p.next_ready(t0), Some(whole("b")));
     assert_eq!(p.next_ready(t0), None);
     assert_eq!(p.next_wake(t0), Some(Duration::from_secs(10)));
     let t1 = t0 + Duration::from_secs(10);
-    assert_eq!(p.next_ready(t1).as_deref(), Some("a"));
-    assert_eq!(p.failed("a", t1), Duration::from_secs(20));
+    assert_eq!(p.next_ready(t1), Some(whole("a")));
+    assert_eq!(p.failed(&whole("a"), t1), Duration::from_secs(20));
     let t2 = t1 + Duration::from_secs(20);
-    assert_eq!(p.next_ready(t2).as_deref(), Some("a"));
-    assert_eq!(p.failed("a", t2), Duration::from_secs(25), "capped");
-    assert_eq!(p.failures("a"), 3);
-    p.done("b");
+    assert_eq!(p.next_ready(t2), Some(whole("a")));
+    assert_eq!(p.failed(&whole("a"), t2), Duration::from_secs(25), "capped");
+    assert_eq!(p.failures(&whole("a")), 3);
+    p.done(&whole("b"));
     assert!(!p.is_empty());
     let t3 = t2 + Duration::from_secs(25);
-    assert_eq!(p.next_ready(t3).as_deref(), Some("a"));
-    p.done("a");
-    assert_eq!(p.failures("a"), 0);
+    assert_eq!(p.next_ready(t3), Some(whole("a")));
+    p.done(&whole("a"));
+    assert_eq!(p.failures(&whole("a")), 0);
     assert!(p.is_empty());
     assert_eq!(p.next_wake(t3), None);
+}
+
+#[test]
+fn a_files_segments_tile_it_from_its_start_each_range_fixed_once_queued() {
+    let mut p = Pending::new(Duration::from_secs(1), Duration::from_secs(8));
+    let t0 = Instant::now();
+    let first = p.add_segment(&sealed("f", 100)).unwrap();
+    assert_eq!(
+        first,
+        Work::Segment {
+            file: "f".into(),
+            from: 0,
+            to: 100
+        }
+    );
+    assert_eq!(p.add_segment(&sealed("f", 100)), None, "nothing new");
+    assert_eq!(p.next_ready(t0), Some(first.clone()));
+    p.failed(&first, t0);
+    // A seal while the first segment waits to be tried again: the next
+    // starts where the first ends; the first keeps its range.
+    let second = p.add_segment(&sealed("f", 250)).unwrap();
+    assert_eq!(
+        second,
+        Work::Segment {
+            file: "f".into(),
+            from: 100,
+            to: 250
+        }
+    );
+    assert_eq!(p.next_ready(t0), Some(second.clone()));
+    p.done(&second);
+    let t1 = t0 + Duration::from_secs(1);
+    assert_eq!(
+        p.next_ready(t1),
+        Some(first.clone()),
+        "the same range again"
+    );
+    p.done(&first);
+    assert!(p.is_empty());
+}
+
+#[test]
+fn a_whole_upload_supersedes_waiting_segments_and_waits_for_one_in_flight() {
+    let mut p = Pending::new(Duration::from_secs(1), Duration::from_secs(8));
+    let t0 = Instant::now();
+    let flying = p.add_segment(&sealed("f", 100)).unwrap();
+    assert_eq!(p.next_ready(t0), Some(flying.clone()));
+    p.add_segment(&sealed("f", 200)).unwrap();
+    p.add_segment(&sealed("g", 50)).unwrap();
+    // f closes: its waiting segment is dropped, its whole upload waits for
+    // the segment in flight (whose object it will delete).
+    p.add("f");
+    assert_eq!(p.len(), 3, "f's segment in flight, f whole, g's segment");
+    assert_eq!(
+        p.next_ready(t0),
+        Some(Work::Segment {
+            file: "g".into(),
+            from: 0,
+            to: 50
+        })
+    );
+    assert_eq!(p.next_ready(t0), None, "f whole is blocked");
+    assert_eq!(p.next_wake(t0), None, "no timer for what a segment blocks");
+    assert_eq!(
+        p.add_segment(&sealed("f", 300)),
+        None,
+        "covered by the whole"
+    );
+    // The segment in flight fails: moot now, it is not tried again.
+    assert_eq!(p.failed(&flying, t0), Duration::ZERO);
+    assert_eq!(p.next_ready(t0), Some(whole("f")));
+    p.done(&whole("f"));
+    assert_eq!(p.add_segment(&sealed("f", 400)), None, "uploaded whole");
+}
+
+#[test]
+fn joining_takes_the_longest_segment_at_each_offset_and_refuses_a_gap() {
+    use super::join::{plan, JoinError, Plan};
+    assert_eq!(plan("f", None, &[]).unwrap(), Plan::Covered);
+    assert_eq!(
+        plan("f", None, &[(100, 200), (0, 100), (0, 60)]).unwrap(),
+        Plan::Join {
+            whole: None,
+            pieces: vec![(0, 100), (100, 200)],
+            len: 200
+        }
+    );
+    // The file went up whole: its segments are only deleted.
+    assert_eq!(
+        plan("f", Some(200), &[(0, 100), (100, 200)]).unwrap(),
+        Plan::Covered
+    );
+    // A join already made, and a segment put after it.
+    assert_eq!(
+        plan("f", Some(200), &[(0, 100), (100, 200), (200, 260)]).unwrap(),
+        Plan::Join {
+            whole: Some(200),
+            pieces: vec![(200, 260)],
+            len: 260
+        }
+    );
+    let err = plan("f", None, &[(0, 100), (150, 200)]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            JoinError::Gap {
+                at: 100,
+                end: 200,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        super::join::parse_segment("00000000000000000100-00000000000000000250"),
+        Some((100, 250))
+    );
+    assert_eq!(super::join::parse_segment("100-100"), None);
+    assert_eq!(super::join::parse_segment("x-1"), None);
+}
+
+#[test]
+fn segments_of_a_file_being_written_join_into_the_file_and_go_with_its_whole_upload() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = content(10_000);
+    let open = dir.path().join("f.warc.gz.open");
+    let (store, target) = memory_target();
+    let part = settings(1024, VerifyMode::ReadBack);
+    run(async move {
+        // Written up to 3,000 and sealed; then to 7,000 and sealed.
+        std::fs::write(&open, &data[..3000]).unwrap();
+        let one = upload_segment(
+            target.clone(),
+            dir.path().into(),
+            "f.warc.gz".into(),
+            (0, 3000),
+            part.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            one.key,
+            "crawl/warcs/f.warc.gz.segments/00000000000000000000-00000000000000003000"
+        );
+        std::fs::write(&open, &data[..8000]).unwrap();
+        // Bytes written after the seal are not sent: the segment ends at it.
+        upload_segment(
+            target.clone(),
+            dir.path().into(),
+            "f.warc.gz".into(),
+            (3000, 7000),
+            part.clone(),
+        )
+        .await
+        .unwrap();
+        // A segment past what is on disk is refused, not padded.
+        let err = upload_segment(
+            target.clone(),
+            dir.path().into(),
+            "f.warc.gz".into(),
+            (7000, 9000),
+            part.clone(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, UploadError::Mismatch { .. }), "{err}");
+        // The node is lost: its segments are joined into the file as it was
+        // at its last seal.
+        let scratch = tempfile::tempdir().unwrap();
+        let joined = join::join_file(&target, scratch.path(), "f.warc.gz", &part)
+            .await
+            .unwrap();
+        assert_eq!((joined.bytes, joined.segments, joined.put), (7000, 2, true));
+        let key = ObjectPath::from("crawl/warcs/f.warc.gz");
+        let got = store.get(&key).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&got[..], &data[..7000]);
+        let left = join::files_with_segments(&target, |_| true).await.unwrap();
+        assert!(left.is_empty(), "{left:?}");
+        assert!(
+            std::fs::read_dir(scratch.path()).unwrap().next().is_none(),
+            "scratch removed"
+        );
+        // The same node comes back with its disk instead: the file closes,
+        // goes up whole, and its segments are deleted.
+        std::fs::write(&open, &data[..3000]).unwrap();
+        upload_segment(
+            target.clone(),
+            dir.path().into(),
+            "f.warc.gz".into(),
+            (0, 3000),
+            part.clone(),
+        )
+        .await
+        .unwrap();
+        std::fs::rename(&open, dir.path().join("f.warc.gz")).unwrap();
+        std::fs::write(dir.path().join("f.warc.gz"), &data).unwrap();
+        upload_file(
+            target.clone(),
+            dir.path().into(),
+            "f.warc.gz".into(),
+            part.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            join::delete_segments(&target, "f.warc.gz").await.unwrap(),
+            1
+        );
+        let again = join::join_file(&target, scratch.path(), "f.warc.gz", &part)
+            .await
+            .unwrap();
+        assert_eq!((again.bytes, again.segments, again.put), (10_000, 0, false));
+        let got = store.get(&key).await.unwrap().bytes().await.unwrap();
+        assert_eq!(&got[..], &data[..], "a join never shortens a whole file");
+    });
+}
+
+#[test]
+fn a_segment_is_read_from_the_closed_file_once_the_open_one_is_renamed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = content(5000);
+    std::fs::write(dir.path().join("f.warc.gz"), &data).unwrap();
+    let (store, target) = memory_target();
+    run(async move {
+        let seg = upload_segment(
+            target,
+            dir.path().into(),
+            "f.warc.gz".into(),
+            (1000, 4000),
+            settings(4096, VerifyMode::Size),
+        )
+        .await
+        .unwrap();
+        let got = store
+            .get(&ObjectPath::from(seg.key.as_str()))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert_eq!(&got[..], &data[1000..4000]);
+    });
 }
 
 #[test]
@@ -85,6 +338,8 @@ fn closed_files_are_this_nodes_finished_files_only() {
         "trawl-n1-20261130120000-00000-abcd.warc.gz",
         "other-20261130120000-00000-abcd.warc.gz",
         "trawl-20261130120000-00000-abcd.warc.gz.cdxj",
+        "trawl-20261130120000-00003-abcd.warc.zst",
+        "trawl-n10-20261130120000-00000-abcd.warc.gz",
     ] {
         std::fs::write(dir.path().join(name), b"x").unwrap();
     }
@@ -92,7 +347,8 @@ fn closed_files_are_this_nodes_finished_files_only() {
         closed_files(dir.path(), "trawl").unwrap(),
         [
             "trawl-20261130120000-00000-abcd.warc.gz",
-            "trawl-20261130120000-00001-abcd.warc.gz"
+            "trawl-20261130120000-00001-abcd.warc.gz",
+            "trawl-20261130120000-00003-abcd.warc.zst",
         ]
     );
     assert_eq!(

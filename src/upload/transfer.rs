@@ -108,26 +108,8 @@ pub async fn upload_file(
     file: String,
     settings: TransferSettings,
 ) -> Result<UploadRecord, UploadError> {
-    let path = dir.join(&file);
-    let read_err = |source: std::io::Error| match source.kind() {
-        std::io::ErrorKind::NotFound => UploadError::Missing(path.clone()),
-        _ => UploadError::Read {
-            path: path.clone(),
-            source,
-        },
-    };
-    let mut local = tokio::fs::File::open(&path).await.map_err(read_err)?;
-    let size = local.metadata().await.map_err(read_err)?.len();
     let key = target.key(&file);
-    let sha256 = if size <= settings.part_size as u64 {
-        put_whole(&target, &key, &mut local, &path, size).await?
-    } else {
-        put_parts(&target, &key, &mut local, &path, size, &settings).await?
-    };
-    match settings.verify {
-        VerifyMode::ReadBack => read_back(&target, &key, size, &sha256).await?,
-        VerifyMode::Size => head_check(&target, &key, size, &sha256).await?,
-    }
+    let (size, sha256) = upload_path(&target, &dir.join(&file), &key, &settings).await?;
     Ok(UploadRecord {
         location: target.location(&file),
         file,
@@ -135,6 +117,131 @@ pub async fn upload_file(
         sha256,
         uploaded_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
     })
+}
+
+/// Uploads the closed local file at `path` under `key`, verified; its size
+/// and SHA-256.
+pub async fn upload_path(
+    target: &Target,
+    path: &Path,
+    key: &object_store::path::Path,
+    settings: &TransferSettings,
+) -> Result<(u64, String), UploadError> {
+    let mut local = open(path).await?;
+    let size = local
+        .metadata()
+        .await
+        .map_err(|e| read_error(path, e))?
+        .len();
+    let span = Span {
+        path,
+        from: 0,
+        len: size,
+        closed: true,
+    };
+    let sha256 = put_span(target, key, &mut local, &span, settings).await?;
+    Ok((size, sha256))
+}
+
+/// What a segment upload put, verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentRecord {
+    /// The object's key.
+    pub key: String,
+    /// Its size.
+    pub bytes: u64,
+}
+
+/// Uploads bytes `from..to` of `file` in `dir` (read from `file.open`
+/// while it is written, from `file` once it closed: the bytes are the
+/// same, a WARC file only grows) to its segment key, and verifies them.
+pub async fn upload_segment(
+    target: Target,
+    dir: PathBuf,
+    file: String,
+    (from, to): (u64, u64),
+    settings: TransferSettings,
+) -> Result<SegmentRecord, UploadError> {
+    let open_path = dir.join(format!("{file}.open"));
+    let closed_path = dir.join(&file);
+    let (mut local, path) = match open(&open_path).await {
+        Ok(local) => (local, open_path),
+        Err(UploadError::Missing(_)) => (open(&closed_path).await?, closed_path),
+        Err(e) => return Err(e),
+    };
+    let size = local
+        .metadata()
+        .await
+        .map_err(|e| read_error(&path, e))?
+        .len();
+    if size < to {
+        return Err(mismatch(&target.key(&file), "file size", to, size));
+    }
+    local
+        .seek(std::io::SeekFrom::Start(from))
+        .await
+        .map_err(|e| read_error(&path, e))?;
+    let key = super::join::segment_key(&target, &file, from, to);
+    let span = Span {
+        path: &path,
+        from,
+        len: to - from,
+        closed: false,
+    };
+    put_span(&target, &key, &mut local, &span, &settings).await?;
+    Ok(SegmentRecord {
+        key: key.to_string(),
+        bytes: to - from,
+    })
+}
+
+/// The bytes of a local file an upload sends.
+struct Span<'a> {
+    path: &'a Path,
+    /// Where they start (the file is positioned there).
+    from: u64,
+    len: u64,
+    /// The file is closed: it must end at `from + len` (one that grew is
+    /// not ours to trust). A file still written grows on, by design.
+    closed: bool,
+}
+
+/// Opens a local file, telling a missing one apart.
+async fn open(path: &Path) -> Result<tokio::fs::File, UploadError> {
+    tokio::fs::File::open(path)
+        .await
+        .map_err(|e| read_error(path, e))
+}
+
+fn read_error(path: &Path, source: std::io::Error) -> UploadError {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => UploadError::Missing(path.to_owned()),
+        _ => UploadError::Read {
+            path: path.to_owned(),
+            source,
+        },
+    }
+}
+
+/// Puts `span` of `local` under `key`, in parts when larger than a part,
+/// and verifies it as the settings say; its SHA-256.
+async fn put_span(
+    target: &Target,
+    key: &object_store::path::Path,
+    local: &mut tokio::fs::File,
+    span: &Span<'_>,
+    settings: &TransferSettings,
+) -> Result<String, UploadError> {
+    let sha256 = if span.len <= settings.part_size as u64 {
+        put_whole(target, key, local, span).await?
+    } else {
+        put_parts(target, key, local, span, settings).await?
+    };
+    match settings.verify {
+        VerifyMode::ReadBack => read_back(target, key, span.len, &sha256).await?,
+        VerifyMode::Size => head_check(target, key, span.len, &sha256).await?,
+    }
+    Ok(sha256)
 }
 
 /// Checks that what was read is the file as it was measured: a closed
@@ -200,19 +307,19 @@ fn attributes(target: &Target, sha256: &str) -> Attributes {
     attributes
 }
 
-/// One PUT of the whole (small) file; its SHA-256.
+/// One PUT of the whole (small) span; its SHA-256.
 async fn put_whole(
     target: &Target,
     key: &object_store::path::Path,
     local: &mut tokio::fs::File,
-    path: &Path,
-    size: u64,
+    span: &Span<'_>,
 ) -> Result<String, UploadError> {
-    // One byte more than the size: a file that grew is caught.
-    let body = read_chunk(local, path, size as usize + 1).await?;
+    // A closed file is read one byte past its size: one that grew is caught.
+    let limit = span.len as usize + usize::from(span.closed);
+    let body = read_chunk(local, span.path, limit).await?;
     let mut read = Hashing::new();
     read.update(&body);
-    let sha = same_file(key, size, None, read)?;
+    let sha = same_file(key, span.len, None, read)?;
     let opts = PutOptions {
         attributes: attributes(target, &sha),
         ..Default::default()
@@ -224,48 +331,55 @@ async fn put_whole(
     Ok(sha)
 }
 
-/// Hashes the file from its start (then rewinds it): a multipart upload
-/// names its metadata before its first part.
-async fn hash_file(
+/// Hashes the span (then rewinds to its start): a multipart upload names
+/// its metadata before its first part. A closed file is read to its end.
+async fn hash_span(
     local: &mut tokio::fs::File,
-    path: &Path,
+    span: &Span<'_>,
     part_size: usize,
 ) -> Result<Hashing, UploadError> {
     let mut hashing = Hashing::new();
     loop {
-        let chunk = read_chunk(local, path, part_size.min(HASH_CHUNK)).await?;
+        let left = span.len.saturating_sub(hashing.bytes);
+        let limit = match span.closed {
+            true => part_size.min(HASH_CHUNK),
+            false => (part_size.min(HASH_CHUNK) as u64).min(left) as usize,
+        };
+        if limit == 0 {
+            break;
+        }
+        let chunk = read_chunk(local, span.path, limit).await?;
         if chunk.is_empty() {
             break;
         }
         hashing.update(&chunk);
     }
     local
-        .seek(std::io::SeekFrom::Start(0))
+        .seek(std::io::SeekFrom::Start(span.from))
         .await
         .map_err(|source| UploadError::Read {
-            path: path.to_owned(),
+            path: span.path.to_owned(),
             source,
         })?;
     Ok(hashing)
 }
 
 /// A multipart upload in `part_size` parts, aborted if anything fails; its
-/// SHA-256. The file is hashed first (a local read: the digest goes into
+/// SHA-256. The span is hashed first (a local read: the digest goes into
 /// the object's metadata, named when the upload starts) and again as it
 /// is sent; the two must agree.
 async fn put_parts(
     target: &Target,
     key: &object_store::path::Path,
     local: &mut tokio::fs::File,
-    path: &Path,
-    size: u64,
+    span: &Span<'_>,
     settings: &TransferSettings,
 ) -> Result<String, UploadError> {
     let first = same_file(
         key,
-        size,
+        span.len,
         None,
-        hash_file(local, path, settings.part_size).await?,
+        hash_span(local, span, settings.part_size).await?,
     )?;
     let opts = PutMultipartOptions {
         attributes: attributes(target, &first),
@@ -276,7 +390,15 @@ async fn put_parts(
     let mut sent = Hashing::new();
     let result: Result<(), UploadError> = async {
         loop {
-            let chunk = read_chunk(local, path, settings.part_size).await?;
+            let left = span.len.saturating_sub(sent.bytes);
+            let limit = match span.closed {
+                true => settings.part_size,
+                false => (settings.part_size as u64).min(left) as usize,
+            };
+            if limit == 0 {
+                return Ok(());
+            }
+            let chunk = read_chunk(local, span.path, limit).await?;
             if chunk.is_empty() {
                 return Ok(());
             }
@@ -286,7 +408,7 @@ async fn put_parts(
         }
     }
     .await;
-    let checked = result.and_then(|()| same_file(key, size, Some(&first), sent));
+    let checked = result.and_then(|()| same_file(key, span.len, Some(&first), sent));
     match checked {
         Ok(sha) => {
             writer.finish().await?;

@@ -52,6 +52,16 @@ pub struct WarcRef {
     pub length: u64,
 }
 
+/// The open file's bytes that a seal made durable ([`WarcWriter::seal`]):
+/// `0..to` of `file`, ending where a record ends.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sealed {
+    /// The open file's final name (without `.open`).
+    pub file: String,
+    /// The end of its last complete record, flushed and fsynced.
+    pub to: u64,
+}
+
 /// Where an exchange was archived.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
@@ -378,26 +388,41 @@ impl WarcWriter {
         self.sync_dir_entries()
     }
 
-    /// Closes the open file if it holds a record beyond its warcinfo (the
-    /// next record opens a new one); whether it closed one. A checkpoint
-    /// seals the archive so that the records of the pages it covers are in
-    /// closed files, which `[upload]` can put in object storage before the
-    /// checkpoint is published.
-    pub fn seal(&mut self) -> Result<bool, WarcError> {
-        let finished = self.finish_unfinished()?;
-        let written = self.current.as_ref().is_some_and(|f| f.offset > f.info_end);
-        if written {
-            self.close()?;
-        }
-        Ok(written || finished)
+    /// Makes the records written so far durable on this disk and says
+    /// where they are: files whose close failed are finished first (and
+    /// counted closed); the open file, if it holds a record beyond its
+    /// warcinfo, is flushed and fsynced and stays open. A checkpoint seals
+    /// the archive so that `[upload]` can put the records of the pages it
+    /// covers in object storage before it is published: the closed files
+    /// whole, the open one as the segment of bytes up to [`Sealed::to`]
+    /// (see `crate::upload::segments`). The file is not closed, so files
+    /// still grow to `max_file_bytes` however often checkpoints come.
+    ///
+    /// Fails while a file whose close failed cannot be finished (the disk
+    /// is still full), so no checkpoint covers pages whose records could
+    /// not reach object storage.
+    pub fn seal(&mut self) -> Result<Option<Sealed>, WarcError> {
+        self.finish_unfinished()?;
+        let Some(file) = self.current.as_mut().filter(|f| f.offset > f.info_end) else {
+            return Ok(None);
+        };
+        let io = |source| WarcError::Io {
+            path: file.open_path.clone(),
+            source,
+        };
+        file.out.flush().map_err(io)?;
+        file.out.get_ref().sync_data().map_err(io)?;
+        Ok(Some(Sealed {
+            file: file.name.clone(),
+            to: file.offset,
+        }))
     }
 
     /// Finishes the files whose close failed, as recovery finishes a
     /// crash's: cut after the last complete record, indexed, renamed, and
-    /// counted closed (so uploaded); whether it finished any. Fails while
-    /// one cannot be finished (the disk is still full).
-    fn finish_unfinished(&mut self) -> Result<bool, WarcError> {
-        let finished = !self.unfinished.is_empty();
+    /// counted closed (so uploaded). Fails while one cannot be finished
+    /// (the disk is still full).
+    fn finish_unfinished(&mut self) -> Result<(), WarcError> {
         while let Some(name) = self.unfinished.first().cloned() {
             let open_path = self.settings.dir.join(format!("{name}.open"));
             let final_path = self.settings.dir.join(&name);
@@ -416,7 +441,7 @@ impl WarcWriter {
             tracing::warn!(file = %name, "finished a WARC file whose close had failed");
             self.closed.push(name);
         }
-        Ok(finished)
+        Ok(())
     }
 
     /// Files closed so far by this writer.

@@ -342,7 +342,7 @@ fn a_file_whose_close_failed_is_finished_at_the_next_seal_which_fails_until_then
     assert!(w.closed_files().is_empty());
     // The disk takes writes again: the next seal finishes it, whole.
     std::fs::remove_dir(&blocker).unwrap();
-    assert!(w.seal().unwrap(), "a seal that finished a file sealed one");
+    assert_eq!(w.seal().unwrap(), None, "no file is open");
     assert_eq!(w.closed_files(), std::slice::from_ref(&at.file));
     assert!(final_path.exists() && blocker.exists());
     let text = read_member(dir.path(), &at);
@@ -350,7 +350,50 @@ fn a_file_whose_close_failed_is_finished_at_the_next_seal_which_fails_until_then
         text.contains("WARC-Target-URI: http://a.test/\r\n"),
         "{text}"
     );
-    assert!(!w.seal().unwrap(), "nothing left to seal");
+    assert_eq!(w.seal().unwrap(), None, "nothing left to seal");
+}
+
+#[test]
+fn a_seal_leaves_the_file_open_and_says_how_far_its_records_are_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = WarcWriter::new(settings(dir.path(), 1 << 30)).unwrap();
+    assert_eq!(w.seal().unwrap(), None, "nothing written, nothing sealed");
+    let first = w
+        .write_exchange(&exchange("http://a.test/", b"<p>a</p>"))
+        .unwrap()
+        .at;
+    let sealed = w.seal().unwrap().expect("a record was written");
+    assert_eq!(sealed.file, first.file);
+    let open = dir.path().join(format!("{}.open", first.file));
+    let on_disk = std::fs::metadata(&open).unwrap().len();
+    assert_eq!(
+        sealed.to, on_disk,
+        "every byte up to the seal is in the file"
+    );
+    assert!(
+        sealed.to > first.offset + first.length,
+        "the request record too"
+    );
+    assert!(w.closed_files().is_empty(), "the file stays open");
+    // The next records go to the same file, after the sealed bytes.
+    let second = w
+        .write_exchange(&exchange("http://a.test/b", b"<p>b</p>"))
+        .unwrap()
+        .at;
+    assert_eq!(second.file, first.file);
+    assert_eq!(second.offset, sealed.to);
+    let again = w.seal().unwrap().unwrap();
+    assert!(again.to > sealed.to);
+    // The sealed prefix is whole records: it reads on its own.
+    let bytes = std::fs::read(&open).unwrap();
+    let prefix = dir.path().join("prefix.warc.gz");
+    std::fs::write(&prefix, &bytes[..sealed.to as usize]).unwrap();
+    let records: Vec<_> = warc::WarcReader::from_path_gzip(&prefix)
+        .unwrap()
+        .iter_records()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(records.len(), 3, "warcinfo, response and request");
 }
 
 #[test]

@@ -27,7 +27,7 @@
 //! tests say so and pass, unless `TRAWL_REQUIRE_NETNS=1` (the README's
 //! test command sets it), where they fail.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::Duration;
@@ -38,7 +38,7 @@ use crate::common::{
     assert_same_urls, audit_log_with_factor, eventually_true, logged_within, page_requests,
     wait_exit,
 };
-use trawl::testweb::{RequestRecord, ServerOptions, SyntheticWeb, TestWebServer, WebSpec};
+use trawl::testweb::{RequestRecord, ServerOptions, SyntheticWeb, Target, TestWebServer, WebSpec};
 
 const NODES: usize = 3;
 const PARTITIONS: usize = 8;
@@ -49,6 +49,8 @@ const LEASE: Duration = Duration::from_secs(2);
 /// How long a fault lasts: three leases, well past the takeover.
 const FAULT: Duration = Duration::from_secs(6);
 const GOSSIP_PORT: u16 = 7946;
+/// `[warc] max_file_bytes`: small, so a node's share fills several files.
+const MAX_FILE_BYTES: u64 = 512 * 1024;
 const BRIDGE_PORT: u16 = 7947;
 
 /// Skips (or, with `TRAWL_REQUIRE_NETNS=1`, fails) without namespaces.
@@ -80,6 +82,15 @@ struct Run {
     /// Small disks mounted on data directories (unmounted before `dir`
     /// is removed: fields drop in order, after `Drop::drop`).
     disks: Vec<SmallDisk>,
+    /// Nodes lost with their disks and not started again: their last
+    /// WARC file stays in segments in the bucket (a node started again
+    /// with the same id joins them).
+    lost: BTreeSet<usize>,
+    /// Nodes ever lost with their disks (their files end where their
+    /// last seal was, not where a file fills).
+    ever_lost: BTreeSet<usize>,
+    /// The hosts seeded ([`Shape::seed_hosts`]).
+    seed_hosts: Option<u32>,
 }
 
 /// A tmpfs of its own mounted on a node's data directory: a disk that
@@ -159,6 +170,9 @@ struct Shape {
     udp_blocked: bool,
     /// Node `.0`'s data directory on a tmpfs of `.1` MiB.
     small_disk: Option<(usize, u64)>,
+    /// Seed only the first this many hosts (the others are reached by
+    /// links from other hosts); every host when `None`.
+    seed_hosts: Option<u32>,
 }
 
 impl Default for Shape {
@@ -171,6 +185,7 @@ impl Default for Shape {
             passivate_after: Duration::from_secs(30),
             udp_blocked: false,
             small_disk: None,
+            seed_hosts: None,
         }
     }
 }
@@ -201,7 +216,8 @@ impl Run {
         let moto = Moto::start_on(lab.test_addr().into());
         let dir = tempfile::tempdir().unwrap();
         let seeds = dir.path().join("seeds.txt");
-        std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+        let seeded = shape.seed_hosts.unwrap_or(hosts) as usize;
+        std::fs::write(&seeds, web.seeds(port)[..seeded].join("\n")).unwrap();
         let configs: Vec<PathBuf> = (0..NODES)
             .map(|i| write_config(&lab, &moto, dir.path(), i, &shape))
             .collect();
@@ -219,6 +235,9 @@ impl Run {
             logs: vec![Vec::new(); NODES],
             nodes: Vec::new(),
             disks: Vec::new(),
+            lost: BTreeSet::new(),
+            ever_lost: BTreeSet::new(),
+            seed_hosts: shape.seed_hosts,
         };
         if let Some((i, mib)) = shape.small_disk {
             let disk = SmallDisk::mount(&run.data_dir(i), mib);
@@ -242,6 +261,7 @@ impl Run {
 
     /// Starts node `i` (a new life, logging to a new file).
     fn spawn(&mut self, i: usize, seeds: Option<&Path>) -> Child {
+        self.lost.remove(&i);
         let life = self.logs[i].len();
         let log = self.dir.path().join(format!("n{}-{life}.log", i + 1));
         let mut cmd = self.lab.command(i, env!("CARGO_BIN_EXE_trawl"));
@@ -265,7 +285,11 @@ impl Run {
     }
 
     fn truth(&self) -> BTreeSet<String> {
-        self.web.ground_truth(self.port)
+        let hosts = self.seed_hosts.unwrap_or(u32::MAX);
+        let seeds: Vec<Target> = (0..self.web.spec().hosts.min(hosts))
+            .map(|host| Target::Page { host, id: 0 })
+            .collect();
+        self.web.ground_truth_from(&seeds, self.port)
     }
 
     /// Waits until the web served `share` of the ground truth's pages and
@@ -306,6 +330,8 @@ impl Run {
         self.nodes[i].kill().unwrap();
         let _ = self.nodes[i].wait();
         std::fs::remove_dir_all(self.data_dir(i)).unwrap();
+        self.lost.insert(i);
+        self.ever_lost.insert(i);
     }
 
     /// SIGSTOP to node `i` for [`FAULT`], then SIGCONT.
@@ -359,8 +385,9 @@ impl Run {
         let report = audit_log_with_factor(&self.web, &records, MIN_DELAY_MS, DELAY_FACTOR);
         assert!(
             report.violations.is_empty(),
-            "{fault}: {} politeness violations; the first host's requests:\n{}",
+            "{fault}: {} politeness violations, the first: {:?}; its host's requests:\n{}",
             report.violations.len(),
+            report.violations[0],
             requests_of(&records, &report.violations[0].host)
         );
         let archived = self.moto.uploaded_uris(self.dir.path());
@@ -369,6 +396,25 @@ impl Run {
             missing.is_empty(),
             "{fault}: not archived in object storage: {missing:?}"
         );
+        // Segments are left only by a node lost for good: a node's stop
+        // puts its file whole and deletes them, its next start joins an
+        // earlier life's.
+        let objects = self.moto.sizes("warcs");
+        let lost: Vec<String> = self.lost.iter().map(|i| format!("-n{}-", i + 1)).collect();
+        let stray: Vec<&String> = objects
+            .keys()
+            .filter(|k| k.contains(".segments/") && !lost.iter().any(|n| k.contains(n)))
+            .collect();
+        assert!(stray.is_empty(), "{fault}: segments left: {stray:?}");
+        let ever_lost: Vec<String> = self
+            .ever_lost
+            .iter()
+            .map(|i| format!("-n{}-", i + 1))
+            .collect();
+        let warcs = objects
+            .into_iter()
+            .filter(|(k, _)| k.ends_with(".warc.gz") && !ever_lost.iter().any(|n| k.contains(n)))
+            .collect();
         let heads = self.moto.heads();
         assert_eq!(heads.len(), PARTITIONS, "every partition has a chain");
         for head in heads.values() {
@@ -385,6 +431,7 @@ impl Run {
             refetched,
             logs,
             records,
+            warcs,
         }
     }
 }
@@ -415,12 +462,41 @@ struct Outcome {
     logs: Vec<String>,
     /// The web's log.
     records: Vec<RequestRecord>,
+    /// The WARC files in the bucket of nodes never lost, and their sizes.
+    warcs: BTreeMap<String, u64>,
 }
 
 impl Outcome {
     /// Some node logged `line`.
     fn logged(&self, line: &str) -> bool {
         self.logs.iter().any(|l| l.contains(line))
+    }
+
+    /// Every WARC file in the bucket but the last of each node's life
+    /// holds at least 90 % of `max_file_bytes` (checkpoints put segments;
+    /// they do not close files), none more.
+    fn assert_files_full(&self) {
+        let mut lives: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+        for (key, size) in &self.warcs {
+            // warcs/trawl-n1-<stamp>-<serial>-<run>.warc.gz
+            let name = key.rsplit('/').next().unwrap().trim_end_matches(".warc.gz");
+            let parts: Vec<&str> = name.split('-').collect();
+            let life = (parts[1].to_owned(), parts[4].to_owned());
+            lives.entry(life).or_default().push(*size);
+        }
+        let mut full = 0;
+        for (life, sizes) in &lives {
+            let (_, before) = sizes.split_last().unwrap();
+            for size in before {
+                assert!(
+                    *size * 10 >= MAX_FILE_BYTES * 9 && *size <= MAX_FILE_BYTES,
+                    "{life:?}: a file of {size} bytes (max_file_bytes {MAX_FILE_BYTES}): {sizes:?}"
+                );
+                full += 1;
+            }
+        }
+        assert!(full > 0, "no file filled up: {lives:?}");
+        eprintln!("WARC files per node life (bytes): {lives:?}");
     }
 
     /// Refetches are a small share of the pages: what a lost owner did
@@ -459,7 +535,8 @@ fn write_config(lab: &Lab, moto: &Moto, dir: &Path, me: usize, shape: &Shape) ->
          allow_addresses = [\"{subnet}\"]\n[dns.overrides]\n\"*.test\" = \"{web}\"\n\
          [admin]\nenabled = false\n[politeness]\ndelay_factor = {DELAY_FACTOR:?}\n\
          [crawl]\nshutdown_timeout = \"{drain}ms\"\n\
-         [frontier]\npassivate_after = \"{passivate}ms\"\n",
+         [frontier]\npassivate_after = \"{passivate}ms\"\n\
+         [warc]\nmax_file_bytes = {MAX_FILE_BYTES}\n",
         n = me + 1,
         gossip = gossip(me),
         addr = lab.addr(me),
@@ -511,6 +588,7 @@ fn a_node_lost_with_its_disk_on_a_host_of_its_own_loses_nothing() {
     run.lose(1);
     let out = run.finish("SIGKILL and disk deleted");
     out.assert_refetches_bounded();
+    out.assert_files_full();
     assert!(out.logged(RESTORED), "nothing restored from a chain");
 }
 
@@ -555,6 +633,7 @@ fn a_rolling_restart_of_every_node_loses_nothing() {
     }
     let out = run.finish("rolling restart");
     out.assert_refetches_bounded();
+    out.assert_files_full();
     assert!(out.logged("partitions handed back to the state store"));
     assert!(out.logged(RESTORED));
 }
@@ -572,6 +651,7 @@ fn every_fault_in_one_run_loses_nothing() {
     run.restart(0);
     let out = run.finish("every fault in one run");
     out.assert_refetches_bounded();
+    out.assert_files_full();
     assert!(out.logged(RESTORED));
     assert!(out.logged(LAPSED) || out.logged(FENCED));
 }
@@ -590,6 +670,7 @@ const SLOW: Shape = Shape {
     passivate_after: Duration::from_millis(100),
     udp_blocked: false,
     small_disk: None,
+    seed_hosts: None,
 };
 
 /// Requests the server worked on for at least 2.9 s whose client had
@@ -721,4 +802,42 @@ fn a_disk_filling_up_during_slow_requests_hands_its_partitions_on_and_loses_noth
     run.disks[0].free();
     let out = run.finish("a disk filling up during slow requests");
     out.assert_refetches_bounded();
+}
+
+#[test]
+fn a_takeover_while_links_arrive_for_hosts_still_held_loses_no_link() {
+    let Some(lab) = lab() else { return };
+    // Two hosts seeded: every other host is reached only by links from
+    // other hosts' pages, so links for n2's hosts keep arriving from n1
+    // and n3 while n2 holds them, is stopped past its lease with slow
+    // requests on the wire, and is taken over. A link batch lost on the
+    // way (sent to n2 and never acknowledged, or admitted by neither
+    // owner) leaves its pages unfetched.
+    let shape = Shape {
+        seed_hosts: Some(2),
+        ..SLOW
+    };
+    let run = Run::start_shaped(lab, 60, 16, 24, shape);
+    let truth = run.truth();
+    assert!(
+        truth.len() > 200,
+        "the links reach most hosts: {}",
+        truth.len()
+    );
+    let n2 = run.node_addr(1);
+    assert!(
+        eventually_true(Duration::from_secs(90), || run
+            .server
+            .log()
+            .in_progress_from(n2)
+            > 0),
+        "n2 has a slow request on the wire"
+    );
+    let before = run.server.log().len();
+    run.pause(1);
+    let during = run.server.log().len() - before;
+    let out = run.finish("a takeover while links arrive");
+    out.assert_refetches_bounded();
+    assert!(out.logged(RESTORED), "n2's partitions were not taken over");
+    assert!(during > 0, "the others crawled on during the pause");
 }

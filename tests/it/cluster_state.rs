@@ -10,7 +10,7 @@
 //! chains. What the dead node did after its last checkpoint is fetched
 //! again, bounded by the checkpoint interval.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crate::common::{
     archived_uris, assert_same_urls, audit_log_with_factor, eventually_true, gossip_addr,
-    logged_within, page_requests, wait_exit, ANY_BRIDGE,
+    logged_within, page_requests, segment_files, wait_exit, warc_files_in, ANY_BRIDGE,
 };
 use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
 
@@ -32,10 +32,14 @@ const NODES: usize = 3;
 fn upload_layer(warcs: &Path) -> String {
     format!(
         "[upload]\nenabled = true\nurl = \"file://{}\"\nverify = \"size\"\n\
-         retry_delay = \"100ms\"\n",
+         retry_delay = \"100ms\"\n[warc]\nmax_file_bytes = {MAX_FILE_BYTES}\n",
         warcs.display()
     )
 }
+
+/// The nodes' `[warc] max_file_bytes` with uploads: small, so a crawl of
+/// a few hundred pages fills several files per node.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
 fn write_config(dir: &Path, state: Option<&Path>, gossip: &[SocketAddr], me: usize) -> PathBuf {
     write_node_config(
@@ -205,7 +209,7 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
         port,
         dir,
         state,
-        configs: _configs,
+        configs,
         logs,
         nodes: [mut n1, mut n2, mut n3],
     } = start_cluster(41, true);
@@ -264,13 +268,52 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
         "no partition restored: {survivors:?}"
     );
     // Every page is archived in object storage (a response, or a revisit
-    // of a payload stored before), though n2's disk is gone.
-    let archived = archived_uris(&dir.path().join("warcs"));
+    // of a payload stored before), though n2's disk is gone: n2's last
+    // file in the segments its checkpoints put.
+    let warcs = dir.path().join("warcs");
+    let archived = archived_uris(&warcs);
     let missing: Vec<_> = truth.difference(&archived).collect();
     assert!(
         missing.is_empty(),
         "not archived in object storage: {missing:?}"
     );
+    let segments = segment_files(&warcs);
+    assert!(
+        !segments.is_empty()
+            && segments
+                .iter()
+                .all(|s| s.to_string_lossy().contains("-n2-")),
+        "n2's last file should be in segments, and only n2's: {segments:?}"
+    );
+    // The operator joins them into the file they were cut from.
+    let joined = Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .args(["uploads", "join", "--node", "n2", "--config"])
+        .arg(&configs[0])
+        .arg("--scratch")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    let said = String::from_utf8_lossy(&joined.stdout);
+    assert!(
+        said.contains("-n2-") && said.contains(" joined: "),
+        "{said}"
+    );
+    assert!(
+        segment_files(&warcs).is_empty(),
+        "segments left after the join"
+    );
+    assert_eq!(
+        archived_uris(&warcs),
+        archived,
+        "the join kept every record"
+    );
+    // n2's joined files end at its last seal; the others' are full.
+    assert_files_reach_their_size(&warcs, &["n1", "n3"]);
     // Every partition has a chain, and each ends in a clean hand-back.
     for (p, n) in manifests(&state).into_iter().enumerate() {
         assert!(n > 0, "partition {p} has no manifest");
@@ -285,6 +328,44 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
             "partition {p}'s last manifest is not a hand-back: {m:?}"
         );
     }
+}
+
+/// Every WARC file in object storage of `nodes` (nodes that stopped
+/// cleanly) but the last of each holds at least 90 % of `max_file_bytes`
+/// (a file rotates before the exchange that would not fit): checkpoints
+/// put segments, they do not close files.
+fn assert_files_reach_their_size(warcs: &Path, nodes: &[&str]) {
+    let files = warc_files_in(warcs);
+    let mut by_node: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for file in &files {
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        let node = name.split('-').nth(1).unwrap().to_owned();
+        if !nodes.contains(&node.as_str()) {
+            continue;
+        }
+        let size = std::fs::metadata(file).unwrap().len();
+        by_node.entry(node).or_default().push(size);
+    }
+    for (node, sizes) in &by_node {
+        let (_last, full) = sizes.split_last().unwrap();
+        for size in full {
+            assert!(
+                *size * 10 >= MAX_FILE_BYTES * 9 && *size <= MAX_FILE_BYTES,
+                "{node}: a file of {size} bytes, max_file_bytes {MAX_FILE_BYTES}: {sizes:?}"
+            );
+        }
+    }
+    assert_eq!(
+        by_node.len(),
+        nodes.len(),
+        "a node uploaded nothing: {by_node:?}"
+    );
+    let files_total: usize = by_node.values().map(Vec::len).sum();
+    assert!(
+        files_total > by_node.len(),
+        "no node filled a file: {by_node:?}"
+    );
+    eprintln!("WARC files per node (bytes): {by_node:?}");
 }
 
 /// A seed a cluster node has answered outlives the node and its disk:

@@ -348,15 +348,12 @@ pub fn cdxj_check(files: &[PathBuf]) -> Vec<String> {
 
 /// The target URIs of the response and revisit records in the WARC files
 /// of `dir` (a page archived in full, or as a revisit of a payload stored
-/// before).
+/// before), and in the segments of files still being written (each
+/// segment is whole records: `src/upload/join.rs`).
 pub fn archived_uris(dir: &Path) -> BTreeSet<String> {
     let mut uris = BTreeSet::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if !path.to_string_lossy().ends_with(".warc.gz") {
-            continue;
-        }
-        let reader = warc::WarcReader::from_path_gzip(&path).unwrap();
+    for path in warc_files_in(dir).iter().chain(&segment_files(dir)) {
+        let reader = warc::WarcReader::from_path_gzip(path).unwrap();
         for record in reader.iter_records() {
             let record = record.unwrap();
             let kind = record.warc_type().to_string();
@@ -368,6 +365,30 @@ pub fn archived_uris(dir: &Path) -> BTreeSet<String> {
         }
     }
     uris
+}
+
+/// The finished `.warc.gz` files in `dir`, sorted.
+pub fn warc_files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".warc.gz"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The segments in `dir` of WARC files not yet whole there, sorted.
+pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.to_string_lossy().ends_with(".segments") && path.is_dir() {
+            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    files.sort();
+    files
 }
 
 /// How often the `eventually` helpers look again.

@@ -86,6 +86,28 @@ impl Moto {
         self.objects_where(prefix, |_| true)
     }
 
+    /// The keys under `prefix` and their sizes (nothing downloaded).
+    pub fn sizes(&self, prefix: &str) -> BTreeMap<String, u64> {
+        let url = format!("s3://{}/{prefix}", Self::BUCKET);
+        let target = trawl::upload::Target::open(&url, &self.options(), 3).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let listed: Vec<_> = target
+                .store()
+                .list(Some(&object_store::path::Path::from(prefix)))
+                .try_collect()
+                .await
+                .unwrap();
+            listed
+                .into_iter()
+                .map(|m| (m.location.to_string(), m.size))
+                .collect()
+        })
+    }
+
     /// The objects under `prefix` whose key `wanted` keeps (the others are
     /// not downloaded).
     pub fn objects_where(
@@ -159,7 +181,13 @@ impl Moto {
         let copies = dir.join("uploaded");
         std::fs::create_dir_all(&copies).unwrap();
         for (key, bytes) in self.objects("warcs") {
-            std::fs::write(copies.join(key.replace('/', "_")), bytes).unwrap();
+            // A segment (`<file>.segments/<range>`) is read as the WARC
+            // records it holds.
+            let name = match key.contains(".segments/") {
+                true => format!("{}.warc.gz", key.replace('/', "_")),
+                false => key.replace('/', "_"),
+            };
+            std::fs::write(copies.join(name), bytes).unwrap();
         }
         super::archived_uris(&copies)
     }
