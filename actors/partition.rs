@@ -173,7 +173,8 @@ impl PartitionActor {
         let request_timeout = settings.request_timeout;
         // A crashed last life makes each host it left owe its last delay
         // at its first start (the activation's), not at every start.
-        let mut activation = Activation::new(slots, hold_until_ms, request_timeout);
+        let mut activation = Activation::new(slots, hold_until_ms, request_timeout)
+            .with_lead(settings.passivate_after);
         let settings = match settings.crashed {
             true => {
                 activation = activation.after_crash();

@@ -46,7 +46,8 @@ impl Now {
         if ahead.is_zero() {
             self.unix_ms()
         } else {
-            unix_ms_ceil(self.wall + ahead)
+            // A far-off instant saturates instead of overflowing.
+            self.wall.checked_add(ahead).map_or(u64::MAX, unix_ms_ceil)
         }
     }
 
@@ -68,8 +69,9 @@ pub fn unix_ms(t: SystemTime) -> u64 {
 /// Unix milliseconds of `t`, rounded up: a deadline written in whole
 /// milliseconds that is never earlier than `t`.
 pub fn unix_ms_ceil(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos().div_ceil(1_000_000) as u64)
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| {
+        u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+    })
 }
 
 /// A source of [`Now`].
@@ -245,5 +247,8 @@ mod tests {
         let later = clock.now();
         assert!(later.instant_at_ms(ms) >= at);
         assert_eq!(unix_ms_ceil(base), 1_000_000, "a whole millisecond stays");
+        // An instant centuries ahead (a host held for ever) saturates.
+        let far = now.at + Duration::from_secs(u64::MAX / 4);
+        assert_eq!(now.ms_at(far), u64::MAX);
     }
 }

@@ -346,7 +346,12 @@ impl HostPoliteness {
     /// The persisted form, relative to `now`/`now_wall`. Rounded up: a
     /// restart may wait a millisecond longer, never less.
     pub fn schedule(&self, now: Instant, now_wall: SystemTime) -> Schedule {
-        let ms = |at: Instant| unix_ms_ceil(now_wall + at.saturating_duration_since(now)) + 1;
+        // A far-off instant saturates instead of overflowing the clock.
+        let ms = |at: Instant| {
+            now_wall
+                .checked_add(at.saturating_duration_since(now))
+                .map_or(u64::MAX, |t| unix_ms_ceil(t).saturating_add(1))
+        };
         Schedule {
             next_allowed_ms: ms(self.next_allowed),
             last_delay_ms: self.last_delay.as_millis() as u64 + 1,

@@ -15,6 +15,7 @@
 //!   report is from an earlier actor of the same host: refused, the host
 //!   stays).
 //! - **Activation** runs earliest-due first, [`ACTIVATE_AHEAD_MS`] early
+//!   (less when hosts passivate sooner: [`Activation::with_lead`])
 //!   (so the actor is up and has read its queue when the moment comes),
 //!   while the node's [`ActiveSlots`] have room; when they have none it
 //!   looks again after [`SLOT_POLL_MS`]. A draining partition starts
@@ -80,6 +81,8 @@ pub struct Activation {
     /// Nothing dormant comes due before this (activation lead included).
     hold_ms: u64,
     request_timeout: Duration,
+    /// How early a dormant host is started ([`Activation::with_lead`]).
+    lead_ms: u64,
     draining: bool,
     slots: Arc<ActiveSlots>,
 }
@@ -103,7 +106,28 @@ impl Activation {
             request_timeout,
             draining: false,
             slots,
+            lead_ms: ACTIVATE_AHEAD_MS,
         }
+    }
+
+    /// Starts dormant hosts at most half of `passivate_after` early
+    /// ([`ACTIVATE_AHEAD_MS`] at most): a host started further ahead than
+    /// it passivates would passivate again at once, and since its schedule
+    /// is persisted rounded up (never early), each round trip pushed its
+    /// due time on by a millisecond: with `passivate_after = "100ms"` a
+    /// host never asked at all.
+    pub fn with_lead(mut self, passivate_after: Duration) -> Self {
+        let lead = ACTIVATE_AHEAD_MS.min(passivate_after.as_millis() as u64 / 2);
+        if self.hold_ms > 0 {
+            self.hold_ms = self.hold_ms - self.lead_ms + lead;
+        }
+        self.lead_ms = lead;
+        self
+    }
+
+    /// How early a dormant host is started.
+    pub fn lead_ms(&self) -> u64 {
+        self.lead_ms
     }
 
     /// The partition's last life did not end cleanly (a crash, a kill,
@@ -195,9 +219,9 @@ impl Activation {
             let Some(next) = self.due.next_due_ms() else {
                 return steps;
             };
-            if next > now_ms + ACTIVATE_AHEAD_MS {
+            if next > now_ms + self.lead_ms {
                 steps.push(Step::Timer {
-                    at_ms: next - ACTIVATE_AHEAD_MS,
+                    at_ms: next - self.lead_ms,
                 });
                 return steps;
             }
@@ -207,7 +231,7 @@ impl Activation {
                 });
                 return steps;
             }
-            let Some(host) = self.due.pop_due(now_ms + ACTIVATE_AHEAD_MS) else {
+            let Some(host) = self.due.pop_due(now_ms + self.lead_ms) else {
                 self.slots.give_back();
                 return steps;
             };
@@ -258,7 +282,7 @@ impl Activation {
             return false;
         }
         self.slots.give_back();
-        let hold = self.request_timeout.as_millis() as u64 + ACTIVATE_AHEAD_MS;
+        let hold = self.request_timeout.as_millis() as u64 + self.lead_ms;
         self.due.insert(host, now_ms + hold);
         self.restarted.insert(host.to_owned());
         true

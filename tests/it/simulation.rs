@@ -24,11 +24,17 @@
 //! `Assignment::compute_avoiding`; its one routing table, `route_of`; the
 //! outbox schedule; the watermarks that acknowledge a link batch only once
 //! a published checkpoint covers it; the write floor of a restarted
-//! actor), and the [`PeerLink`] the bridge runs for each peer. The driver
+//! actor), the [`PeerLink`] the bridge runs for each peer, and each end's
+//! bridge [`Connection`] (the hello and its checks, the window of the
+//! peer's batches, heartbeats, the silence and handshake deadlines, the
+//! acknowledgement each answer becomes), on its node's clock. The driver
 //! plays the rest (checkpoints, hosts that fetch, the outbox's storage)
 //! and TCP: a connection between two processes delivers in order and loses
-//! nothing while it lives; a lost packet, a crash, a pause or a cut breaks
-//! it, and the dialer dials again after its link's backoff.
+//! nothing while it lives; across a cut nothing arrives; a lost packet or
+//! a crash breaks it, as does gossip saying the peer left, and the dialer
+//! dials again after its link's backoff. Not driven here: the host
+//! machine (`frontier/host.rs`; the driver's hosts keep its hold rule, and
+//! `tests/it/slow.rs` and the namespace tests run the real one).
 //!
 //! Invariants, checked at the step that could break them:
 //! - never two owners (node processes) publish under one epoch;
@@ -58,13 +64,15 @@ use std::sync::Arc;
 use bytes::Bytes;
 use trawl::clock::ManualClock;
 use trawl::cluster::assign::Assignment;
+use trawl::cluster::conn::{BridgeSettings, Connection};
 use trawl::cluster::gate::LeaseGate;
 use trawl::cluster::hearing::HearingView;
 use trawl::cluster::holders::KnownHolders;
 use trawl::cluster::lease::{
     Draft, Effect, HeadView, LeaseSettings, PartitionLease, Published, Watermarks,
 };
-use trawl::cluster::link::{Backoff, Closed, PeerLink, Transmit};
+use trawl::cluster::link::{Backoff, Closed, Handled, PeerLink, Transmit};
+use trawl::cluster::wire::Message;
 use trawl::scheduler::outbox::{Batch as OutboxBatch, PAGE as OUTBOX_PAGE};
 use trawl::scheduler::view::{Assigned, AssignmentEffect, ClusterView};
 use trawl::scheduler::{NodeScheduler, Route};
@@ -244,6 +252,18 @@ enum Event {
         batch: u64,
         via: Option<(u64, u64)>,
     },
+    /// A connection's hello from `from` reaches `to`.
+    Hello {
+        to: usize,
+        from: usize,
+        conn: u64,
+    },
+    /// A connection's heartbeat from `from` reaches `to`.
+    Heartbeat {
+        to: usize,
+        from: usize,
+        conn: u64,
+    },
     /// Its acknowledgement (or refusal) reaches the sender, from `by`.
     LinksAnswer {
         node: usize,
@@ -311,13 +331,27 @@ struct Batch {
 }
 
 /// A TCP connection between two processes; `ends[0]` dialled.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Conn {
     id: u64,
     ends: [Process; 2],
     /// When the last frame each way (from `ends[i]`) arrives: TCP keeps
     /// order.
     last: [Instant; 2],
+    /// Each end's bridge connection machine (`src/cluster/conn.rs`), on
+    /// its node's clock: the hello and its checks, the window, the
+    /// heartbeat and the silence that closes a connection whose peer is
+    /// paused or cut off.
+    machines: [Connection; 2],
+    /// Whether each end's machine passed the peer's hello.
+    ready: [bool; 2],
+}
+
+impl Conn {
+    /// Which end `node` is.
+    fn end(&self, node: usize) -> usize {
+        usize::from(self.ends[0].0 != node)
+    }
 }
 
 struct Node {
@@ -888,6 +922,16 @@ impl Sim {
             } => {
                 let carried = via.is_none_or(|(conn, _)| self.conn_is(from, to, conn));
                 if carried && self.deliverable(to, self.nodes[to].inc, &e) {
+                    if let Some((conn, seq)) = via {
+                        let admit = Message::Admit {
+                            seq,
+                            partition: p as u16,
+                            entries: Vec::new(),
+                        };
+                        if !self.conn_read(to, from, conn, admit) {
+                            return Ok(());
+                        }
+                    }
                     self.admit_links(to, (from, from_inc, batch, via), p);
                 }
             }
@@ -901,7 +945,29 @@ impl Sim {
             } => {
                 let carried = via.is_none_or(|(conn, _)| self.conn_is(by, node, conn));
                 if carried && self.deliverable(node, inc, &e) {
+                    if let Some((conn, seq)) = via {
+                        let answer = match acked {
+                            true => Message::Ack { seq },
+                            false => Message::Nack {
+                                seq,
+                                reason: "not held".into(),
+                            },
+                        };
+                        if !self.conn_read(node, by, conn, answer) {
+                            return Ok(());
+                        }
+                    }
                     self.links_answer(node, by, batch, acked, via)?;
+                }
+            }
+            Event::Hello { to, from, conn } => {
+                if self.conn_is(from, to, conn) && self.deliverable(to, self.nodes[to].inc, &e) {
+                    self.hello(to, from, conn);
+                }
+            }
+            Event::Heartbeat { to, from, conn } => {
+                if self.conn_is(from, to, conn) && self.deliverable(to, self.nodes[to].inc, &e) {
+                    self.conn_read(to, from, conn, Message::Heartbeat);
                 }
             }
             Event::Crash { node, down } => {
@@ -1189,8 +1255,8 @@ impl Sim {
         })
     }
 
-    /// Node `n`'s bridge: breaks connections whose peer cannot be reached
-    /// (what its silence would tell), fails the batches of peers gossip
+    /// Node `n`'s bridge: breaks connections whose peer is gone, runs
+    /// each connection's deadlines (silence, heartbeat), fails the batches of peers gossip
     /// says left (their senders route them again), and dials the peers it
     /// dials once their backoff has passed.
     fn keep_links(&mut self, n: usize) {
@@ -1199,15 +1265,17 @@ impl Sim {
                 continue;
             }
             let key = pair(n, m);
+            // A process that is gone closed its sockets; a peer paused or
+            // cut off is found by the connection's silence.
             let alive = self.conns.get(&key).map(|c| {
                 c.ends
                     .iter()
                     .all(|&(x, inc)| self.nodes[x].up && self.nodes[x].inc == inc)
-                    && self.reachable(n, m, self.now)
             });
             if alive == Some(false) {
                 self.break_conn(key);
             }
+            self.conn_deadlines(n, m);
             if !self.believed_alive(n, m) {
                 let failed = self.nodes[n].links[m].leave();
                 for batch in failed {
@@ -1233,17 +1301,136 @@ impl Sim {
         let id = self.next_conn;
         let ends = [(n, self.nodes[n].inc), (m, self.nodes[m].inc)];
         self.log(|| format!("n{n} connects to n{m} (#{id})"));
+        let machines = [
+            Connection::dialled(
+                &self.bridge_settings(n),
+                &self.nodes[m].id,
+                self.clock_of(n),
+            ),
+            Connection::accepted(&self.bridge_settings(m), self.clock_of(m)),
+        ];
         self.conns.insert(
             pair(n, m),
             Conn {
                 id,
                 ends,
                 last: [self.now; 2],
+                machines,
+                ready: [false; 2],
             },
         );
+        // Each side's hello first; the links start on the peer's hello.
         for (x, y) in [(n, m), (m, n)] {
-            let (_, out) = self.nodes[x].links[y].connected(id, self.now);
-            self.transmit(x, y, out);
+            self.conn_send(
+                x,
+                y,
+                Event::Hello {
+                    to: y,
+                    from: x,
+                    conn: id,
+                },
+            );
+        }
+    }
+
+    /// Node `n`'s bridge settings, as `trawl run` makes them (its id,
+    /// the window of the links, the default heartbeat and silence).
+    fn bridge_settings(&self, n: usize) -> BridgeSettings {
+        let listen = "127.0.0.1:0".parse().expect("an address");
+        let mut settings = BridgeSettings::new("sim", self.nodes[n].id.clone(), listen);
+        settings.window = WINDOW;
+        settings
+    }
+
+    /// `to`'s end of the live connection `conn` with `from`, with the
+    /// node's clock: `None` if that connection is gone.
+    fn conn_end(
+        &mut self,
+        to: usize,
+        from: usize,
+        conn: u64,
+    ) -> Option<(&mut Conn, usize, Instant)> {
+        let now = self.clock_of(to);
+        let c = self
+            .conns
+            .get_mut(&pair(to, from))
+            .filter(|c| c.id == conn)?;
+        let end = c.end(to);
+        Some((c, end, now))
+    }
+
+    /// The peer's hello reaches `to`: its machine checks it; once it
+    /// passes, `to`'s link to `from` is connected and sends.
+    fn hello(&mut self, to: usize, from: usize, conn: u64) {
+        let expected = self.nodes[from].id.clone();
+        let Some((c, end, now)) = self.conn_end(to, from, conn) else {
+            return;
+        };
+        let hello = c.machines[1 - end].hello();
+        match c.machines[end].on_hello(&hello, |_| true, now) {
+            Ok(peer) if peer == expected => {
+                c.ready[end] = true;
+                let (_, out) = self.nodes[to].links[from].connected(conn, self.now);
+                self.transmit(to, from, out);
+            }
+            Ok(peer) => {
+                self.log(|| format!("n{to}: hello from {peer} on #{conn}, expected {expected}"));
+                self.break_conn(pair(to, from));
+            }
+            Err(closed) => {
+                self.log(|| format!("n{to}: #{conn} refused: {}", closed.label()));
+                self.break_conn(pair(to, from));
+            }
+        }
+    }
+
+    /// A frame from `from` reaches `to` on `conn`: `to`'s machine reads
+    /// it; `false` if that closed the connection (or it is gone).
+    fn conn_read(&mut self, to: usize, from: usize, conn: u64, msg: Message) -> bool {
+        let Some((c, end, now)) = self.conn_end(to, from, conn) else {
+            return false;
+        };
+        match c.machines[end].on_message(msg, now) {
+            Ok(_) => true,
+            Err(closed) => {
+                self.log(|| format!("n{to}: #{conn} closes: {}", closed.label()));
+                self.break_conn(pair(to, from));
+                false
+            }
+        }
+    }
+
+    /// Node `n`'s ends of its connections at its tick: a handshake past
+    /// its deadline or a peer silent past the limit closes the connection
+    /// (a paused or cut-off peer: what only the silence tells); a
+    /// heartbeat goes out when one is due.
+    fn conn_deadlines(&mut self, n: usize, m: usize) {
+        let key = pair(n, m);
+        let now = self.clock_of(n);
+        let Some(c) = self.conns.get_mut(&key) else {
+            return;
+        };
+        let end = c.end(n);
+        let (id, machine) = (c.id, &mut c.machines[end]);
+        let closes = match c.ready[end] {
+            false => now >= machine.handshake_deadline(),
+            true => machine.on_silence(now).is_some(),
+        };
+        if closes {
+            self.log(|| format!("n{n}: #{id} with n{m} silent; closed"));
+            return self.break_conn(key);
+        }
+        if c.ready[end] && now >= machine.heartbeat_at() {
+            machine.on_written(false, now);
+            self.conn_send(
+                n,
+                m,
+                Event::Heartbeat {
+                    to: m,
+                    from: n,
+                    conn: id,
+                },
+            );
         }
     }
 
@@ -1317,6 +1504,10 @@ impl Sim {
         let key = pair(from, to);
         let calm = self.now >= self.t0 + FAULTS_END;
         if !self.conns.contains_key(&key) {
+            return;
+        }
+        // Across a cut nothing arrives (TCP retries past the silence).
+        if self.cut(from, self.now) || self.cut(to, self.now) {
             return;
         }
         if !calm && self.rng.chance(15) {
@@ -1449,6 +1640,27 @@ impl Sim {
 
     /// `owner` answers an admitted batch: the way it came.
     fn answer(&mut self, owner: usize, (from, from_inc, batch, via): Admitted, acked: bool) {
+        // On a connection, the owner's machine makes the answer and frees
+        // the batch's place of its window once it is written.
+        let mut acked = acked;
+        if let Some((conn, seq)) = via {
+            if let Some((c, end, now)) = self.conn_end(owner, from, conn) {
+                let handled = match acked {
+                    true => Handled::Admitted,
+                    false => Handled::NotHeld("not held".into()),
+                };
+                match c.machines[end].on_handled(seq, handled) {
+                    Ok(msg) => {
+                        acked = matches!(msg, Message::Ack { .. });
+                        c.machines[end].on_written(true, now);
+                    }
+                    Err(closed) => {
+                        self.log(|| format!("n{owner}: #{conn} closes: {}", closed.label()));
+                        return self.break_conn(pair(owner, from));
+                    }
+                }
+            }
+        }
         let e = Event::LinksAnswer {
             node: from,
             inc: from_inc,

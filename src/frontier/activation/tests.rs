@@ -182,3 +182,21 @@ fn after_a_crash_each_host_owes_its_last_delay_at_its_first_start_only() {
     let steps = a.activate(90_000, |_| false);
     assert_eq!(started(&steps), [("new.test", false)]);
 }
+
+#[test]
+fn a_host_that_passivates_sooner_than_the_lead_is_started_no_earlier_than_half_of_it() {
+    // Passivating after 100 ms, a host started 200 ms ahead would wait
+    // 200 ms and passivate again at once, for ever.
+    let mut a = activation(4, 0).with_lead(Duration::from_millis(100));
+    assert_eq!(a.lead_ms(), 50);
+    a.due_at("a.test", 10_000, false);
+    assert_eq!(timer(&a.activate(9_000, |_| false)), Some(9_950));
+    assert_eq!(started(&a.activate(9_950, |_| false)), [("a.test", false)]);
+    // The default threshold keeps the full lead.
+    let b = activation(4, 0).with_lead(Duration::from_secs(30));
+    assert_eq!(b.lead_ms(), ACTIVATE_AHEAD_MS);
+    // A hold keeps its meaning: nothing starts before it, lead or not.
+    let mut held = activation(4, 5_000).with_lead(Duration::from_millis(100));
+    held.open(["h.test"], &HashMap::new(), []);
+    assert_eq!(timer(&held.activate(0, |_| false)), Some(5_000));
+}
