@@ -206,6 +206,18 @@ struct Span<'a> {
     closed: bool,
 }
 
+impl Span<'_> {
+    /// How much the next read of up to `chunk` bytes asks for, `done`
+    /// bytes in: a closed file is read to its end (one that grew is
+    /// caught by the size check), a file still written only to the span's.
+    fn next_read(&self, chunk: usize, done: u64) -> usize {
+        match self.closed {
+            true => chunk,
+            false => (chunk as u64).min(self.len.saturating_sub(done)) as usize,
+        }
+    }
+}
+
 /// Opens a local file, telling a missing one apart.
 async fn open(path: &Path) -> Result<tokio::fs::File, UploadError> {
     tokio::fs::File::open(path)
@@ -340,11 +352,7 @@ async fn hash_span(
 ) -> Result<Hashing, UploadError> {
     let mut hashing = Hashing::new();
     loop {
-        let left = span.len.saturating_sub(hashing.bytes);
-        let limit = match span.closed {
-            true => part_size.min(HASH_CHUNK),
-            false => (part_size.min(HASH_CHUNK) as u64).min(left) as usize,
-        };
+        let limit = span.next_read(part_size.min(HASH_CHUNK), hashing.bytes);
         if limit == 0 {
             break;
         }
@@ -390,11 +398,7 @@ async fn put_parts(
     let mut sent = Hashing::new();
     let result: Result<(), UploadError> = async {
         loop {
-            let left = span.len.saturating_sub(sent.bytes);
-            let limit = match span.closed {
-                true => settings.part_size,
-                false => (settings.part_size as u64).min(left) as usize,
-            };
+            let limit = span.next_read(settings.part_size, sent.bytes);
             if limit == 0 {
                 return Ok(());
             }
