@@ -353,7 +353,12 @@ pub fn cdxj_check(files: &[PathBuf]) -> Vec<String> {
 pub fn archived_uris(dir: &Path) -> BTreeSet<String> {
     let mut uris = BTreeSet::new();
     for path in warc_files_in(dir).iter().chain(&segment_files(dir)) {
-        let reader = warc::WarcReader::from_path_gzip(path).unwrap();
+        // Polled while nodes run: a segment listed may be deleted before
+        // it is read (its file went up whole, which the next poll reads).
+        let Ok(reader) = warc::WarcReader::from_path_gzip(path) else {
+            assert!(!path.exists(), "{} cannot be read", path.display());
+            continue;
+        };
         for record in reader.iter_records() {
             let record = record.unwrap();
             let kind = record.warc_type().to_string();
@@ -384,7 +389,11 @@ pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.to_string_lossy().ends_with(".segments") && path.is_dir() {
-            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            // Gone since the listing: its file went up whole.
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            files.extend(entries.filter_map(|e| Some(e.ok()?.path())));
         }
     }
     files.sort();
