@@ -362,10 +362,12 @@ pub struct HoldHost {
 /// Stop dispatching and wait until nothing is in flight or in processing,
 /// at most `timeout`; the partition then writes what it holds to its store
 /// (not synced: the node syncs the stores it drained, each off its thread,
-/// beside the rest of its stop). Answers whether every host drained
-/// (`false`: requests were abandoned; they stay queued).
+/// beside the rest of its stop). Answers, once every host drained, what
+/// the partition still owes its hosts on this node's clock
+/// (`crate::politeness::handover`); `None` if requests were abandoned
+/// (they stay queued).
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "Option<std::time::Duration>")]
 pub struct Drain {
     /// How long to wait for requests in flight.
     pub timeout: std::time::Duration,
@@ -898,9 +900,10 @@ pub struct CheckpointPartition {
 }
 
 /// Stops dispatching a held partition's hosts and waits for their requests
-/// in flight (a hand-back's first step). Replies whether all ended.
+/// in flight (a hand-back's first step). Replies, if all ended, what the
+/// partition still owes its hosts ([`Drain`]).
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "bool")]
+#[rtype(result = "Option<std::time::Duration>")]
 pub struct DrainPartition {
     /// The partition.
     pub id: u16,

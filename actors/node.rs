@@ -367,9 +367,9 @@ impl Node {
                 "taking over a partition whose last owner did not stop cleanly"
             );
         }
-        let opening = self
-            .schedule
-            .opening(self.clock.now().unix_ms(), taken_until_ms, crashed);
+        let opening =
+            self.schedule
+                .opening(id, self.clock.now().unix_ms(), taken_until_ms, crashed);
         let addr = self.start_partition(id, store.clone(), opening, covers, lease.clone());
         self.schedule.opened(id, Held { addr, store, lease });
         Ok(())
@@ -389,7 +389,7 @@ impl Node {
             timeout: self.shutdown_timeout,
         });
         let handed = async move {
-            let clean = drain.await.unwrap_or(false);
+            let clean = drain.await.ok().flatten().is_some();
             sync_stores(vec![held.store.clone()], clean).await;
             held.addr.do_send(super::messages::Retire);
             tracing::info!(partition = id, clean, "partition handed back");

@@ -745,10 +745,13 @@ impl OwnershipActor {
         let timeout = self.settings.request_timeout;
         ctx.spawn(drain.into_actor(self).map(move |drained, act, ctx| {
             let now = act.now();
+            // Drained, the hosts' own longest wait, measured here: their
+            // schedules are in this node's wall-clock ms, which the next
+            // owner's clock may read wrong (`politeness::handover`).
             // Requests still out when the drain gave up may run until their
             // deadlines: the next owner waits that long, then the delay.
             let owed = match drained {
-                Ok(true) => owed,
+                Ok(Some(wait)) => wait.max(owed),
                 _ => timeout + owed,
             };
             act.chains[usize::from(p)].lease.on_drained(now, owed);

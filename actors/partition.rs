@@ -40,6 +40,7 @@ use crate::frontier::blocks::BlockList;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::metrics::Metrics;
+use crate::politeness::handover::owed_after_drain;
 use crate::politeness::Schedule;
 use crate::store::{Completion, DigestEntry, DueCounts, PartitionStore, StoredCopy};
 use crate::url::Fingerprint;
@@ -838,7 +839,11 @@ impl Handler<SaveHostState> for PartitionActor {
 }
 
 impl Handler<Drain> for PartitionActor {
-    type Result = ResponseActFuture<Self, bool>;
+    /// `Some(owed)` once every host drained: what the partition still
+    /// owes before any of its hosts may be asked again, measured on this
+    /// node's clock ([`crate::politeness::handover`]); `None` if requests
+    /// were still in flight at the timeout.
+    type Result = ResponseActFuture<Self, Option<std::time::Duration>>;
 
     fn handle(&mut self, msg: Drain, _: &mut Self::Context) -> Self::Result {
         self.activation.drain();
@@ -862,7 +867,7 @@ impl Handler<Drain> for PartitionActor {
                     partition = id,
                     "requests still in flight after the shutdown timeout; they stay queued"
                 );
-                return false;
+                return None;
             };
             let states: Vec<_> = results
                 .into_iter()
@@ -872,14 +877,25 @@ impl Handler<Drain> for PartitionActor {
             if let Err(err) = saved {
                 tracing::error!(partition = id, hosts = states.len(), error = %err, "cannot save the hosts' states");
             }
-            true
+            let waits: Vec<u64> = states.iter().map(|(_, s)| s.next_request_ms()).collect();
+            Some(waits)
         };
-        Box::pin(drained.into_actor(self).map(|complete, act, _| {
+        Box::pin(drained.into_actor(self).map(|waits, act, _| {
             // Hosts drain only once their completions are acknowledged, so
             // none should be pending; write any that are before the caller
             // syncs the store.
             act.flush_completions();
-            complete
+            let waits = waits?;
+            let dormant = act.activation.politeness_dues();
+            let floor = act.settings.policy.min_delay;
+            let cap = act.settings.request_timeout + floor;
+            let now_ms = act.clock.now().unix_ms();
+            Some(owed_after_drain(
+                now_ms,
+                waits.into_iter().chain(dormant),
+                floor,
+                cap,
+            ))
         }))
     }
 }

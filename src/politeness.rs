@@ -38,6 +38,7 @@
 //!   `kill -9`, a takeover, a hand-back, a join) honours it
 //!   ([`HostPoliteness::honour_hold`]): the same rule on every path.
 
+pub mod handover;
 pub mod ip;
 pub mod slowdown;
 

@@ -112,20 +112,20 @@ impl Handler<SealRecords> for Node {
 }
 
 impl Handler<DrainPartition> for Node {
-    type Result = ResponseFuture<bool>;
+    type Result = ResponseFuture<Option<std::time::Duration>>;
 
     /// No new links reach the partition (they wait in outboxes for its
     /// next owner); its hosts stop and finish what is in flight.
     fn handle(&mut self, msg: DrainPartition, _: &mut Self::Context) -> Self::Result {
         let Some(held) = self.schedule.held(msg.id) else {
-            return Box::pin(async { true });
+            return Box::pin(async { Some(std::time::Duration::ZERO) });
         };
         let drain = held.addr.send(Drain {
             timeout: self.shutdown_timeout,
         });
         self.reroute(msg.id, None);
         self.schedule.releasing(msg.id);
-        Box::pin(async move { drain.await.unwrap_or(false) })
+        Box::pin(async move { drain.await.ok().flatten() })
     }
 }
 

@@ -58,7 +58,7 @@ impl Handler<Shutdown> for Node {
                     StopStep::Drain => {
                         let drained =
                             futures_util::future::join_all(std::mem::take(&mut drains)).await;
-                        plan.drained(drained.into_iter().all(|d| d.unwrap_or(false)));
+                        plan.drained(drained.into_iter().all(|d| d.ok().flatten().is_some()));
                     }
                     StopStep::HandBack => {
                         if let Some(release) = release.take() {

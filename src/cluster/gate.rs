@@ -49,9 +49,12 @@ impl LeaseGate {
     }
 
     /// No request starts before `at` (a takeover's hold, on the lease's
-    /// clock).
+    /// clock). A hold never shortens one already set: an actor restart
+    /// during a takeover's hold holds for the later of the two (the
+    /// simulator's seed 3727).
     pub fn hold(&self, at: Instant) {
-        *self.not_before.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+        let mut not_before = self.not_before.lock().unwrap_or_else(|e| e.into_inner());
+        *not_before = Some(not_before.map_or(at, |held| held.max(at)));
     }
 
     /// Whether a request may start now: after the hold, before the end.
@@ -100,6 +103,21 @@ mod tests {
         clock.advance(Duration::from_millis(2999));
         assert!(!gate.is_open(), "still held");
         clock.advance(Duration::from_millis(1));
+        assert!(gate.is_open());
+    }
+
+    #[test]
+    fn a_shorter_hold_set_later_does_not_cut_the_first_short() {
+        let clock = ManualClock::new();
+        let gate = LeaseGate::new(Arc::new(clock.clone()));
+        let t0 = clock.now().at;
+        gate.set(Some(t0 + Duration::from_secs(60)));
+        gate.hold(t0 + Duration::from_secs(6));
+        // An actor restart one second in holds a request timeout.
+        gate.hold(t0 + Duration::from_secs(3));
+        clock.advance(Duration::from_secs(4));
+        assert!(!gate.is_open(), "the takeover's hold still holds");
+        clock.advance(Duration::from_secs(2));
         assert!(gate.is_open());
     }
 }

@@ -349,6 +349,16 @@ impl Activation {
             .chain(self.held_back())
     }
 
+    /// When each dormant host that waits on politeness (not for its next
+    /// refresh) comes due (Unix ms): what a hand-back owes for them
+    /// ([`crate::politeness::handover`]).
+    pub fn politeness_dues(&self) -> impl Iterator<Item = u64> + '_ {
+        self.due
+            .hosts()
+            .filter(|h| !self.active.contains_key(*h) && !self.refresh_waiting.contains(*h))
+            .filter_map(|h| self.due.due_ms(h))
+    }
+
     /// When dormant `host` comes due, if it does.
     pub fn due_ms(&self, host: &str) -> Option<u64> {
         self.due.due_ms(host)

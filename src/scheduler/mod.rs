@@ -154,6 +154,9 @@ pub struct NodeScheduler<H, T, K = OutboxKey> {
     /// Per partition: the most writes a checkpoint taken here claims to
     /// cover (it may be publishing still).
     checkpointed: Vec<u64>,
+    /// Per partition: the hold its last opening here was given (Unix ms),
+    /// which a restart of its actor keeps.
+    opened_holds: Vec<u64>,
     /// Without a checkpoint chain: who held each partition.
     holders: KnownHolders,
     /// Partitions refused because another node holds their state.
@@ -182,6 +185,7 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
             outbox: OutboxSchedule::new(n),
             acks: durable.then(|| (0..n).map(|_| Watermarks::default()).collect()),
             checkpointed: vec![0; n],
+            opened_holds: vec![0; n],
             holders,
             waiting_for: BTreeSet::new(),
             idle: IdleWatch::default(),
@@ -246,8 +250,13 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
     /// `taken_until_ms` (the lease machine's hold of a takeover, 0 if
     /// none), and one request timeout from now at least if its last life
     /// may have a request in flight (`crashed`). See the module's docs.
-    pub fn opening(&self, now_ms: u64, taken_until_ms: u64, crashed: bool) -> Opening {
-        opening(now_ms, taken_until_ms, crashed, self.request_timeout)
+    /// The hold is remembered for a restart of the partition's actor.
+    pub fn opening(&mut self, id: u16, now_ms: u64, taken_until_ms: u64, crashed: bool) -> Opening {
+        let opening = opening(now_ms, taken_until_ms, crashed, self.request_timeout);
+        if let Some(hold) = self.opened_holds.get_mut(usize::from(id)) {
+            *hold = opening.hold_until_ms;
+        }
+        opening
     }
 
     /// Partition `id` is open here, through `handle`: the next outbox
@@ -299,10 +308,13 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
 
     /// How partition `id`'s actor, found failed at `now_ms`, starts again
     /// over its store: as after a crash (a request of the last life may
-    /// still be on the wire), its writes numbered from
+    /// still be on the wire), held at least as long as its opening was (a
+    /// restart during a takeover's hold does not cut it short: the
+    /// simulator's seed 3727), its writes numbered from
     /// [`Self::write_floor`].
-    pub fn restart(&self, id: u16, now_ms: u64) -> (Opening, u64) {
-        (self.opening(now_ms, 0, true), self.write_floor(id))
+    pub fn restart(&mut self, id: u16, now_ms: u64) -> (Opening, u64) {
+        let held = self.opened_holds.get(usize::from(id)).copied().unwrap_or(0);
+        (self.opening(id, now_ms, held, true), self.write_floor(id))
     }
 
     /// Partitions restarted after a failure.

@@ -17,20 +17,20 @@ fn scheduler(durable: bool) -> NodeScheduler<&'static str, u32> {
 
 #[test]
 fn a_crashed_life_holds_one_request_timeout_and_a_takeover_its_lease_hold() {
-    let s = scheduler(true);
+    let mut s = scheduler(true);
     assert_eq!(
-        s.opening(1_000, 0, false),
+        s.opening(1, 1_000, 0, false),
         Opening {
             hold_until_ms: 0,
             crashed: false
         }
     );
-    assert_eq!(s.opening(1_000, 0, true).hold_until_ms, 31_000);
+    assert_eq!(s.opening(1, 1_000, 0, true).hold_until_ms, 31_000);
     // A takeover's hold is kept when it is the later one, and the crash
     // hold when that is.
-    assert_eq!(s.opening(1_000, 90_000, true).hold_until_ms, 90_000);
-    assert_eq!(s.opening(1_000, 5_000, true).hold_until_ms, 31_000);
-    assert_eq!(s.opening(1_000, 5_000, false).hold_until_ms, 5_000);
+    assert_eq!(s.opening(1, 1_000, 90_000, true).hold_until_ms, 90_000);
+    assert_eq!(s.opening(1, 1_000, 5_000, true).hold_until_ms, 31_000);
+    assert_eq!(s.opening(1, 1_000, 5_000, false).hold_until_ms, 5_000);
 }
 
 /// Partitions of the cluster tests: enough that two nodes each get some.
@@ -172,6 +172,22 @@ fn a_failed_actor_restarts_as_after_a_crash_numbered_after_its_last_life() {
     assert_eq!(s.restart(1, 1_000).1, 20);
     s.closed(1);
     assert_eq!(s.write_floor(1), 0, "a later owner numbers afresh");
+}
+
+#[test]
+fn a_restart_during_a_takeovers_hold_keeps_the_hold() {
+    let mut s = scheduler(true);
+    let opening = s.opening(1, 1_000, 90_000, false);
+    assert_eq!(opening.hold_until_ms, 90_000);
+    s.opened(1, "p");
+    let (opening, _) = s.restart(1, 2_000);
+    assert_eq!(
+        opening.hold_until_ms, 90_000,
+        "not cut to a request timeout"
+    );
+    // Past the takeover's hold, a restart owes a request timeout.
+    let (opening, _) = s.restart(1, 100_000);
+    assert_eq!(opening.hold_until_ms, 130_000);
 }
 
 #[test]

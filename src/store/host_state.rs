@@ -40,6 +40,18 @@ pub struct HostState {
     pub hold: Option<Hold>,
 }
 
+impl HostState {
+    /// When the host may next be asked (Unix ms, on the clock that saved
+    /// it): after its schedule's delay, any parking, and the deadline of
+    /// any request it may still have out; 0 if nothing holds it.
+    pub fn next_request_ms(&self) -> u64 {
+        let schedule = self
+            .schedule
+            .map_or(0, |s| s.next_allowed_ms.max(s.parked_until_ms));
+        schedule.max(self.hold.map_or(0, |h| h.until_ms))
+    }
+}
+
 impl PartitionStore {
     /// The saved state of `host` (empty if it has none). Reads the JSON of
     /// earlier releases too (see `codec.rs`).
