@@ -15,9 +15,13 @@ use std::time::Duration;
 use actix::prelude::*;
 use futures_util::future::BoxFuture;
 
-use super::messages::{DigestQuery, Failure, Reroute};
+use super::messages::{DigestQuery, Failure};
 use crate::dedup::exact::{digest_partition, DigestReply};
 use crate::metrics::Metrics;
+use crate::scheduler::routes::RouteTable;
+
+/// Where a partition held here takes its digest questions.
+pub type DigestRoutes = Arc<RouteTable<Recipient<DigestQuery>>>;
 
 /// The longest a digest question waits for its answer: longer than a
 /// claim may stay open (a waiting claim is answered by then), short
@@ -30,24 +34,20 @@ pub(super) type Asked = BoxFuture<'static, Result<DigestReply, Failure>>;
 
 /// The DigestRouter actor.
 pub struct DigestRouter {
-    /// One recipient per partition, indexed by partition id; `None` for a
-    /// partition this node does not hold.
-    partitions: Vec<Option<Recipient<DigestQuery>>>,
+    /// The partitions held here, as the node machine decides them
+    /// (`NodeScheduler::here`, published by the node).
+    routes: DigestRoutes,
     /// Where questions for the other partitions go.
     node: Recipient<DigestQuery>,
     metrics: Arc<Metrics>,
 }
 
 impl DigestRouter {
-    /// A router to `partitions` (all of the crawl's, `None` where not held
-    /// here) that hands the others' questions to `node`.
-    pub fn new(
-        partitions: Vec<Option<Recipient<DigestQuery>>>,
-        node: Recipient<DigestQuery>,
-        metrics: Arc<Metrics>,
-    ) -> Self {
+    /// A router to the partitions `routes` holds here that hands the
+    /// others' questions to `node`.
+    pub fn new(routes: DigestRoutes, node: Recipient<DigestQuery>, metrics: Arc<Metrics>) -> Self {
         DigestRouter {
-            partitions,
+            routes,
             node,
             metrics,
         }
@@ -95,13 +95,9 @@ impl Handler<DigestQuery> for DigestRouter {
     type Result = ResponseFuture<Result<DigestReply, Failure>>;
 
     fn handle(&mut self, msg: DigestQuery, _: &mut Self::Context) -> Self::Result {
-        let partition = digest_partition(&msg.digest, self.partitions.len() as u16);
-        match self
-            .partitions
-            .get(usize::from(partition))
-            .cloned()
-            .flatten()
-        {
+        let routes = self.routes.load();
+        let partition = digest_partition(&msg.digest, routes.len() as u16);
+        match routes.here(partition).cloned() {
             Some(held) => {
                 let asked: Asked = Box::pin(async move { held.send(msg).await? });
                 let metrics = self.metrics.clone();
@@ -112,16 +108,6 @@ impl Handler<DigestQuery> for DigestRouter {
                 let ask = self.node.send(msg);
                 Box::pin(async move { ask.await? })
             }
-        }
-    }
-}
-
-impl Handler<Reroute<DigestQuery>> for DigestRouter {
-    type Result = ();
-
-    fn handle(&mut self, msg: Reroute<DigestQuery>, _: &mut Self::Context) {
-        if let Some(slot) = self.partitions.get_mut(usize::from(msg.id)) {
-            *slot = msg.to;
         }
     }
 }

@@ -125,27 +125,6 @@ pub struct CrashHost {
     pub host: String,
 }
 
-/// Partition `id` was (re)started or handed on: its `M` messages (the
-/// SeenSet's admissions, the DigestRouter's digest questions) go to `to`.
-pub struct Reroute<M>
-where
-    M: Message + Send,
-    M::Result: Send,
-{
-    /// The partition id.
-    pub id: u16,
-    /// Its new address; `None`: another node owns it now.
-    pub to: Option<Recipient<M>>,
-}
-
-impl<M> Message for Reroute<M>
-where
-    M: Message + Send,
-    M::Result: Send,
-{
-    type Result = ();
-}
-
 // ---------------------------------------------------------------- SeenSet
 
 pub use crate::frontier::Candidate;

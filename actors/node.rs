@@ -56,7 +56,7 @@ use super::messages::{
     Admission, AdmitBatch, ArchiveOpened, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive,
     CloseConnections, ClusterIdle, DigestQuery, Discover, Drain, Failure, FinishUploads,
     GetPartitionSnapshot, Hold, Holding, LocalWork, PipelineLinks, RemoteAdmit, RemoteDigest,
-    Reroute, SendBatch, SendDigest, UrlOutcome,
+    SendBatch, SendDigest, UrlOutcome,
 };
 use super::ownership::{NodeOrders, OwnershipActor, OwnershipSettings};
 use super::parser::ParserPool;
@@ -80,6 +80,7 @@ use crate::frontier::{EntryKind, Priority};
 use crate::metrics::Metrics;
 use crate::scheduler::idle::Totals;
 use crate::scheduler::outbox::{Batch, PAGE as OUTBOX_PAGE};
+use crate::scheduler::routes::RouteTable;
 use crate::scheduler::view::{Assigned, AssignmentEffect, ClusterView};
 use crate::scheduler::{MayOpen, NodeScheduler, Opening, Route};
 use crate::store::{
@@ -180,8 +181,9 @@ pub struct Node {
     /// What partitions are started with.
     setup: PartitionSetup,
     seen: Addr<SeenSet>,
-    /// Routes hosts' digest questions to local partitions (others to us).
-    digests: Addr<DigestRouter>,
+    /// The machine's routes to the partitions admitted here, published
+    /// for the SeenSet and the DigestRouter.
+    routes: PartitionRoutes,
     archive: Addr<ArchiveActor>,
     /// Whether the archive's writes fail: no checkpoint then.
     archive_health: Arc<ArchiveHealth>,
@@ -264,12 +266,14 @@ impl Node {
             }
             let addr = self.start_partition(id, store.clone(), opening, floor, lease.clone());
             self.schedule.restarted(id, Held { addr, store, lease });
+            self.publish_routes();
         }
     }
 
     /// Starts partition `id`'s actor over `store`, as `opening` says, its
-    /// writes counted from `covers`, its requests gated by `lease`; points
-    /// the SeenSet and the DigestRouter at it.
+    /// writes counted from `covers`, its requests gated by `lease` (the
+    /// SeenSet and the DigestRouter are pointed at it once the machine
+    /// holds it: [`Node::publish_routes`]).
     fn start_partition(
         &self,
         id: u16,
@@ -290,11 +294,7 @@ impl Node {
             setup.settings = Arc::new(settings);
         }
         let arbiter = self.store_arbiters[usize::from(id) % self.store_arbiters.len()].handle();
-        let addr = PartitionActor::start_in_arbiter(&arbiter, move |_| {
-            PartitionActor::new(id, store, setup)
-        });
-        self.reroute(id, Some(&addr));
-        addr
+        PartitionActor::start_in_arbiter(&arbiter, move |_| PartitionActor::new(id, store, setup))
     }
 
     /// The partitions this node holds.
@@ -372,6 +372,7 @@ impl Node {
                 .opening(id, self.clock.now().unix_ms(), taken_until_ms, crashed);
         let addr = self.start_partition(id, store.clone(), opening, covers, lease.clone());
         self.schedule.opened(id, Held { addr, store, lease });
+        self.publish_routes();
         Ok(())
     }
 
@@ -383,8 +384,8 @@ impl Node {
         let Some(held) = self.schedule.closed(id).0 else {
             return;
         };
-        self.reroute(id, None);
         self.schedule.releasing(id);
+        self.publish_routes();
         let drain = held.addr.send(Drain {
             timeout: self.shutdown_timeout,
         });
@@ -545,17 +546,39 @@ impl Handler<super::messages::Shunned> for Node {
     }
 }
 
+/// The tables through which the SeenSet and the DigestRouter read the
+/// node machine's routes to the partitions admitted here
+/// ([`crate::scheduler::routes`]).
+struct PartitionRoutes {
+    admit: super::seen::AdmitRoutes,
+    digest: digests::DigestRoutes,
+}
+
+impl PartitionRoutes {
+    /// Tables routing to `held` (index = partition id).
+    fn new(held: &[Option<Held>]) -> Self {
+        let admit = held
+            .iter()
+            .map(|h| h.as_ref().map(|h| h.addr.clone().recipient()));
+        let digest = held
+            .iter()
+            .map(|h| h.as_ref().map(|h| h.addr.clone().recipient()));
+        PartitionRoutes {
+            admit: Arc::new(RouteTable::new(admit.collect())),
+            digest: Arc::new(RouteTable::new(digest.collect())),
+        }
+    }
+}
+
 impl Node {
-    /// Points the SeenSet's admissions and the DigestRouter's questions
-    /// for partition `id` at `to` (`None`: not held here any more).
-    fn reroute(&self, id: u16, to: Option<&Addr<PartitionActor>>) {
-        self.seen.do_send(Reroute::<AdmitBatch> {
-            id,
-            to: to.map(|a| a.clone().recipient()),
-        });
-        self.digests.do_send(Reroute::<DigestQuery> {
-            id,
-            to: to.map(|a| a.clone().recipient()),
-        });
+    /// Publishes the machine's routes to the partitions admitted here
+    /// ([`Scheduler::here`]): call after every change of what it holds or
+    /// hands back.
+    fn publish_routes(&self) {
+        let here = self.schedule.here();
+        let admit = here.iter().map(|h| h.map(|h| h.addr.clone().recipient()));
+        let digest = here.iter().map(|h| h.map(|h| h.addr.clone().recipient()));
+        self.routes.admit.publish(admit.collect());
+        self.routes.digest.publish(digest.collect());
     }
 }

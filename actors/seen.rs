@@ -22,12 +22,12 @@ use actix::prelude::*;
 use tokio::sync::oneshot;
 
 use super::messages::{
-    Admission, AdmitBatch, AdmitReply, Candidate, Discover, Discovered, Failure, Reroute,
-    UrlOutcome,
+    Admission, AdmitBatch, AdmitReply, Candidate, Discover, Discovered, Failure, UrlOutcome,
 };
 use crate::config::Config;
 use crate::dedup::shortcut::SeenShortcut;
 use crate::metrics::Metrics;
+use crate::scheduler::routes::{RouteTable, Routes};
 use crate::scheduler::view::admits_straight;
 use crate::store::{AdmitEntry, OutboxBatch};
 use crate::url::{self as urls, Excluded, Fingerprint, Scope, UrlRules};
@@ -45,13 +45,18 @@ struct Pending {
     waiters: Vec<Waiter>,
 }
 
+/// Where a partition admitted here takes its batches.
+pub type AdmitRoutes = Arc<RouteTable<Recipient<AdmitBatch>>>;
+
 /// The SeenSet actor.
 pub struct SeenSet {
-    /// One recipient per partition, indexed by partition id; `None` for a
-    /// partition not routed here. Not a table of its own: the node sets
-    /// each slot ([`Reroute`]) as its machine's route for the partition
-    /// turns to or from `Here` (`NodeScheduler::route_of`).
-    partitions: Vec<Option<Recipient<AdmitBatch>>>,
+    /// The partitions admitted here, as the node machine decides them
+    /// (`NodeScheduler::here`, published by the node): not a table of its
+    /// own.
+    routes: AdmitRoutes,
+    /// Per partition, the route's generation last read: a change means
+    /// it moved, and the shortcut forgets what it knew of it.
+    generations: Vec<u64>,
     /// Candidates deeper than this are dropped (0 = no limit).
     max_depth: u32,
     /// The normal form.
@@ -86,18 +91,16 @@ struct Outcomes {
 }
 
 impl SeenSet {
-    /// A SeenSet routing to `partitions` (index = partition id), applying
+    /// A SeenSet routing to the partitions `routes` admits here, applying
     /// `scope` (compiled from the config, see [`Scope::new`]).
-    pub fn new(
-        config: &Config,
-        scope: Scope,
-        partitions: Vec<Option<Recipient<AdmitBatch>>>,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        let pending = partitions.iter().map(|_| Pending::default()).collect();
-        let count = partitions.len() as u16;
+    pub fn new(config: &Config, scope: Scope, routes: AdmitRoutes, metrics: Arc<Metrics>) -> Self {
+        let table = routes.load();
+        let pending = (0..table.len()).map(|_| Pending::default()).collect();
+        let count = table.len() as u16;
+        let generations = (0..count).map(|p| table.generation(p)).collect();
         SeenSet {
-            partitions,
+            routes,
+            generations,
             max_depth: config.crawl.max_depth,
             rules: UrlRules::new(&config.url, config.crawl.max_url_length),
             scope,
@@ -148,9 +151,27 @@ impl SeenSet {
     /// admitted here now, rather than handed back for the finder's
     /// outbox: the node machine's rule ([`admits_straight`]) over the
     /// partitions it routes here.
-    fn takes_straight(&self, p: u16, from: Option<u16>) -> bool {
-        let held = self.partitions[usize::from(p)].is_some();
-        admits_straight(held, self.durable, p, from)
+    fn takes_straight(
+        &self,
+        routes: &Routes<Recipient<AdmitBatch>>,
+        p: u16,
+        from: Option<u16>,
+    ) -> bool {
+        admits_straight(routes.here(p).is_some(), self.durable, p, from)
+    }
+
+    /// The routes now; the shortcut forgets each partition that moved
+    /// since the last read.
+    fn read_routes(&mut self) -> Arc<Routes<Recipient<AdmitBatch>>> {
+        let routes = self.routes.load();
+        for (p, seen) in self.generations.iter_mut().enumerate() {
+            let now = routes.generation(p as u16);
+            if *seen != now {
+                *seen = now;
+                self.shortcut.moved(p as u16);
+            }
+        }
+        routes
     }
 
     fn flush(&mut self, partition: usize, ctx: &mut Context<Self>) {
@@ -158,7 +179,8 @@ impl SeenSet {
         if batch.entries.is_empty() {
             return;
         }
-        let Some(to) = &self.partitions[partition] else {
+        let routes = self.read_routes();
+        let Some(to) = routes.here(partition as u16) else {
             // Owned elsewhere since the entries were routed: they go back
             // as failed, and their page is processed again.
             for waiter in batch.waiters {
@@ -203,23 +225,13 @@ impl Actor for SeenSet {
     }
 }
 
-impl Handler<Reroute<AdmitBatch>> for SeenSet {
-    type Result = ();
-
-    fn handle(&mut self, msg: Reroute<AdmitBatch>, _: &mut Self::Context) {
-        if let Some(slot) = self.partitions.get_mut(usize::from(msg.id)) {
-            *slot = msg.to;
-            self.shortcut.moved(msg.id);
-        }
-    }
-}
-
 impl Handler<Discover> for SeenSet {
     type Result = ResponseFuture<Result<Discovered, Failure>>;
 
     fn handle(&mut self, msg: Discover, ctx: &mut Self::Context) -> Self::Result {
         let offered = msg.candidates.len();
-        let partitions = self.partitions.len() as u16;
+        let routes = self.read_routes();
+        let partitions = routes.len() as u16;
         let mut mine: Vec<Vec<Fingerprint>> = vec![Vec::new(); self.pending.len()];
         let mut remote: std::collections::BTreeMap<u16, Vec<AdmitEntry>> = Default::default();
         // With `detail`: each candidate's outcome, the admitted ones' to be
@@ -231,7 +243,7 @@ impl Handler<Discover> for SeenSet {
             // and whether it is admitted here straight.
             let outcome = self.entry(candidate).map(|e| {
                 let p = urls::partition_of(&e.host, partitions);
-                let straight = self.takes_straight(p, msg.from);
+                let straight = self.takes_straight(&routes, p, msg.from);
                 (e, p, straight)
             });
             // Settled here only where it would be admitted here.
@@ -429,7 +441,7 @@ mod tests {
                 let seen = SeenSet::new(
                     &config,
                     scope,
-                    vec![Some(partition.start().recipient())],
+                    Arc::new(RouteTable::new(vec![Some(partition.start().recipient())])),
                     metrics,
                 )
                 .start();
@@ -509,7 +521,7 @@ mod tests {
             let seen = SeenSet::new(
                 &config,
                 scope,
-                vec![Some(partition), None],
+                Arc::new(RouteTable::new(vec![Some(partition), None])),
                 Arc::new(Metrics::new()),
             )
             .start();
@@ -579,7 +591,8 @@ mod tests {
                     Some(admits.start().recipient())
                 })
                 .collect();
-            let seen = SeenSet::new(&config, scope, partitions, Arc::new(Metrics::new())).start();
+            let routes = Arc::new(RouteTable::new(partitions));
+            let seen = SeenSet::new(&config, scope, routes, Arc::new(Metrics::new())).start();
             let discovered = seen
                 .send(Discover {
                     candidates,
@@ -631,13 +644,12 @@ mod tests {
                 offered: old.clone(),
                 ..Admits::default()
             };
-            let seen = SeenSet::new(
-                &config,
-                scope,
-                vec![Some(partition.start().recipient()), None],
-                Arc::new(Metrics::new()),
-            )
-            .start();
+            let routes = Arc::new(RouteTable::new(vec![
+                Some(partition.start().recipient()),
+                None,
+            ]));
+            let seen =
+                SeenSet::new(&config, scope, routes.clone(), Arc::new(Metrics::new())).start();
             let offer = || Discover {
                 candidates: vec![linked(&page, &domain)],
                 detail: false,
@@ -652,15 +664,10 @@ mod tests {
                 offered: new.clone(),
                 ..Admits::default()
             };
-            seen.send(Reroute::<AdmitBatch> { id: 0, to: None })
-                .await
-                .unwrap();
-            seen.send(Reroute::<AdmitBatch> {
-                id: 0,
-                to: Some(restored.start().recipient()),
-            })
-            .await
-            .unwrap();
+            // The node publishes both moves before the SeenSet reads
+            // again: it still learns the partition moved.
+            routes.publish(vec![None, None]);
+            routes.publish(vec![Some(restored.start().recipient()), None]);
             let again = seen.send(offer()).await.unwrap().unwrap();
             let load = |c: &Arc<std::sync::atomic::AtomicUsize>| {
                 c.load(std::sync::atomic::Ordering::Relaxed)
@@ -684,7 +691,7 @@ mod tests {
             let seen = SeenSet::new(
                 &config,
                 scope,
-                vec![Some(partition.start().recipient())],
+                Arc::new(RouteTable::new(vec![Some(partition.start().recipient())])),
                 Arc::new(Metrics::new()),
             )
             .start();

@@ -123,8 +123,8 @@ impl Handler<DrainPartition> for Node {
         let drain = held.addr.send(Drain {
             timeout: self.shutdown_timeout,
         });
-        self.reroute(msg.id, None);
         self.schedule.releasing(msg.id);
+        self.publish_routes();
         Box::pin(async move { drain.await.ok().flatten() })
     }
 }
@@ -144,11 +144,11 @@ impl Handler<StopPartition> for Node {
         // Dropped, each waiter's admission fails `NotHeld`.
         let (held, waiting) = self.schedule.closed(msg.id);
         self.schedule.released(msg.id);
+        self.publish_routes();
         drop(waiting);
         let Some(held) = held else {
             return Box::pin(async {});
         };
-        self.reroute(msg.id, None);
         let clean = msg.reason == StopReason::Released;
         let id = msg.id;
         Box::pin(async move {

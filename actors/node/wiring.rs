@@ -163,25 +163,19 @@ impl Node {
                 })
             })
             .collect();
-        let recipients = partitions
-            .iter()
-            .map(|p| p.as_ref().map(|h| h.addr.clone().recipient()))
-            .collect();
+        let routes = PartitionRoutes::new(&partitions);
         // The SeenSet runs beside the first partitions and their hosts
         // (with one store thread, all of them): every page's links go from
         // a host to it and on to a partition, and each message between
         // threads is a wake-up (an eventfd write and a context switch).
         // On the side-by-side bench that took ~3 % of the CPU a page.
-        let seen = SeenSet::new(&config, scope, recipients, metrics.clone());
+        let seen = SeenSet::new(&config, scope, routes.admit.clone(), metrics.clone());
         store_arbiters[0].spawn_fn(move || {
             Context::with_receiver(seen_rx).run(seen);
         });
         // The DigestRouter too: each page asks it twice (see its docs).
-        let answerers = partitions
-            .iter()
-            .map(|p| p.as_ref().map(|h| h.addr.clone().recipient()))
-            .collect();
-        let router = DigestRouter::new(answerers, node_ctx.address().recipient(), metrics.clone());
+        let node_addr = node_ctx.address().recipient();
+        let router = DigestRouter::new(routes.digest.clone(), node_addr, metrics.clone());
         store_arbiters[0].spawn_fn(move || {
             Context::with_receiver(digests_rx).run(router);
         });
@@ -219,7 +213,7 @@ impl Node {
             cluster,
             setup: restart_setup,
             seen: seen_addr,
-            digests: digests_addr,
+            routes,
             archive,
             archive_health,
             fetcher,

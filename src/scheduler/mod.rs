@@ -41,6 +41,7 @@
 
 pub mod idle;
 pub mod outbox;
+pub mod routes;
 pub mod stop;
 pub mod view;
 
@@ -201,6 +202,18 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
     /// This node's handle on partition `id`, if it holds it.
     pub fn held(&self, id: u16) -> Option<&H> {
         self.partitions.get(usize::from(id))?.as_ref()
+    }
+
+    /// Per partition, its handle if batches for it are admitted here
+    /// (its route is [`Route::Here`]): what the node publishes to its
+    /// [`routes::RouteTable`].
+    pub fn here(&self) -> Vec<Option<&H>> {
+        (0..self.partitions.len() as u16)
+            .map(|p| match self.route_of(p) {
+                Route::Here => self.held(p),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The partitions this node holds, with their handles.
