@@ -62,7 +62,9 @@
 //! - and, after the faults stop, the cluster settles: every partition is
 //!   held by the owner gossip names (or, if a node's backoff after failed
 //!   takes ended in the last seconds, on its way to it, held by at most
-//!   one) and every link batch is acknowledged.
+//!   one), every link batch is acknowledged, and every host of a settled
+//!   partition sends a request at least every [`LIVE_BOUND`] (the queues
+//!   never run dry: a host that stops asking has stalled).
 //!
 //! Each invariant has a mutation test: a rule broken on purpose
 //! ([`Mutation`]) that the simulator must catch by that invariant.
@@ -119,6 +121,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// Time enough for a partition to move to the node gossip names (a drain,
 /// a release, a claim and the hold).
 const SETTLE: Duration = Duration::from_secs(10);
+/// Once the faults are over, every host sends a request at least this
+/// often (a request takes up to 2 s, the delay after it as long, a
+/// backoff at most 2 s, a tick 50 ms).
+const LIVE_BOUND: Duration = Duration::from_secs(8);
 /// No link is found in the last seconds: time enough to acknowledge all.
 const LAST_ACKS: Duration = Duration::from_secs(10);
 /// Unacknowledged batches per peer link, at most (small: the window
@@ -470,6 +476,9 @@ enum Mutation {
     /// A refused link batch is never sent again: the cluster does not
     /// settle.
     DropRefused,
+    /// A partition actor restarted after a failure never starts its hosts
+    /// again: its hosts stall.
+    StuckAfterRestart,
 }
 
 /// A node's process: its index and incarnation.
@@ -524,6 +533,8 @@ struct Sim {
     on_server: HashMap<(usize, usize), Vec<(Process, Instant)>>,
     /// Every page completed by anyone, to count those fetched again.
     completed_ever: std::collections::HashSet<(usize, usize, u64)>,
+    /// Per host (partition, host), when its last request was sent.
+    last_sent: HashMap<(usize, usize), Instant>,
     trace: bool,
     steps: u64,
     pub refetches: u64,
@@ -566,6 +577,7 @@ impl Sim {
             durable_done: vec![BTreeSet::new(); PARTITIONS],
             on_server: HashMap::new(),
             completed_ever: Default::default(),
+            last_sent: HashMap::new(),
             trace,
             steps: 0,
             refetches: 0,
@@ -1200,6 +1212,7 @@ impl Sim {
         }
         let now = self.host_now(n);
         let ignores_hold = self.mutation == Mutation::IgnoreHold;
+        let stuck = self.mutation == Mutation::StuckAfterRestart;
         let wall_offset = self.wall_offset(n);
         for host in 0..HOSTS_PER_PARTITION {
             let settings = self.host_settings.clone();
@@ -1227,6 +1240,9 @@ impl Sim {
                         false => t - Duration::from_millis(stepped.unsigned_abs()),
                     };
                     if !ignores_hold && wall_t < local.hold_until {
+                        continue;
+                    }
+                    if stuck && local.life > 0 {
                         continue;
                     }
                     let mut state = local.state.hosts.get(&host).cloned().unwrap_or_default();
@@ -1394,6 +1410,7 @@ impl Sim {
         let list = self.on_server.entry(key).or_default();
         list.retain(|(_, ends)| *ends > self.now);
         list.push(((n, inc), end));
+        self.last_sent.insert(key, self.now);
         let done = Event::FetchDone {
             node: n,
             inc,
@@ -2389,6 +2406,17 @@ impl Sim {
                     "p{p}: held by {holders:?} at the end, not n{owner} alone"
                 ));
             }
+            // Liveness of the hosts: each of a settled partition's hosts
+            // keeps asking its server.
+            for host in (0..HOSTS_PER_PARTITION).filter(|_| !moving) {
+                let last = self.last_sent.get(&(p, host)).copied().unwrap_or(self.t0);
+                if self.now - last > LIVE_BOUND {
+                    return Err(format!(
+                        "p{p} h{host}: no request sent in the last {:?}",
+                        self.now - last
+                    ));
+                }
+            }
         }
         for (n, node) in self.nodes.iter().enumerate() {
             if let Some((batch, b)) = node.outbox.iter().next() {
@@ -2551,6 +2579,7 @@ fn the_simulator_catches_each_broken_rule_by_its_invariant() {
         (Mutation::FloorOwed, "starts a request while"),
         (Mutation::NoGateHold, "during the partition's hold"),
         (Mutation::DropRefused, "never acknowledged"),
+        (Mutation::StuckAfterRestart, "no request sent"),
     ];
     let mut missed = Vec::new();
     for (mutation, invariant) in cases {
