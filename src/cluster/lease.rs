@@ -417,6 +417,14 @@ pub struct PartitionLease {
     /// The first checkpoint after a take comes this much before a whole
     /// interval: see [`PartitionLease::staggered`].
     stagger: Duration,
+    /// The newest manifest number this machine knows to exist (heads it
+    /// read, manifests it created or found taken). The chain only grows,
+    /// so a head read older than this is a stale answer (a read that
+    /// travelled slowly): acted on, it would claim over a chain that has
+    /// moved on, and the store's "taken by you" answer about this
+    /// process's own earlier manifest of that number would read as the
+    /// claim's success (the simulator's seed 22080).
+    newest: u64,
     phase: Phase,
     effects: VecDeque<Effect>,
 }
@@ -449,6 +457,7 @@ impl PartitionLease {
             take_backoff: Backoff::new(TAKE_RETRY_FIRST, TAKE_RETRY_MAX),
             give_up_backoff: Backoff::new(settings.lease, TAKE_RETRY_MAX.max(settings.lease)),
             stagger: Duration::ZERO,
+            newest: 0,
             phase: Phase::Idle,
             effects: VecDeque::new(),
         }
@@ -629,10 +638,18 @@ impl PartitionLease {
             return;
         };
         o.reading = false;
+        let head = match head {
+            // Older than a manifest known to exist: read again.
+            Ok(head) if head.as_ref().map_or(0, |h| h.number) < self.newest => Err(()),
+            other => other,
+        };
         let Ok(head) = head else {
             o.next_read = Some(now + self.settings.retry);
             return;
         };
+        if let Some(h) = &head {
+            self.newest = self.newest.max(h.number);
+        }
         let lost_claim = o.lost_claim.clone();
         let seen = o.seen.clone();
         // Our own claim, whose answer was lost, did land: adopt it.
@@ -770,6 +787,9 @@ impl PartitionLease {
 
     /// What became of the create of manifest `number`.
     pub fn on_published(&mut self, now: Instant, number: u64, outcome: Published) {
+        if matches!(outcome, Published::Created | Published::Taken { .. }) {
+            self.newest = self.newest.max(number);
+        }
         match std::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Claiming {
                 mut inflight,

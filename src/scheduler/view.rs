@@ -216,8 +216,8 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
 /// them durable together.
 ///
 /// The SeenSet applies this per candidate, to the partitions the node's
-/// machine routes here (the node's `Reroute`s carry
-/// [`NodeScheduler::route_of`]'s `Here` to it as the machine changes it).
+/// machine routes here ([`NodeScheduler::here`], which the node publishes
+/// to it through a [`super::routes::RouteTable`]).
 pub fn admits_straight(held_here: bool, durable: bool, to: u16, from: Option<u16>) -> bool {
     held_here && !(durable && from.is_some_and(|f| f != to))
 }

@@ -1,5 +1,6 @@
 //! Deterministic simulation of a cluster's partitions (`src/cluster/lease.rs`)
-//! across nodes that crash, pause, get cut off, fill their disks (no
+//! across nodes that crash, leave cleanly and come back, pause, get cut
+//! off, fill their disks (no
 //! checkpoint can be made: a node gives the partition up after a lease,
 //! and gossip passes it to the next node while it is shunned), go deaf to
 //! gossip (their UDP dropped one way: they believe themselves alone and
@@ -333,6 +334,13 @@ enum Event {
     Restart {
         node: usize,
     },
+    /// The node is stopped cleanly (an operator, a rolling upgrade): it
+    /// tells gossip it leaves, hands every partition back, goes down once
+    /// it holds none, and starts again after `back`.
+    Leave {
+        node: usize,
+        back: Duration,
+    },
     /// Partition `p`'s actor on `node` fails; the node starts it again
     /// over the same store.
     ActorRestart {
@@ -409,6 +417,8 @@ struct Node {
     id: String,
     inc: u64,
     up: bool,
+    /// Stopping cleanly: gossip says it left; it wants no partition.
+    leaving: bool,
     leases: Vec<PartitionLease>,
     /// Per partition, where its hosts' requests meet its lease: set from
     /// the lease after every step as the ownership actor sets it, read
@@ -591,8 +601,9 @@ impl Sim {
             let node = rng.below(NODES as u64) as usize;
             let at = t0 + rng.millis(500, FAULTS_END.as_millis() as u64 - 12_000);
             let long = rng.millis(500, 2 * SETTINGS.lease.as_millis() as u64 + 2_000);
-            match rng.below(8) {
+            match rng.below(9) {
                 0 => sim.schedule_at(at, Event::Crash { node, down: long }),
+                8 => sim.schedule_at(at, Event::Leave { node, back: long }),
                 // The heads it reads are unreadable to it for a while.
                 7 => faults[node].unreadable.push((at, at + long)),
                 // Its wall clock steps, forward or back, by up to 8 s.
@@ -645,6 +656,7 @@ impl Sim {
                 id: format!("n{n}"),
                 inc: 0,
                 up: false,
+                leaving: false,
                 leases: Vec::new(),
                 gates: Vec::new(),
                 clock,
@@ -689,6 +701,7 @@ impl Sim {
         let node = &mut self.nodes[n];
         node.inc = inc;
         node.up = true;
+        node.leaving = false;
         node.leases = (0..PARTITIONS)
             .map(|_| PartitionLease::new(&node.id, inc, SETTINGS))
             .collect();
@@ -728,7 +741,11 @@ impl Sim {
         if a == b {
             return true;
         }
-        !within(&self.faults[b].down, t) && !self.paused(b, t) && !self.cut(a, t) && !self.cut(b, t)
+        !within(&self.faults[b].down, t)
+            && !self.paused(b, t)
+            && !self.cut(a, t)
+            && !self.cut(b, t)
+            && !self.nodes[b].leaving
     }
 
     /// Gossip's assignment as node `a` sees it: rendezvous hashing over
@@ -1117,6 +1134,17 @@ impl Sim {
                 self.log(|| format!("n{node} restarts"));
                 self.start_node(node);
             }
+            Event::Leave { node, back } => {
+                if self.nodes[node].up && !self.nodes[node].leaving {
+                    self.log(|| format!("n{node} leaves, back in {back:?}"));
+                    self.nodes[node].leaving = true;
+                    self.schedule(Duration::ZERO, Event::Leave { node, back });
+                } else if self.nodes[node].leaving
+                    && self.deliverable(node, self.nodes[node].inc, &e)
+                {
+                    self.leave_when_empty(node, back);
+                }
+            }
             Event::ActorRestart { node, p } => {
                 let inc = self.nodes[node].inc;
                 if self.deliverable(node, inc, &e) {
@@ -1145,6 +1173,9 @@ impl Sim {
                 other => return Err(format!("n{n}: with a chain, gossip decided {other:?}")),
             }
         }
+        if self.nodes[n].leaving {
+            wanted.clear();
+        }
         let awaiting = self.nodes[n].machine.awaiting_checkpoint();
         for p in 0..PARTITIONS {
             self.nodes[n].leases[p].want(t, wanted.contains(&(p as u16)));
@@ -1160,6 +1191,25 @@ impl Sim {
         self.keep_links(n);
         self.send_outbox(n);
         Ok(())
+    }
+
+    /// A leaving node goes down once it holds no partition (each handed
+    /// back: drained, released), and comes back after `back`; until then
+    /// it looks again a tick later.
+    fn leave_when_empty(&mut self, n: usize, back: Duration) {
+        let node = &self.nodes[n];
+        let holds = node.local.iter().any(Option::is_some)
+            || node.leases.iter().any(|l| l.fetch_until().is_some());
+        if holds {
+            self.schedule(TICK, Event::Leave { node: n, back });
+            return;
+        }
+        self.log(|| format!("n{n} has handed everything back and stops"));
+        self.nodes[n].up = false;
+        self.break_conns_of(n);
+        let until = self.now + back;
+        self.faults[n].down.push((self.now, until));
+        self.schedule_at(until, Event::Restart { node: n });
     }
 
     /// Partition `p`'s actor on node `n` failed and is started again over

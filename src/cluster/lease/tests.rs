@@ -743,3 +743,41 @@ fn a_checkpoint_begun_before_the_drain_ended_hands_back_an_unsaved_hold() {
         (S.request_timeout + owed).as_millis() as u64
     );
 }
+
+#[test]
+fn a_stale_head_older_than_a_manifest_known_is_read_again_not_claimed_over() {
+    let t0 = Instant::now();
+    // Held (epoch 1), then handed back: manifest 2 is its release.
+    let mut m = owner(t0);
+    m.want(t0, false);
+    assert_eq!(drain(&mut m), [Effect::Drain]);
+    m.on_drained(t0, Duration::ZERO);
+    assert_eq!(drain(&mut m), [Effect::Checkpoint { number: 2 }]);
+    m.on_checkpoint(t0, Some(10));
+    assert_eq!(published(&drain(&mut m)).kind, DraftKind::Release);
+    m.on_published(t0, 2, Published::Created);
+    drain(&mut m);
+    // Wanted again, a read sent before the release answers only now:
+    // no head at all. Claimed over, manifest 1 would be "taken by this
+    // very process" and read as the claim's success.
+    let t1 = t0 + secs(1);
+    m.want(t1, true);
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    m.on_head(t1, Ok(None));
+    assert_eq!(drain(&mut m), [], "no claim over a stale head");
+    m.handle_timeout(t1 + S.retry);
+    assert_eq!(drain(&mut m), [Effect::ReadHead], "read again");
+    // The real head: its own release, claimed at once.
+    m.on_head(t1 + S.retry, Ok(Some(head(2, m_owner(1), true, 0))));
+    let claim = published(&drain(&mut m));
+    assert_eq!((claim.number, claim.kind), (3, DraftKind::Claim));
+}
+
+/// This test module's own owner `n1` (incarnation 1) at `epoch`.
+fn m_owner(epoch: u64) -> Owner {
+    Owner {
+        node: "n1".into(),
+        incarnation: 1,
+        epoch,
+    }
+}
