@@ -63,9 +63,9 @@
 //! - and, after the faults stop, the cluster settles: every partition is
 //!   held by the owner gossip names (or, if a node's backoff after failed
 //!   takes ended in the last seconds, on its way to it, held by at most
-//!   one), every link batch is acknowledged, and every host of a settled
-//!   partition sends a request at least every [`LIVE_BOUND`] (the queues
-//!   never run dry: a host that stops asking has stalled).
+//!   one), every link batch is acknowledged, every page queued has been
+//!   fetched (each page completed queues the next until [`DISCOVERY_END`],
+//!   so hosts have work while the faults last) and every host is idle.
 //!
 //! Each invariant has a mutation test: a rule broken on purpose
 //! ([`Mutation`]) that the simulator must catch by that invariant.
@@ -122,10 +122,13 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 /// Time enough for a partition to move to the node gossip names (a drain,
 /// a release, a claim and the hold).
 const SETTLE: Duration = Duration::from_secs(10);
-/// Once the faults are over, every host sends a request at least this
-/// often (a request takes up to 2 s, the delay after it as long, a
-/// backoff at most 2 s, a tick 50 ms).
-const LIVE_BOUND: Duration = Duration::from_secs(8);
+/// Pages queued per host at the start; each page completed before
+/// [`DISCOVERY_END`] queues the next one, so a host always has work while
+/// the faults last.
+const SEED_PAGES: u64 = 3;
+/// No page queues another after this: what is queued by then must all be
+/// fetched by [`END`], and every host go idle (the liveness bound).
+const DISCOVERY_END: Duration = Duration::from_secs(50);
 /// No link is found in the last seconds: time enough to acknowledge all.
 const LAST_ACKS: Duration = Duration::from_secs(10);
 /// Unacknowledged batches per peer link, at most (small: the window
@@ -171,6 +174,9 @@ struct State {
     links: BTreeMap<u64, u64>,
     /// Pages completed (host, page), with theirs.
     done: BTreeMap<(usize, u64), u64>,
+    /// Per host, the pages queued: every page below this (admitted as the
+    /// pages before it were completed).
+    queued: BTreeMap<usize, u64>,
     /// Per host, its state as the partition's store keeps it: robots.txt,
     /// the politeness schedule (rewritten by every completion), and the
     /// hold of the requests it may have out (`politeness::Hold`, written
@@ -182,6 +188,27 @@ impl State {
     fn write(&mut self) -> u64 {
         self.seq += 1;
         self.seq
+    }
+
+    /// Pages below this are queued for `host`.
+    fn queued(&self, host: usize) -> u64 {
+        self.queued.get(&host).copied().unwrap_or(SEED_PAGES)
+    }
+
+    /// Host `host`'s queue as the store holds it.
+    fn pages(&self, host: usize) -> hosts::Pages<'_> {
+        hosts::Pages {
+            host,
+            done: &self.done,
+            queued: self.queued(host),
+        }
+    }
+
+    /// The pages queued for `host` and not completed.
+    fn left(&self, host: usize) -> Vec<u64> {
+        (0..self.queued(host))
+            .filter(|&page| !self.done.contains_key(&(host, page)))
+            .collect()
     }
 }
 
@@ -372,6 +399,8 @@ struct Local {
     hosts: Vec<Option<HostMachine>>,
     /// Per host, its drain answered (or it was never activated).
     drained: Vec<bool>,
+    /// Per host, passivated with nothing left to do.
+    idle: Vec<bool>,
     /// The drain was answered (drained, or given up on).
     drain_answered: bool,
     draining: bool,
@@ -543,8 +572,6 @@ struct Sim {
     on_server: HashMap<(usize, usize), Vec<(Process, Instant)>>,
     /// Every page completed by anyone, to count those fetched again.
     completed_ever: std::collections::HashSet<(usize, usize, u64)>,
-    /// Per host (partition, host), when its last request was sent.
-    last_sent: HashMap<(usize, usize), Instant>,
     trace: bool,
     steps: u64,
     pub refetches: u64,
@@ -587,7 +614,6 @@ impl Sim {
             durable_done: vec![BTreeSet::new(); PARTITIONS],
             on_server: HashMap::new(),
             completed_ever: Default::default(),
-            last_sent: HashMap::new(),
             trace,
             steps: 0,
             refetches: 0,
@@ -1245,6 +1271,7 @@ impl Sim {
         // from the store after the hold) and their answers.
         local.snapshot = None;
         local.hosts = (0..HOSTS_PER_PARTITION).map(|_| None).collect();
+        local.idle = vec![false; HOSTS_PER_PARTITION];
         local.hold_until = t + hold;
         local.hold_wall_ms = hold_wall_ms;
         local.state.seq = if counts_from_zero { 0 } else { floor };
@@ -1272,15 +1299,13 @@ impl Sim {
             if local.draining || local.stopped {
                 return Ok(());
             }
-            let queue = hosts::Pages {
-                host,
-                done: &local.state.done,
-            };
+            let queue = local.state.pages(host);
             let fx = match &mut local.hosts[host] {
                 Some(machine) if machine.armed().is_some_and(|at| at <= now.at) => {
                     machine.timer(&queue, now)
                 }
                 Some(_) => continue,
+                None if local.idle[host] => continue,
                 None => {
                     // The hosts count the partition's hold on the wall
                     // clock: a step forward since it was set shortens it.
@@ -1357,10 +1382,7 @@ impl Sim {
                     let hold = machine.hold().unwrap_or(hold);
                     local.state.hosts.entry(host).or_default().hold = Some(hold);
                     if !open {
-                        let queue = hosts::Pages {
-                            host,
-                            done: &local.state.done,
-                        };
+                        let queue = local.state.pages(host);
                         work.extend(machine.fetch_lost(id, false, &queue, now));
                         continue;
                     }
@@ -1395,6 +1417,16 @@ impl Sim {
                         self.schedule(Duration::ZERO, Event::Drained { node: n, inc, p });
                     }
                 }
+                // Nothing left to do (a refresh, if any, is due long after
+                // the run): the partition passivates it; its queue stays
+                // empty, so it is not started again.
+                HostEffect::Passivate { state, .. } => {
+                    local.state.hosts.insert(host, state);
+                    local.hosts[host] = None;
+                    local.idle[host] = true;
+                    self.log(|| format!("n{n} p{p} h{host} is idle"));
+                    return Ok(());
+                }
                 other => return Err(format!("n{n} p{p} h{host}: unexpected {other:?}")),
             }
         }
@@ -1414,7 +1446,10 @@ impl Sim {
         // Some requests run right up to the timeout: the old owner's last
         // request is what a new owner's hold must outwait.
         let timeout = SETTINGS.request_timeout.as_millis() as u64 - 5;
+        // Once the faults are over, the servers are well too.
+        let calm = self.now >= self.t0 + FAULTS_END;
         let took = match self.rng.chance(250) {
+            _ if calm => self.rng.millis(20, 1_000),
             true => self.rng.millis(timeout - 50, timeout),
             false => self.rng.millis(20, timeout),
         };
@@ -1422,7 +1457,7 @@ impl Sim {
         // first-byte timeout, or a deadline shortened by a wait for a
         // fetch slot): the server works on to its end.
         let left = deadline.saturating_duration_since(self.clock_of(n));
-        let given_up = self.rng.chance(150).then(|| self.rng.millis(10, timeout));
+        let given_up = (!calm && self.rng.chance(150)).then(|| self.rng.millis(10, timeout));
         let answer = given_up.map_or(took, |g| g.min(took)).min(left);
         let abandoned = answer < took;
         let end = self.now + took;
@@ -1460,7 +1495,6 @@ impl Sim {
         let list = self.on_server.entry(key).or_default();
         list.retain(|(_, ends)| *ends > self.now);
         list.push(((n, inc), end));
-        self.last_sent.insert(key, self.now);
         let done = Event::FetchDone {
             node: n,
             inc,
@@ -1518,10 +1552,7 @@ impl Sim {
             (true, false) => Err(FetchError::Timeout),
             (true, true) => Err(FetchError::Connect("refused".into())),
         };
-        let queue = hosts::Pages {
-            host,
-            done: &local.state.done,
-        };
+        let queue = local.state.pages(host);
         let fx = machine.fetched(id, result, &queue, now);
         self.host_effects(n, (p, host), fx)
     }
@@ -1551,8 +1582,15 @@ impl Sim {
             _ => None,
         };
         let name = hosts::name(p, host);
+        let discovering = self.now < self.t0 + DISCOVERY_END;
+        let mut found = false;
         if let Some(key) = key.filter(|k| hosts::is_queue_key(&name, k)) {
             let page = hosts::page_of(&key);
+            // The page links to the next one, queued with its completion.
+            if discovering && page + 1 >= local.state.queued(host) {
+                local.state.queued.insert(host, page + 2);
+                found = true;
+            }
             let seq = local.state.write();
             local.state.done.insert((host, page), seq);
             local.state.hosts.entry(host).or_default().schedule = Some(schedule);
@@ -1564,11 +1602,14 @@ impl Sim {
         let Some(machine) = local.hosts[host].as_mut() else {
             return Ok(());
         };
-        let queue = hosts::Pages {
-            host,
-            done: &local.state.done,
+        let queue = local.state.pages(host);
+        // As the partition wakes a host it queued new work for, when the
+        // completion's write admitted it (before the task's answer).
+        let mut fx = match found {
+            true => machine.wake(hosts::LEVEL_BIT, &queue, now),
+            false => Vec::new(),
         };
-        let fx = machine.task_done(id, task, Ok(()), &queue, now);
+        fx.extend(machine.task_done(id, task, Ok(()), &queue, now));
         self.host_effects(n, (p, host), fx)
     }
 
@@ -2338,6 +2379,7 @@ impl Sim {
                         snapshot: None,
                         hosts: (0..HOSTS_PER_PARTITION).map(|_| None).collect(),
                         drained: vec![false; HOSTS_PER_PARTITION],
+                        idle: vec![false; HOSTS_PER_PARTITION],
                         drain_answered: false,
                         draining: false,
                         stopped: false,
@@ -2456,15 +2498,18 @@ impl Sim {
                     "p{p}: held by {holders:?} at the end, not n{owner} alone"
                 ));
             }
-            // Liveness of the hosts: each of a settled partition's hosts
-            // keeps asking its server.
-            for host in (0..HOSTS_PER_PARTITION).filter(|_| !moving) {
-                let last = self.last_sent.get(&(p, host)).copied().unwrap_or(self.t0);
-                if self.now - last > LIVE_BOUND {
-                    return Err(format!(
-                        "p{p} h{host}: no request sent in the last {:?}",
-                        self.now - last
-                    ));
+            // Liveness: every page queued is fetched, and every host of
+            // a settled partition has gone idle.
+            let Some(local) = self.nodes[owner].local[p].as_ref().filter(|_| !moving) else {
+                continue;
+            };
+            for host in 0..HOSTS_PER_PARTITION {
+                let left = local.state.left(host);
+                if !left.is_empty() {
+                    return Err(format!("p{p} h{host}: pages {left:?} never fetched"));
+                }
+                if !local.idle[host] {
+                    return Err(format!("p{p} h{host}: not idle at the end"));
                 }
             }
         }
@@ -2629,7 +2674,7 @@ fn the_simulator_catches_each_broken_rule_by_its_invariant() {
         (Mutation::FloorOwed, "starts a request while"),
         (Mutation::NoGateHold, "during the partition's hold"),
         (Mutation::DropRefused, "never acknowledged"),
-        (Mutation::StuckAfterRestart, "no request sent"),
+        (Mutation::StuckAfterRestart, "never fetched"),
     ];
     let mut missed = Vec::new();
     for (mutation, invariant) in cases {

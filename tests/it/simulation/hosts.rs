@@ -3,8 +3,10 @@
 //! pages that the partition's state says are not yet done, and the
 //! responses and errors the simulated servers answer with.
 //!
-//! Each host's queue is endless (page 0, 1, 2, …, less those completed),
-//! so a host always has work: the machine decides when its next request
+//! Each host's queue holds the pages below its mark, less those completed;
+//! each page completed queues the next (until the simulation stops
+//! discovering), so a host has work while the faults last: the machine
+//! decides when its next request
 //! leaves (robots.txt first, the delay after each response, the backoff
 //! after a timeout, the hold of a request of an earlier life restored
 //! from the state), and the driver only carries its effects out.
@@ -35,6 +37,8 @@ pub(super) const MIN_DELAY: Duration = Duration::from_millis(100);
 
 /// The priority every simulated page is queued at.
 const LEVEL: Priority = Priority::NORMAL;
+/// [`LEVEL`] as the bit [`trawl::frontier::host::HostMachine::wake`] reads.
+pub(super) const LEVEL_BIT: u8 = 1 << 2;
 
 /// The settings of every simulated host: the default politeness but
 /// faster (a 100 ms floor, the response time as the delay, a backoff of at
@@ -85,11 +89,12 @@ pub(super) fn name(p: usize, h: usize) -> String {
     format!("h{h}.p{p}.test")
 }
 
-/// Host `host`'s queue as the partition's store holds it: every page not
-/// yet completed (`done`), in page order.
+/// Host `host`'s queue as the partition's store holds it: every page below
+/// `queued` not yet completed (`done`), in page order.
 pub(super) struct Pages<'a> {
     pub host: usize,
     pub done: &'a BTreeMap<(usize, u64), u64>,
+    pub queued: u64,
 }
 
 impl Pages<'_> {
@@ -121,7 +126,7 @@ impl QueueSource for Pages<'_> {
             return Ok(Vec::new());
         }
         let first = after.map_or(0, |key| page_of(key) + 1);
-        Ok((first..)
+        Ok((first..self.queued)
             .filter(|&page| !self.done.contains_key(&(self.host, page)))
             .take(n)
             .map(|page| Self::entry(host, page))
