@@ -395,6 +395,16 @@ pub struct CrawlConfig {
     /// abandons them (they stay queued and are fetched again next run).
     #[serde(with = "humantime_serde")]
     pub shutdown_timeout: Duration,
+    /// Stop the run gracefully once this many pages were completed in it
+    /// (0: no limit). Counted by the node (on a cluster node, its own
+    /// pages) and read every 200 ms, so a run may pass it by what it
+    /// completes in that time; pages in flight then finish or stay
+    /// queued, as in any graceful stop.
+    #[serde(default)]
+    pub max_pages: u64,
+    /// Stop the run gracefully after this long (0s: no limit).
+    #[serde(with = "humantime_serde", default)]
+    pub max_duration: Duration,
 }
 
 impl CrawlConfig {

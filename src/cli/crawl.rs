@@ -3,11 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use actix::Addr;
 use anyhow::Context as _;
 use trawl::actors::messages::ArchiveSnapshot;
 use trawl::actors::messages::UrlOutcome;
-use trawl::actors::{Node, SeedEach, Shutdown, WhenIdle};
-use trawl::config::Config;
+use trawl::actors::{GetStatus, Node, SeedEach, Shutdown, WhenIdle};
+use trawl::config::{Config, CrawlConfig};
 use trawl::metrics::Metrics;
 
 use super::progress::Progress;
@@ -32,6 +33,51 @@ pub struct CrawlOutcome {
 /// Seeds offered to the node per message: a seeds file of millions of
 /// URLs is read and admitted in batches, never held whole in memory.
 const SEED_BATCH: usize = 10_000;
+/// How often the pages completed are compared with `[crawl] max_pages`.
+const BUDGET_POLL: Duration = Duration::from_millis(200);
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ended {
+    /// Nothing was queued or in flight (`--until-idle`).
+    Idle,
+    /// SIGINT or SIGTERM.
+    Interrupted,
+    /// `[crawl] max_pages` pages were completed.
+    MaxPages,
+    /// `[crawl] max_duration` passed.
+    MaxDuration,
+}
+
+/// Resolves once a limit of `[crawl]` is reached: `max_duration` after
+/// `started`, or `max_pages` pages completed (the node's count, read
+/// every [`BUDGET_POLL`]); never if neither is set.
+async fn limit_reached(node: &Addr<Node>, crawl: &CrawlConfig, started: Instant) -> Ended {
+    let time = async {
+        match crawl.max_duration.is_zero() {
+            true => std::future::pending::<()>().await,
+            false => tokio::time::sleep_until((started + crawl.max_duration).into()).await,
+        }
+    };
+    let pages = async {
+        if crawl.max_pages == 0 {
+            return std::future::pending::<()>().await;
+        }
+        let mut tick = tokio::time::interval(BUDGET_POLL);
+        loop {
+            tick.tick().await;
+            let status = node.send(GetStatus).await.unwrap_or_default();
+            if status.completed >= crawl.max_pages {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = time => Ended::MaxDuration,
+        () = pages => Ended::MaxPages,
+    }
+}
 
 /// How `trawl run` (or the demo) runs its crawl.
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,7 +111,8 @@ async fn probe_state_store(config: &Config) -> anyhow::Result<()> {
 }
 
 /// Starts a node on `config`, seeds it, and runs until it is idle (when
-/// `mode.until_idle`) or a SIGINT/SIGTERM arrives; then shuts down
+/// `mode.until_idle`), a limit of `[crawl]` is reached (`max_pages`,
+/// `max_duration`) or a SIGINT/SIGTERM arrives; then shuts down
 /// gracefully.
 pub async fn crawl(
     config: Config,
@@ -132,15 +179,27 @@ pub async fn crawl(
             std::future::pending::<()>().await;
         }
     };
-    let interrupted = offered.is_none()
-        || tokio::select! {
-            _ = idle => false,
-            _ = &mut stop => true,
-        };
-    if interrupted {
-        tracing::info!("signal received: stopping gracefully");
-    } else {
-        tracing::info!("nothing queued or in flight: stopping");
+    let limit = limit_reached(&node, &config.crawl, started);
+    let ended = match offered {
+        None => Ended::Interrupted,
+        Some(_) => tokio::select! {
+            _ = idle => Ended::Idle,
+            _ = &mut stop => Ended::Interrupted,
+            reached = limit => reached,
+        },
+    };
+    let interrupted = ended == Ended::Interrupted;
+    match ended {
+        Ended::Interrupted => tracing::info!("signal received: stopping gracefully"),
+        Ended::Idle => tracing::info!("nothing queued or in flight: stopping"),
+        Ended::MaxPages => tracing::info!(
+            max_pages = config.crawl.max_pages,
+            "[crawl] max_pages reached: stopping gracefully (the next run resumes)"
+        ),
+        Ended::MaxDuration => tracing::info!(
+            max_duration_s = config.crawl.max_duration.as_secs_f64(),
+            "[crawl] max_duration reached: stopping gracefully (the next run resumes)"
+        ),
     }
     let status = node
         .send(trawl::actors::GetStatus)
@@ -156,8 +215,7 @@ pub async fn crawl(
         admin.handle.stop(true).await;
     }
     let elapsed = started.elapsed();
-    let summary =
-        super::summary::Summary::new(&metrics, elapsed, interrupted, status.completed, seeds);
+    let summary = super::summary::Summary::new(&metrics, elapsed, ended, status.completed, seeds);
     Ok(CrawlOutcome {
         archive,
         elapsed,

@@ -16,7 +16,7 @@ use prometheus::core::Collector;
 use prometheus::IntCounterVec;
 use serde::Serialize;
 
-use super::crawl::SeedCounts;
+use super::crawl::{Ended, SeedCounts};
 use trawl::metrics::Metrics;
 
 /// What one run did.
@@ -26,6 +26,9 @@ pub struct Summary {
     pub seconds: f64,
     /// Stopped by SIGINT/SIGTERM, not by running out of work.
     pub interrupted: bool,
+    /// Why the run ended: `idle`, `interrupted`, `max_pages` or
+    /// `max_duration` (`[crawl]`'s limits).
+    pub ended: Ended,
     /// What became of the seeds given.
     pub seeds: SeedCounts,
     /// Pages whose processing completed.
@@ -50,18 +53,19 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The summary of a run that took `elapsed`, completed `completed`
-    /// pages and offered `seeds`, from `metrics`.
+    /// The summary of a run that took `elapsed`, ended as `ended`,
+    /// completed `completed` pages and offered `seeds`, from `metrics`.
     pub fn new(
         metrics: &Metrics,
         elapsed: Duration,
-        interrupted: bool,
+        ended: Ended,
         completed: u64,
         seeds: SeedCounts,
     ) -> Self {
         Summary {
             seconds: (elapsed.as_secs_f64() * 10.0).round() / 10.0,
-            interrupted,
+            interrupted: ended == Ended::Interrupted,
+            ended,
             seeds,
             pages_completed: completed,
             responses: by_label(&metrics.pages),
@@ -116,10 +120,11 @@ fn list(counts: &BTreeMap<String, u64>) -> String {
 
 impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let how = if self.interrupted {
-            "interrupted"
-        } else {
-            "ran out of work"
+        let how = match self.ended {
+            Ended::Interrupted => "interrupted",
+            Ended::Idle => "ran out of work",
+            Ended::MaxPages => "stopped at [crawl] max_pages (the next run resumes)",
+            Ended::MaxDuration => "stopped at [crawl] max_duration (the next run resumes)",
         };
         writeln!(f, "crawl summary: {} s, {how}", self.seconds)?;
         writeln!(f, "  pages completed  {}", self.pages_completed)?;
@@ -160,7 +165,7 @@ mod tests {
             admitted: 1,
             ..SeedCounts::default()
         };
-        let s = Summary::new(&metrics, Duration::from_millis(1234), false, 8, seeds);
+        let s = Summary::new(&metrics, Duration::from_millis(1234), Ended::Idle, 8, seeds);
         assert_eq!(s.seconds, 1.2);
         assert_eq!(s.responses.get("2xx"), Some(&7));
         assert_eq!(s.responses.get("4xx"), Some(&1));
@@ -173,5 +178,19 @@ mod tests {
         let json: serde_json::Value = serde_json::to_value(&s).unwrap();
         assert_eq!(json["removed"]["gone"], 1);
         assert_eq!(json["seeds"]["admitted"], 1);
+        assert_eq!(json["ended"], "idle");
+        assert_eq!(json["interrupted"], false);
+    }
+
+    #[test]
+    fn a_run_stopped_by_a_limit_says_which_and_that_the_next_resumes() {
+        let metrics = Metrics::new();
+        let seeds = SeedCounts::default();
+        let s = Summary::new(&metrics, Duration::ZERO, Ended::MaxPages, 50, seeds);
+        assert!(!s.interrupted);
+        let text = s.to_string();
+        assert!(text.contains("stopped at [crawl] max_pages"), "{text}");
+        let json: serde_json::Value = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["ended"], "max_pages");
     }
 }

@@ -286,11 +286,81 @@ fn simhash_prints_close_fingerprints_for_near_duplicate_files() {
 /// A `trawl run` config in `dir`: the test config, no admin server, the
 /// crawl's data under `dir/crawl`.
 fn run_config(dir: &std::path::Path) -> std::path::PathBuf {
+    run_config_with(dir, "")
+}
+
+/// [`run_config`] with `extra` TOML merged in.
+fn run_config_with(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     let config = dir.join("trawl.toml");
-    let extra = "[admin]\nenabled = false\n";
-    let text = trawl::testweb::config_layer(&dir.join("crawl"), 0, extra);
+    let extra = format!("[admin]\nenabled = false\n{extra}");
+    let text = trawl::testweb::config_layer(&dir.join("crawl"), 0, &extra);
     std::fs::write(&config, text).unwrap();
     config
+}
+
+/// Runs `trawl run --until-idle` on `config` and `seeds`; its summary.
+fn run_until_idle(config: &std::path::Path, seeds: &std::path::Path) -> serde_json::Value {
+    let json = seeds.with_file_name("summary.json");
+    let out = trawl()
+        .args(["run", "--until-idle", "--config"])
+        .arg(config)
+        .arg("--seeds")
+        .arg(seeds)
+        .arg("--summary-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let log = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{log}");
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn a_page_budget_ends_the_run_gracefully_and_the_next_run_finishes_the_crawl() {
+    let (web, server, port) = crate::common::start_plain_web(4, 30, 11);
+    let truth = web.ground_truth(port);
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    // 50 ms between a host's pages: the budget, read every 200 ms, is
+    // passed by a few pages at most.
+    let slow = "[politeness]\nmin_delay = \"50ms\"\n";
+    let limited = run_config_with(dir.path(), &format!("[crawl]\nmax_pages = 20\n{slow}"));
+    let first = run_until_idle(&limited, &seeds);
+    assert_eq!(first["ended"], "max_pages", "{first}");
+    assert_eq!(first["interrupted"], false);
+    let done = first["pages_completed"].as_u64().unwrap();
+    // Reached within a poll, and the pages in flight then finish.
+    assert!(
+        (20..60).contains(&done) && done < truth.len() as u64,
+        "{first}"
+    );
+    // The next run, without the limit, resumes and finishes the crawl:
+    // every page fetched once over the two runs.
+    let unlimited = run_config_with(dir.path(), slow);
+    let second = run_until_idle(&unlimited, &seeds);
+    assert_eq!(second["ended"], "idle", "{second}");
+    let log = server.log().records();
+    let fetched = crate::common::page_requests(&log, port);
+    let twice: Vec<_> = fetched.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "fetched again: {twice:?}");
+    crate::common::assert_sites_complete(&log, &web, port);
+}
+
+#[test]
+fn a_time_limit_ends_the_run_gracefully_before_the_web_is_done() {
+    // One host, 50 ms a page at least: far more than two seconds of work.
+    let (web, server, port) = crate::common::start_plain_web(1, 200, 12);
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = dir.path().join("seeds.txt");
+    std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
+    let extra = "[crawl]\nmax_duration = \"2s\"\n[politeness]\nmin_delay = \"50ms\"\n";
+    let config = run_config_with(dir.path(), extra);
+    let summary = run_until_idle(&config, &seeds);
+    assert_eq!(summary["ended"], "max_duration", "{summary}");
+    let done = summary["pages_completed"].as_u64().unwrap();
+    let fetched = crate::common::page_requests(&server.log().records(), port).len() as u64;
+    assert!(done > 0 && fetched < 200, "{summary}");
 }
 
 #[test]
