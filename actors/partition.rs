@@ -98,6 +98,10 @@ pub struct PartitionActor {
     due_timer: Option<(u64, SpawnHandle)>,
     /// Store writes that failed since start (shown in status).
     store_errors: u64,
+    /// The latest time a passivated host may next be asked (Unix ms, its
+    /// saved schedule and hold), whatever brings it back: a hand-back owes
+    /// it on this node's clock ([`crate::politeness::handover`]).
+    idle_waits_until_ms: u64,
     /// Host actors restarted after they died.
     host_restarts: u64,
     /// Writes of admissions and completions so far, counted on from
@@ -196,6 +200,7 @@ impl PartitionActor {
             reported: (0, 0),
             due_timer: None,
             store_errors: 0,
+            idle_waits_until_ms: 0,
             host_restarts: 0,
             writes: covers,
             queued: 0,
@@ -799,6 +804,8 @@ impl Handler<HostIdle> for PartitionActor {
         if !self.activation.idle(&msg.host, msg.generation) {
             return false;
         }
+        let waits_until = msg.state.next_request_ms();
+        self.idle_waits_until_ms = self.idle_waits_until_ms.max(waits_until);
         // Only politeness waits are persisted as due times: a refresh
         // wait is read back from the refresh schedule itself at open.
         let persisted = msg.due_ms.filter(|_| !msg.refresh_wait);
@@ -886,7 +893,10 @@ impl Handler<Drain> for PartitionActor {
             // syncs the store.
             act.flush_completions();
             let waits = waits?;
-            let dormant = act.activation.politeness_dues();
+            // Hosts that passivated (a queue run dry has no due time)
+            // and those waiting in the due index.
+            let idle = std::iter::once(act.idle_waits_until_ms);
+            let dormant = act.activation.politeness_dues().chain(idle);
             let floor = act.settings.policy.min_delay;
             let cap = act.settings.request_timeout + floor;
             let now_ms = act.clock.now().unix_ms();

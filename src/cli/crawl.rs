@@ -54,12 +54,7 @@ pub enum Ended {
 /// `started`, or `max_pages` pages completed (the node's count, read
 /// every [`BUDGET_POLL`]); never if neither is set.
 async fn limit_reached(node: &Addr<Node>, crawl: &CrawlConfig, started: Instant) -> Ended {
-    let time = async {
-        match crawl.max_duration.is_zero() {
-            true => std::future::pending::<()>().await,
-            false => tokio::time::sleep_until((started + crawl.max_duration).into()).await,
-        }
-    };
+    let time = time_limit(crawl, started);
     let pages = async {
         if crawl.max_pages == 0 {
             return std::future::pending::<()>().await;
@@ -110,6 +105,16 @@ async fn probe_state_store(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Resolves once `[crawl] max_duration` has passed since `started`; never
+/// if it is 0 (or too far off to be a time).
+async fn time_limit(crawl: &CrawlConfig, started: Instant) {
+    let end = started.checked_add(crawl.max_duration);
+    match end.filter(|_| !crawl.max_duration.is_zero()) {
+        Some(end) => tokio::time::sleep_until(end.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Starts a node on `config`, seeds it, and runs until it is idle (when
 /// `mode.until_idle`), a limit of `[crawl]` is reached (`max_pages`,
 /// `max_duration`) or a SIGINT/SIGTERM arrives; then shuts down
@@ -151,9 +156,15 @@ pub async fn crawl(
         }
         offer_seeds(&node, seeds, mode.reseed).await
     };
+    // The time limit counts from the start: joining and seeding too.
+    let mut early = Ended::Interrupted;
     let offered = tokio::select! {
         offered = joined => Some(offered?),
         _ = &mut stop => None,
+        () = time_limit(&config.crawl, started) => {
+            early = Ended::MaxDuration;
+            None
+        }
     };
     let seeds = offered.unwrap_or_default();
     if offered.is_some() {
@@ -181,7 +192,7 @@ pub async fn crawl(
     };
     let limit = limit_reached(&node, &config.crawl, started);
     let ended = match offered {
-        None => Ended::Interrupted,
+        None => early,
         Some(_) => tokio::select! {
             _ = idle => Ended::Idle,
             _ = &mut stop => Ended::Interrupted,

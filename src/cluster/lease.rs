@@ -423,8 +423,12 @@ pub struct PartitionLease {
     /// travelled slowly): acted on, it would claim over a chain that has
     /// moved on, and the store's "taken by you" answer about this
     /// process's own earlier manifest of that number would read as the
-    /// claim's success (the simulator's seed 22080).
+    /// claim's success (the simulator's seed 22080). Older heads for a
+    /// whole lease mean the store itself went back (wiped, restored from
+    /// a backup): they are believed then, with an error in the log.
     newest: u64,
+    /// Since when every head read was older than [`Self::newest`].
+    stale_since: Option<Instant>,
     phase: Phase,
     effects: VecDeque<Effect>,
 }
@@ -458,6 +462,7 @@ impl PartitionLease {
             give_up_backoff: Backoff::new(settings.lease, TAKE_RETRY_MAX.max(settings.lease)),
             stagger: Duration::ZERO,
             newest: 0,
+            stale_since: None,
             phase: Phase::Idle,
             effects: VecDeque::new(),
         }
@@ -634,15 +639,18 @@ impl PartitionLease {
 
     /// The chain's head was read (`Err(())`: the read failed).
     pub fn on_head(&mut self, now: Instant, head: Result<Option<HeadView>, ()>) {
+        if !matches!(self.phase, Phase::Observing(_)) {
+            return;
+        }
+        let head = match head {
+            // Older than a manifest known to exist: read again.
+            Ok(head) if self.stale(now, head.as_ref().map_or(0, |h| h.number)) => Err(()),
+            other => other,
+        };
         let Phase::Observing(o) = &mut self.phase else {
             return;
         };
         o.reading = false;
-        let head = match head {
-            // Older than a manifest known to exist: read again.
-            Ok(head) if head.as_ref().map_or(0, |h| h.number) < self.newest => Err(()),
-            other => other,
-        };
         let Ok(head) = head else {
             o.next_read = Some(now + self.settings.retry);
             return;
@@ -685,6 +693,29 @@ impl PartitionLease {
             o.next_read = Some(at);
             o.seen = Some((head, since));
         }
+    }
+
+    /// Whether a head numbered `number` read at `now` is a stale answer
+    /// (older than a manifest known to exist) to read again. After a
+    /// lease of nothing but older heads the store went back: they are
+    /// believed.
+    fn stale(&mut self, now: Instant, number: u64) -> bool {
+        if number >= self.newest {
+            self.stale_since = None;
+            return false;
+        }
+        let since = *self.stale_since.get_or_insert(now);
+        if now < since + self.settings.lease {
+            return true;
+        }
+        tracing::error!(
+            head = number,
+            newest = self.newest,
+            "the state store's chain went back (wiped or restored?): believing its head"
+        );
+        self.newest = number;
+        self.stale_since = None;
+        false
     }
 
     /// The checkpoint asked for is ready (`Some(covers)`: the admission

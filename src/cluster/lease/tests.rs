@@ -773,6 +773,33 @@ fn a_stale_head_older_than_a_manifest_known_is_read_again_not_claimed_over() {
     assert_eq!((claim.number, claim.kind), (3, DraftKind::Claim));
 }
 
+#[test]
+fn a_store_that_went_back_is_believed_after_a_lease_of_older_heads() {
+    let t0 = Instant::now();
+    let mut m = owner(t0);
+    m.want(t0, false);
+    drain(&mut m);
+    m.on_drained(t0, Duration::ZERO);
+    drain(&mut m);
+    m.on_checkpoint(t0, Some(10));
+    drain(&mut m);
+    m.on_published(t0, 2, Published::Created);
+    drain(&mut m);
+    // The store is wiped: every read finds no chain at all.
+    m.want(t0, true);
+    let mut t = t0;
+    while t < t0 + S.lease {
+        assert_eq!(drain(&mut m), [Effect::ReadHead]);
+        m.on_head(t, Ok(None));
+        t += S.retry;
+        m.handle_timeout(t);
+    }
+    assert_eq!(drain(&mut m), [Effect::ReadHead]);
+    m.on_head(t, Ok(None));
+    let claim = published(&drain(&mut m));
+    assert_eq!((claim.number, claim.kind), (1, DraftKind::Claim));
+}
+
 /// This test module's own owner `n1` (incarnation 1) at `epoch`.
 fn m_owner(epoch: u64) -> Owner {
     Owner {
