@@ -897,14 +897,11 @@ impl Handler<Drain> for PartitionActor {
             // and those waiting in the due index.
             let idle = std::iter::once(act.idle_waits_until_ms);
             let dormant = act.activation.politeness_dues().chain(idle);
-            let floor = act.settings.policy.min_delay;
-            let cap = act.settings.request_timeout + floor;
-            let now_ms = act.clock.now().unix_ms();
             Some(owed_after_drain(
-                now_ms,
+                act.clock.now().unix_ms(),
                 waits.into_iter().chain(dormant),
-                floor,
-                cap,
+                act.settings.policy.min_delay,
+                act.settings.request_timeout,
             ))
         }))
     }

@@ -125,6 +125,8 @@ impl Node {
         // (which would race the C++ teardown). This blocks the node's
         // thread, like the joins above: it is the stop's last step.
         close_stores(stores);
+        // Nothing routes to a partition that is gone.
+        self.publish_routes();
         if let Some(uploads) = self.uploads.take() {
             uploads.stop();
         }

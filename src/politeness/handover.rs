@@ -22,20 +22,20 @@ use std::time::Duration;
 /// What a drained partition owes before any of its hosts may be asked
 /// again: the longest wait of its hosts (`next_ms`: when each may next be
 /// asked, Unix ms on this node's wall clock, read at `now_ms`), at least
-/// `floor` (`politeness.min_delay`) and at most `cap` (see the module
+/// `min_delay` and at most `request_timeout + min_delay` (see the module
 /// doc).
 pub fn owed_after_drain(
     now_ms: u64,
     next_ms: impl IntoIterator<Item = u64>,
-    floor: Duration,
-    cap: Duration,
+    min_delay: Duration,
+    request_timeout: Duration,
 ) -> Duration {
     let longest = next_ms
         .into_iter()
         .map(|ms| ms.saturating_sub(now_ms))
         .max()
         .unwrap_or(0);
-    Duration::from_millis(longest).clamp(floor, cap.max(floor))
+    Duration::from_millis(longest).clamp(min_delay, request_timeout + min_delay)
 }
 
 #[cfg(test)]
@@ -43,25 +43,27 @@ mod tests {
     use super::*;
 
     const FLOOR: Duration = Duration::from_millis(100);
-    const CAP: Duration = Duration::from_millis(30_100);
+    const TIMEOUT: Duration = Duration::from_millis(30_000);
 
     #[test]
     fn a_drained_partition_owes_its_longest_host_wait() {
-        let owed = owed_after_drain(10_000, [10_050, 12_500, 9_000], FLOOR, CAP);
+        let owed = owed_after_drain(10_000, [10_050, 12_500, 9_000], FLOOR, TIMEOUT);
         assert_eq!(owed, Duration::from_millis(2_500));
     }
 
     #[test]
     fn the_least_delay_is_owed_whatever_the_hosts_wait() {
-        assert_eq!(owed_after_drain(10_000, [], FLOOR, CAP), FLOOR);
-        assert_eq!(owed_after_drain(10_000, [9_999, 10_020], FLOOR, CAP), FLOOR);
+        assert_eq!(owed_after_drain(10_000, [], FLOOR, TIMEOUT), FLOOR);
+        let owed = owed_after_drain(10_000, [9_999, 10_020], FLOOR, TIMEOUT);
+        assert_eq!(owed, FLOOR);
     }
 
     #[test]
     fn a_wait_past_any_request_deadline_is_left_to_the_host() {
         let parked = 10_000 + 3_600_000;
-        assert_eq!(owed_after_drain(10_000, [parked], FLOOR, CAP), CAP);
-        // A cap below the floor (a misconfiguration) still owes the floor.
+        let owed = owed_after_drain(10_000, [parked], FLOOR, TIMEOUT);
+        assert_eq!(owed, TIMEOUT + FLOOR);
+        // No timeout still owes the floor.
         let owed = owed_after_drain(10_000, [parked], FLOOR, Duration::ZERO);
         assert_eq!(owed, FLOOR);
     }

@@ -104,10 +104,7 @@ impl UrlRules {
     /// The normal form of a parsed URL without fragment.
     fn identity(&self, url: &Url) -> String {
         let origin = &url[..Position::BeforePath];
-        // Escapes first: `%73id` is `sid`, and the normal form must be a
-        // fixed point.
-        let path = normalise_percent(url.path());
-        let path = strip_path_params(&path, &self.session_params);
+        let path = self.normal_path(url);
         let mut out = String::with_capacity(url.as_str().len());
         out.push_str(origin);
         out.push_str(&path);
@@ -120,6 +117,26 @@ impl UrlRules {
             }
         }
         out
+    }
+
+    /// The path with escapes normalised and session parameters removed.
+    ///
+    /// Escapes go first: `%73id` is `sid`. Removing a parameter can leave a
+    /// dot segment (`/a/.;sid=1/b` becomes `/a/./b`), which the parser
+    /// would resolve when the normal form is read again; so the path is
+    /// parsed again until nothing more is removed, and the normal form is
+    /// a fixed point. Each round removes at least one `;`, so it ends.
+    fn normal_path(&self, url: &Url) -> String {
+        let mut path = normalise_percent(url.path()).into_owned();
+        loop {
+            let stripped = strip_path_params(&path, &self.session_params);
+            if stripped == path {
+                return path;
+            }
+            let mut reparsed = url.clone();
+            reparsed.set_path(&stripped);
+            path = normalise_percent(reparsed.path()).into_owned();
+        }
     }
 
     /// The query without removed parameters, the rest in order.
@@ -369,5 +386,24 @@ mod tests {
         let once = id("http://a.test/%zz%2xsid/%%2%64%ac/?%%3%31");
         assert_eq!(once, "http://a.test/%25zz%252xsid/%25%252d%AC/?%25%2531");
         assert_eq!(id(&once), once);
+    }
+
+    /// Found by the `url` fuzz target: removing `;sid` left a dot segment
+    /// that parsing the normal form again resolved.
+    #[test]
+    fn a_session_parameter_removed_leaves_no_dot_segment() {
+        let cases = [
+            ("http://e.com/a/.;sid/b", "http://e.com/a/b"),
+            ("http://e.com/a/b/..;jsessionid=1/c", "http://e.com/a/c"),
+            ("http://e.com/a/%2E;sid=2//x", "http://e.com/a//x"),
+            (
+                "http://base.test/a/b/hzttzg/.;sid/////",
+                "http://base.test/a/b/hzttzg/////",
+            ),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(id(input), expected, "{input}");
+            assert_eq!(id(expected), expected, "{expected} again");
+        }
     }
 }

@@ -1654,7 +1654,7 @@ impl Sim {
         let waits = self.nodes[n].local[p]
             .iter()
             .flat_map(|l| l.state.hosts.values().map(HostState::next_request_ms));
-        owed_after_drain(now_ms, waits, floor, SETTINGS.request_timeout + floor)
+        owed_after_drain(now_ms, waits, floor, SETTINGS.request_timeout)
     }
 
     /// Answers partition `p`'s drain on node `n` once: `clean`, every

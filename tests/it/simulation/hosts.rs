@@ -43,8 +43,9 @@ pub(super) const LEVEL_BIT: u8 = 1 << 2;
 /// The settings of every simulated host: the default politeness but
 /// faster (a 100 ms floor, the response time as the delay, a backoff of at
 /// most 2 s and no parking, so a host slowed by timeouts is back within
-/// the run), robots.txt fetched first, passivation never (the queues never
-/// run dry), requests abandoned at `request_timeout`.
+/// the run), robots.txt fetched first, passivation only once a host's
+/// queue is empty (an hour after its last response otherwise, longer than
+/// a run), requests abandoned at `request_timeout`.
 pub(super) fn settings(request_timeout: Duration) -> Arc<HostSettings> {
     let mut policy = Policy::simple(MIN_DELAY, 1.0, 1);
     policy.max_delay = Duration::from_secs(2);
