@@ -35,10 +35,11 @@ use crate::fetch::Validators;
 use crate::frontier::host::{
     Effect, Finish, HostMachine, HostSettings, Job, Removed, Task, TaskId,
 };
+use crate::frontier::importance;
 use crate::frontier::lifecycle::{self, Observed};
 use crate::frontier::page_flow::PageStep;
 use crate::frontier::response::{self, Plan};
-use crate::frontier::EntryKind;
+use crate::frontier::{Candidate, EntryKind};
 use crate::metrics::{GaugeHold, Metrics};
 use crate::politeness::Schedule;
 use crate::store::{Completion, HostState, PartitionStore, Visit};
@@ -245,6 +246,7 @@ impl HostActor {
             state,
             due_ms,
             refresh_wait,
+            best_rank: self.machine.best_rank(),
         });
         ctx.spawn(
             report
@@ -612,7 +614,11 @@ impl Runner {
                 record.not_modified = true;
                 (Vec::new(), Some(record))
             }
-            Plan::ReadSitemap => (self.read_sitemap(job).await?, Some(self.record(job, None))),
+            Plan::ReadSitemap => {
+                let mut listed = self.read_sitemap(job).await?;
+                importance::share_listed(job.entry.cash(), &mut listed);
+                (listed, Some(self.record(job, None)))
+            }
             Plan::ParseHtml => {
                 let parsed = self
                     .links
@@ -641,10 +647,17 @@ impl Runner {
                 record.canonical = findings.canonical;
                 record.simhash = findings.simhash;
                 record.digest = Some(parsed.digest);
-                (findings.found, Some(record))
+                let mut links = findings.found;
+                importance::share_links(job.entry.cash(), &job.url, &mut links);
+                (links, Some(record))
             }
             Plan::Archive { found } => {
                 let meta = value.kind.is_page().then_some(header).flatten();
+                // A redirect's target is the URL that redirected, moved.
+                let found = found.map(|target| Candidate {
+                    cash: job.entry.cash(),
+                    ..target
+                });
                 (found.into_iter().collect(), Some(self.record(job, meta)))
             }
         };
@@ -701,6 +714,10 @@ impl Runner {
         };
         let mut msg = Archive::side(job.url.clone(), job.response.clone(), kind);
         msg.depth = job.entry.value.depth;
+        msg.score = job.entry.rank().map(|rank| rank.cash().get());
+        if let Some(score) = msg.score {
+            self.metrics.fetched_score.observe(f64::from(score));
+        }
         msg.robots_meta = robots_meta;
         msg
     }
@@ -757,7 +774,7 @@ impl Handler<Wake> for HostActor {
         self.generation = self.generation.max(msg.generation);
         let fx = self
             .machine
-            .wake(msg.levels, &*self.store, self.clock.now());
+            .wake(msg.arrivals, &*self.store, self.clock.now());
         self.apply(fx, ctx);
     }
 }

@@ -312,6 +312,9 @@ pub struct HostIdle {
     /// `due_ms` is its next refresh, not a politeness wait: new work
     /// makes it due at once.
     pub refresh_wait: bool,
+    /// The rank of the best new URL it had loaded: its place among due
+    /// hosts when slots are scarce (`frontier/due.rs`).
+    pub best_rank: Option<crate::frontier::importance::Rank>,
 }
 
 /// Persists a host's state now (after a robots.txt fetch).
@@ -404,9 +407,9 @@ pub struct PartitionSnapshot {
 pub struct Wake {
     /// Increases with every wake of this host.
     pub generation: u64,
-    /// The priority levels that got entries, a bit per level, so the host
-    /// re-reads only those queues.
-    pub levels: u8,
+    /// The priority levels that got entries (a bit per level, so the host
+    /// re-reads only those queues) and the best rank of each.
+    pub arrivals: crate::frontier::importance::Arrivals,
 }
 
 /// Asks a host for its [`HostSnapshot`]; with `count_queue`, its queue

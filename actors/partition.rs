@@ -16,7 +16,7 @@
 //! back from the store (its queue is durable; its in-flight request, if
 //! any, is fetched again). Host actors run on the partition's arbiter.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,8 +37,10 @@ use crate::dedup::exact::{ClaimBook, DigestReply};
 use crate::frontier::activation::{Activation, Step};
 use crate::frontier::batching::{CompletionBatching, Flush};
 use crate::frontier::blocks::BlockList;
+use crate::frontier::budget::OverBudget;
 use crate::frontier::due::ActiveSlots;
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
+use crate::frontier::importance::Arrivals;
 use crate::metrics::Metrics;
 use crate::politeness::handover::owed_after_drain;
 use crate::politeness::Schedule;
@@ -52,6 +54,9 @@ const STRAY_WORK_DELAY_MS: u64 = 1_000;
 const PARTITION_MAILBOX: usize = 1024;
 /// How often active host actors are checked for having died.
 const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
+/// Seeded domains cut short by a budget that one partition names in the
+/// log (the metric counts every URL).
+const SEEDED_CUT_NAMED: usize = 1_000;
 
 /// What a partition is given to run its hosts.
 #[derive(Clone)]
@@ -104,6 +109,9 @@ pub struct PartitionActor {
     idle_waits_until_ms: u64,
     /// Host actors restarted after they died.
     host_restarts: u64,
+    /// Seeded domains a budget cut short that the log named already (at
+    /// most [`SEEDED_CUT_NAMED`]; each is named once per actor life).
+    seeded_cut_named: HashSet<String>,
     /// Writes of admissions and completions so far, counted on from
     /// [`PartitionSetup::covers`]: a checkpoint covers every write counted
     /// before it was made ([`TakeCheckpoint`]), so a link batch admitted
@@ -202,6 +210,7 @@ impl PartitionActor {
             store_errors: 0,
             idle_waits_until_ms: 0,
             host_restarts: 0,
+            seeded_cut_named: HashSet::new(),
             writes: covers,
             queued: 0,
             completed: 0,
@@ -219,25 +228,49 @@ impl PartitionActor {
         }
     }
 
-    /// Tells `host` it has new work at the priority `levels` (a bit per
-    /// level; [`RECRAWL_BIT`]: refreshes made due now). An active host
+    /// Tells `host` it has new work (`arrivals`: the priority levels, a
+    /// bit per level, with the best rank of each; [`RECRAWL_BIT`]:
+    /// refreshes made due now). An active host
     /// reads its queue again; a dormant one waiting in the due index keeps
     /// its place (it may not be contacted earlier), unless refreshes were
     /// made due: it may be waiting for a later refresh, and its restored
     /// politeness state still spaces its requests; any other becomes due
     /// now.
-    fn wake(&mut self, host: &str, levels: u8, ctx: &mut Context<Self>) {
+    fn wake(&mut self, host: &str, arrivals: Arrivals, ctx: &mut Context<Self>) {
         let blocked = self.blocks.blocks(host);
-        match self.activation.wake(host, levels, blocked) {
-            Some(Step::Wake {
-                generation, levels, ..
-            }) => {
+        if let Some(rank) = arrivals.best_of_all() {
+            self.activation.prefer(host, rank);
+        }
+        match self.activation.wake(host, arrivals.bits(), blocked) {
+            Some(Step::Wake { generation, .. }) => {
                 if let Some(addr) = self.hosts.get(host) {
-                    addr.do_send(Wake { generation, levels });
+                    addr.do_send(Wake {
+                        generation,
+                        arrivals,
+                    });
                 }
             }
             _ if blocked => {}
             _ => self.activate_due(ctx),
+        }
+    }
+
+    /// Tells the operator, once per domain, that a budget cut short a
+    /// domain they seeded, and which setting would let it through.
+    fn name_seeded_cut(&mut self, cut: &[(String, OverBudget)]) {
+        for (domain, over) in cut {
+            if self.seeded_cut_named.len() >= SEEDED_CUT_NAMED
+                || !self.seeded_cut_named.insert(domain.clone())
+            {
+                continue;
+            }
+            tracing::warn!(
+                partition = self.id,
+                domain = %domain,
+                reason = over.label(),
+                raise = over.settings_to_raise(),
+                "a domain you seeded is over its budget: its further URLs are dropped until the budget grows or the setting is raised"
+            );
         }
     }
 
@@ -573,6 +606,7 @@ impl PartitionActor {
             Failure::Store(err.to_string())
         })?;
         self.writes += 1;
+        self.name_seeded_cut(&outcome.seeded_cut);
         let mut refused: Vec<(Fingerprint, &'static str)> = outcome
             .over_budget
             .iter()
@@ -598,15 +632,19 @@ impl PartitionActor {
         self.queued += admitted.len() as u64;
         self.metrics.frontier_size.add(admitted.len() as i64);
         self.report_partition();
-        let mut hosts: BTreeMap<&str, u8> = BTreeMap::new();
-        for e in &admitted {
-            *hosts.entry(e.host.as_str()).or_default() |= 1 << e.priority.level();
+        let mut hosts: BTreeMap<&str, Arrivals> = BTreeMap::new();
+        for (e, rank) in admitted.iter().zip(&outcome.ranks) {
+            let arrivals = hosts.entry(e.host.as_str()).or_default();
+            arrivals.add(e.priority.level(), *rank);
         }
         for e in &outcome.refreshed {
-            *hosts.entry(e.host.as_str()).or_default() |= RECRAWL_BIT;
+            hosts
+                .entry(e.host.as_str())
+                .or_default()
+                .add_bits(RECRAWL_BIT);
         }
-        for (host, levels) in hosts {
-            self.wake(host, levels, ctx);
+        for (host, arrivals) in hosts {
+            self.wake(host, arrivals, ctx);
         }
         // admit() returns entries sorted by fingerprint.
         Ok(AdmitReply {
@@ -817,18 +855,26 @@ impl Handler<HostIdle> for PartitionActor {
         }
         self.hosts.remove(&msg.host);
         self.report_partition();
-        // A host that found nothing to do (or could not read its queue)
-        // while entries are still stored comes back shortly: no queued URL
-        // is left without a host that will fetch it.
-        let due_ms = msg.due_ms.or_else(|| {
-            let left: u64 = self
-                .store
-                .queued_by_priority(&msg.host)
-                .map_or(1, |levels| levels.iter().sum());
+        // A host that found nothing new to do (or could not read its
+        // queue) while entries are still stored comes back shortly, even
+        // if a refresh is due later: no queued URL is left without a host
+        // that will fetch it.
+        let stray = || {
+            let left = self.store.queued_of(&msg.host).unwrap_or(1);
             (left > 0).then(|| self.clock.now().unix_ms() + STRAY_WORK_DELAY_MS)
-        });
+        };
+        let due_ms = match msg.due_ms {
+            Some(due) if !msg.refresh_wait => Some(due),
+            refresh => match (refresh, stray()) {
+                (Some(refresh), Some(stray)) => Some(refresh.min(stray)),
+                (refresh, stray) => refresh.or(stray),
+            },
+        };
         if let Some(due_ms) = due_ms {
             self.activation.due_at(&msg.host, due_ms, msg.refresh_wait);
+            if let Some(rank) = msg.best_rank {
+                self.activation.rank_as(&msg.host, rank);
+            }
         }
         self.activate_due(ctx);
         true

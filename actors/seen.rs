@@ -144,6 +144,7 @@ impl SeenSet {
             queue,
             referrer: c.referrer,
             lastmod_ms: c.lastmod_ms,
+            cash: c.cash,
         })
     }
 
@@ -492,6 +493,7 @@ mod tests {
             kind: EntryKind::Page,
             referrer: None,
             lastmod_ms: None,
+            cash: crate::frontier::importance::Cash::UNKNOWN,
         }
     }
 

@@ -121,6 +121,7 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
                 queue: true,
                 referrer: None,
                 lastmod_ms: None,
+                cash: trawl::frontier::importance::Cash::new(1.0 / (i % 97 + 1) as f32),
             }
         })
         .collect()

@@ -59,6 +59,8 @@ pub struct ArchiveRequest {
     pub kind: EventKind,
     /// Hops from the seed.
     pub depth: u32,
+    /// The cash the URL was queued with, if it was a new queue entry.
+    pub score: Option<f32>,
     /// `rel=canonical`, if the page has one.
     pub canonical: Option<Url>,
     /// Meta robots directives.
@@ -112,6 +114,7 @@ impl ArchiveRequest {
             response,
             kind,
             depth: 0,
+            score: None,
             canonical: None,
             robots_meta: None,
             links_out: 0,
@@ -500,6 +503,7 @@ impl Archiver {
             links_dropped: req.links_dropped,
             kind: req.kind,
             depth: req.depth,
+            score: req.score,
             changed: None,
             reason: None,
             file: None,
@@ -538,6 +542,7 @@ impl Archiver {
             links_dropped: 0,
             kind: EventKind::Removed,
             depth: removed.depth,
+            score: None,
             changed: None,
             reason: Some(removed.reason.as_str().to_owned()),
             file: None,
@@ -567,6 +572,7 @@ impl Archiver {
             links_dropped: 0,
             kind: EventKind::Uploaded,
             depth: 0,
+            score: None,
             changed: None,
             reason: None,
             file: Some(upload.file.clone()),

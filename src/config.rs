@@ -296,6 +296,11 @@ pub struct FrontierConfig {
     /// index when it comes due.
     #[serde(with = "humantime_serde")]
     pub passivate_after: Duration,
+    /// How each host's queue is ordered within a priority level: by
+    /// estimated importance (`src/frontier/importance.rs`), or in
+    /// admission order.
+    #[serde(default)]
+    pub ordering: crate::frontier::importance::Ordering,
 }
 
 impl FrontierConfig {
@@ -322,6 +327,16 @@ pub struct BudgetConfig {
     pub max_pages_per_domain: u64,
     /// URLs any one host may have; 0: no cap.
     pub max_urls_per_host: u64,
+    /// The base budget of a domain the operator seeded (instead of
+    /// `base_pages`): the site asked for is crawled, still under the caps.
+    #[serde(default = "BudgetConfig::default_seeded_base_pages")]
+    pub seeded_base_pages: u64,
+}
+
+impl BudgetConfig {
+    fn default_seeded_base_pages() -> u64 {
+        1_000_000
+    }
 }
 
 /// `[seen] mode`: how the URL-seen set's Bloom filter is trusted (see

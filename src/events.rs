@@ -57,6 +57,11 @@ pub struct Event {
     pub kind: EventKind,
     /// Hops from the seed.
     pub depth: u32,
+    /// The estimated importance the URL was queued with (its OPIC cash,
+    /// `src/frontier/importance.rs`): a seed has 1; absent from events of
+    /// refreshes, robots.txt, removals and uploads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
     /// On a refetch, whether the content changed since the last fetch
     /// (a 304 or an identical or near-identical payload: `false`); null on
     /// a URL's first fetch.
@@ -253,6 +258,7 @@ mod tests {
             links_dropped: 0,
             kind: EventKind::Page,
             depth: 0,
+            score: None,
             changed: None,
             reason: None,
             file: None,
@@ -353,5 +359,19 @@ mod tests {
         assert_eq!(json["links_dropped"], 7);
         let back: Event = serde_json::from_value(json).unwrap();
         assert_eq!(back.links_dropped, 7);
+    }
+
+    #[test]
+    fn the_score_is_written_when_known() {
+        let unknown = serde_json::to_value(event("http://a.test/")).unwrap();
+        assert!(unknown.get("score").is_none(), "{unknown}");
+        let scored = Event {
+            score: Some(0.25),
+            ..event("http://a.test/")
+        };
+        let json = serde_json::to_value(&scored).unwrap();
+        assert_eq!(json["score"], 0.25);
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back.score, Some(0.25));
     }
 }

@@ -54,6 +54,9 @@ pub struct Metrics {
     /// Stage `archive`: the archive thread's transaction for one response
     /// (dedup verdict, WARC records, event, index update).
     pub archive_duration: Histogram,
+    /// The estimated importance (OPIC cash) of the new URLs fetched
+    /// (`trawl_fetched_score`): what the frontier's order gives.
+    pub fetched_score: Histogram,
     /// Fetches that produced no response, by error kind.
     pub fetch_errors: IntCounterVec,
     /// URLs queued and not yet completed.
@@ -459,6 +462,21 @@ impl Metrics {
                         "Archived pages made durable by one round of fsyncs.",
                     )
                     .buckets(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0]),
+                )
+                .expect("valid metric");
+                register(&registry, &docs, m.clone());
+                m
+            },
+            fetched_score: {
+                // Powers of 4 from a seed's 1 down: a share of a seed
+                // ten links of ten pages deep is ~2^-20.
+                let buckets = (0..=12).rev().map(|i| 4f64.powi(-i)).collect();
+                let m = Histogram::with_opts(
+                    HistogramOpts::new(
+                        "trawl_fetched_score",
+                        "Estimated importance (OPIC cash; a seed has 1) of the new URLs fetched: a crawl ordered by importance fetches the high scores first.",
+                    )
+                    .buckets(buckets),
                 )
                 .expect("valid metric");
                 register(&registry, &docs, m.clone());

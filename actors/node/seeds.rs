@@ -70,6 +70,7 @@ impl Node {
                 priority: Priority::SEED,
                 kind: EntryKind::Page,
                 lastmod_ms,
+                cash: crate::frontier::importance::Cash::SEED,
             })
             .collect();
         let unparsed = urls.len() - candidates.len();

@@ -49,7 +49,8 @@ impl Node {
                 &config.seen,
                 config.storage.partitions,
             ))
-            .with_budgets((&config.budget).into());
+            .with_budgets((&config.budget).into())
+            .with_ordering(config.frontier.ordering);
         // A single node holds every partition; a cluster node those the
         // assignment gives it, once it has joined.
         //

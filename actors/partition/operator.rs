@@ -12,6 +12,7 @@ use crate::actors::messages::{
 };
 use crate::frontier::blocks::BlockTarget;
 use crate::frontier::host::Removed;
+use crate::frontier::importance::Arrivals;
 use crate::frontier::listing::{self, HostRow};
 use crate::frontier::LEVELS;
 use crate::politeness::slowdown::Slowdown;
@@ -39,7 +40,7 @@ impl Handler<SetBlock> for PartitionActor {
             );
             for host in &hosts {
                 self.activation.unblock(host);
-                self.wake(host, u8::MAX, ctx);
+                self.wake(host, Arrivals::levels(u8::MAX), ctx);
             }
             return Ok(BlockOutcome { dropped: 0 });
         }

@@ -761,6 +761,7 @@ pub fn store_codec(data: &[u8]) {
         5 => {
             let _ = codec::queue_key_host(bytes);
             let _ = codec::queue_key_priority(bytes);
+            let _ = codec::queue_key_rank(bytes);
             let _ = codec::recrawl_key_due(bytes);
             let (host, rest) = first_line(bytes);
             if let Ok(host) = std::str::from_utf8(host) {
@@ -768,9 +769,12 @@ pub fn store_codec(data: &[u8]) {
                     let seq = u64_of(rest);
                     let level = rest.first().copied().unwrap_or(0) % 4;
                     let priority = trawl::frontier::Priority::from_level(level);
-                    let key = codec::queue_key(host, priority, seq);
+                    let cash = f32::from_bits(u64_of(rest.get(8..).unwrap_or(&[])) as u32);
+                    let rank = trawl::frontier::importance::Rank::of(cash.into());
+                    let key = codec::queue_key(host, priority, rank, seq);
                     assert_eq!(codec::queue_key_host(&key), Some(host));
                     assert_eq!(codec::queue_key_priority(&key), Some(priority));
+                    assert_eq!(codec::queue_key_rank(&key), Some(rank));
                     let fp = trawl::url::Fingerprint::of(host);
                     let key = codec::recrawl_key(host, seq, fp);
                     assert_eq!(codec::recrawl_key_due(&key), Some(seq));

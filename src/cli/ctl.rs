@@ -382,8 +382,8 @@ fn hosts_table(answer: &Value) -> String {
 /// A host's queue as a table.
 fn queue_table(answer: &Value) -> String {
     let mut out = format!(
-        "next request in {} ms\n{:<4} {:<6} {:<10} {:<14} url\n",
-        answer["next_request_in_ms"], "prio", "depth", "kind", "due_ms"
+        "next request in {} ms\n{:<4} {:<10} {:<6} {:<10} {:<14} url\n",
+        answer["next_request_in_ms"], "prio", "score", "depth", "kind", "due_ms"
     );
     let rows = answer["queued"]
         .as_array()
@@ -394,9 +394,13 @@ fn queue_table(answer: &Value) -> String {
         let due = row["due_ms"]
             .as_u64()
             .map_or("next".to_owned(), |ms| ms.to_string());
+        let score = row["score"]
+            .as_f64()
+            .map_or("-".to_owned(), |s| format!("{s:.3e}"));
         out.push_str(&format!(
-            "{:<4} {:<6} {:<10} {:<14} {}\n",
+            "{:<4} {:<10} {:<6} {:<10} {:<14} {}\n",
             row["priority"],
+            score,
             row["depth"],
             row["kind"].as_str().unwrap_or("?"),
             due,

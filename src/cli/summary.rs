@@ -106,6 +106,16 @@ fn by_label(family: &IntCounterVec) -> BTreeMap<String, u64> {
     out
 }
 
+/// The drop reasons of seeded domains cut short by a budget, and the
+/// setting that lets them through (see `frontier/budget.rs`).
+const SEEDED_BUDGETS: [(&str, &str); 2] = [
+    (
+        "budget_seeded_domain",
+        "[budget] seeded_base_pages or max_pages_per_domain",
+    ),
+    ("budget_seeded_host", "[budget] max_urls_per_host"),
+];
+
 /// `a 3 · b 1`, or `none`.
 fn list(counts: &BTreeMap<String, u64>) -> String {
     if counts.is_empty() {
@@ -137,6 +147,14 @@ impl fmt::Display for Summary {
         writeln!(f, "  fetch errors     {}", list(&self.fetch_errors))?;
         writeln!(f, "  removed          {}", list(&self.removed))?;
         writeln!(f, "  URLs dropped     {}", list(&self.urls_dropped))?;
+        for (label, setting) in SEEDED_BUDGETS {
+            if let Some(n) = self.urls_dropped.get(label).filter(|n| **n > 0) {
+                writeln!(
+                    f,
+                    "  note             {n} URLs of domains you seeded were over budget ({label}): raise {setting} to crawl them (the log names each domain)"
+                )?;
+            }
+        }
         writeln!(f, "  duplicates       {}", list(&self.duplicates))?;
         let s = &self.seeds;
         write!(
@@ -173,6 +191,7 @@ mod tests {
         assert_eq!(s.fetch_errors, BTreeMap::from([("timeout".into(), 2)]));
         let text = s.to_string();
         assert!(text.contains("pages completed  8"), "{text}");
+        assert!(!text.contains("seeded"), "{text}");
         assert!(text.contains("2xx 7 · 4xx 1"), "{text}");
         assert!(text.contains("duplicates       none"), "{text}");
         let json: serde_json::Value = serde_json::to_value(&s).unwrap();
@@ -192,5 +211,26 @@ mod tests {
         assert!(text.contains("stopped at [crawl] max_pages"), "{text}");
         let json: serde_json::Value = serde_json::to_value(&s).unwrap();
         assert_eq!(json["ended"], "max_pages");
+    }
+
+    #[test]
+    fn a_seeded_domain_cut_short_is_said_with_the_setting_to_raise() {
+        let metrics = Metrics::new();
+        metrics
+            .urls_dropped
+            .with_label_values(&["budget_seeded_domain"])
+            .inc_by(4900);
+        let s = Summary::new(
+            &metrics,
+            Duration::ZERO,
+            Ended::Idle,
+            0,
+            SeedCounts::default(),
+        );
+        let text = s.to_string();
+        assert!(
+            text.contains("4900 URLs of domains you seeded were over budget (budget_seeded_domain): raise [budget] seeded_base_pages"),
+            "{text}"
+        );
     }
 }

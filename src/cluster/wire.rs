@@ -34,8 +34,8 @@ use crate::dedup::exact::{DigestAsk, DigestReply};
 use crate::store::StoredCopy;
 
 /// The version of this protocol; a peer speaking an older one is refused.
-/// Version 2 added digest questions.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Version 2 added digest questions, version 3 the links' cash.
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The largest frame accepted (and sent): a batch of links is far below
 /// it; anything larger is a broken or hostile peer.
@@ -229,6 +229,9 @@ pub struct WireEntry {
     pub referrer: Option<String>,
     /// Sitemap `lastmod` (Unix ms).
     pub lastmod_ms: Option<u64>,
+    /// Its estimated importance (`frontier/importance.rs`), so a cluster
+    /// orders its hosts' queues as one crawler would (since protocol 3).
+    pub cash: crate::frontier::importance::Cash,
 }
 
 /// The kind of a [`WireEntry`].
@@ -267,6 +270,7 @@ impl From<&crate::store::AdmitEntry> for WireEntry {
             queue: e.queue,
             referrer: e.referrer.clone(),
             lastmod_ms: e.lastmod_ms,
+            cash: e.cash,
         }
     }
 }
@@ -288,6 +292,7 @@ impl From<WireEntry> for crate::store::AdmitEntry {
             queue: w.queue,
             referrer: w.referrer,
             lastmod_ms: w.lastmod_ms,
+            cash: w.cash,
         }
     }
 }
@@ -413,6 +418,7 @@ mod tests {
             },
             queue: true,
             referrer: Some("b.test".into()),
+            cash: crate::frontier::importance::Cash::new(0.125),
             lastmod_ms: Some(1_700_000_000_000),
         }
     }

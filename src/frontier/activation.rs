@@ -15,6 +15,8 @@
 //!   report is from an earlier actor of the same host: refused, the host
 //!   stays).
 //! - **Activation** runs earliest-due first, [`ACTIVATE_AHEAD_MS`] early
+//!   (among hosts already due, the one with the most important work
+//!   first, aged by how long it has been due: [`DueIndex`])
 //!   (less when hosts passivate sooner: [`Activation::with_lead`])
 //!   (so the actor is up and has read its queue when the moment comes),
 //!   while the node's [`ActiveSlots`] have room; when they have none it
@@ -35,6 +37,7 @@ use std::time::Duration;
 
 use super::due::{ActiveSlots, DueIndex};
 use super::host::RECRAWL_BIT;
+use super::importance::Rank;
 
 /// A dormant host is started this long before it comes due.
 pub const ACTIVATE_AHEAD_MS: u64 = 200;
@@ -263,6 +266,18 @@ impl Activation {
         self.active.remove(host);
         self.slots.give_back();
         true
+    }
+
+    /// `host`'s best queued URL is at least as important as `rank`: its
+    /// place among due dormant hosts (see [`DueIndex`]); nothing for a
+    /// host that is not dormant.
+    pub fn prefer(&mut self, host: &str, rank: Rank) {
+        self.due.prefer(host, rank);
+    }
+
+    /// Dormant `host`'s best queued URL is at `rank` (it passivated).
+    pub fn rank_as(&mut self, host: &str, rank: Rank) {
+        self.due.set_rank(host, rank);
     }
 
     /// `host` is dormant with work due at `due_ms`; `refresh`: that is its

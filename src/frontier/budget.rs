@@ -10,7 +10,13 @@
 //! budget(domain) = base_pages + pages_per_linking_domain × linking_domains
 //! ```
 //!
-//! capped by `max_pages_per_domain` (0: no cap). Subdomains share their
+//! capped by `max_pages_per_domain` (0: no cap). A domain the operator
+//! seeded is one the operator asked for, not a farm to defend against: its
+//! base is `seeded_base_pages` instead (a site of 300,000 pages given as a
+//! seed is crawled, not cut at 2,000), still under the two caps. A seeded
+//! domain that hits a budget is refused under labels of its own
+//! (`budget_seeded_domain`, `budget_seeded_host`), logged once by name with
+//! the setting that would let it through. Subdomains share their
 //! domain's budget (`a.farm.example` and `b.farm.example` are one domain).
 //! Separately, `max_urls_per_host` caps any one host. Pages (links,
 //! redirects, sitemap entries, seeds) count; sitemap files do not.
@@ -49,6 +55,8 @@ pub struct BudgetSettings {
     pub max_pages_per_domain: u64,
     /// URLs any one host may have; 0: no cap.
     pub max_urls_per_host: u64,
+    /// The base of a domain the operator seeded (instead of `base_pages`).
+    pub seeded_base_pages: u64,
 }
 
 impl BudgetSettings {
@@ -65,6 +73,7 @@ impl From<&BudgetConfig> for BudgetSettings {
             pages_per_linking_domain: c.pages_per_linking_domain,
             max_pages_per_domain: c.max_pages_per_domain,
             max_urls_per_host: c.max_urls_per_host,
+            seeded_base_pages: c.seeded_base_pages,
         }
     }
 }
@@ -77,6 +86,7 @@ impl Default for BudgetSettings {
             pages_per_linking_domain: 0,
             max_pages_per_domain: 0,
             max_urls_per_host: 0,
+            seeded_base_pages: u64::MAX / 2,
         }
     }
 }
@@ -88,6 +98,10 @@ pub enum OverBudget {
     Host,
     /// The domain used its budget.
     Domain,
+    /// A host of a domain the operator seeded holds `max_urls_per_host`.
+    SeededHost,
+    /// A domain the operator seeded used its budget.
+    SeededDomain,
 }
 
 impl OverBudget {
@@ -96,6 +110,24 @@ impl OverBudget {
         match self {
             OverBudget::Host => "budget_host",
             OverBudget::Domain => "budget_domain",
+            OverBudget::SeededHost => "budget_seeded_host",
+            OverBudget::SeededDomain => "budget_seeded_domain",
+        }
+    }
+
+    /// Whether the domain refused was one the operator seeded.
+    pub fn is_seeded(self) -> bool {
+        matches!(self, OverBudget::SeededHost | OverBudget::SeededDomain)
+    }
+
+    /// The settings that would let more through, for the operator.
+    pub fn settings_to_raise(self) -> &'static str {
+        match self {
+            OverBudget::Host | OverBudget::SeededHost => "[budget] max_urls_per_host",
+            OverBudget::Domain => {
+                "[budget] base_pages, pages_per_linking_domain or max_pages_per_domain"
+            }
+            OverBudget::SeededDomain => "[budget] seeded_base_pages or max_pages_per_domain",
         }
     }
 }
@@ -108,6 +140,8 @@ pub struct DomainBudget {
     /// Distinct other domains seen linking in (hashed: every link from
     /// another domain is looked up here).
     pub linkers: HashSet<String>,
+    /// The operator gave a seed in it.
+    pub seeded: bool,
 }
 
 impl DomainBudget {
@@ -116,7 +150,11 @@ impl DomainBudget {
         let earned = s
             .pages_per_linking_domain
             .saturating_mul(self.linkers.len() as u64);
-        let limit = s.base_pages.saturating_add(earned);
+        let base = match self.seeded {
+            true => s.seeded_base_pages.max(s.base_pages),
+            false => s.base_pages,
+        };
+        let limit = base.saturating_add(earned);
         match s.max_pages_per_domain {
             0 => limit,
             cap => limit.min(cap),
@@ -135,10 +173,16 @@ impl DomainBudget {
     /// Takes one page of the budget for a host holding `host_urls` URLs.
     pub fn take(&mut self, host_urls: u64, s: &BudgetSettings) -> Result<(), OverBudget> {
         if s.max_urls_per_host > 0 && host_urls >= s.max_urls_per_host {
-            return Err(OverBudget::Host);
+            return Err(match self.seeded {
+                true => OverBudget::SeededHost,
+                false => OverBudget::Host,
+            });
         }
         if self.pages >= self.limit(s) {
-            return Err(OverBudget::Domain);
+            return Err(match self.seeded {
+                true => OverBudget::SeededDomain,
+                false => OverBudget::Domain,
+            });
         }
         self.pages += 1;
         Ok(())
@@ -155,7 +199,44 @@ mod tests {
             pages_per_linking_domain: 5,
             max_pages_per_domain: 30,
             max_urls_per_host: 8,
+            seeded_base_pages: 25,
         }
+    }
+
+    #[test]
+    fn a_seeded_domain_has_the_seeded_base_under_the_same_caps() {
+        let s = settings();
+        let mut d = DomainBudget {
+            seeded: true,
+            ..Default::default()
+        };
+        assert_eq!(d.limit(&s), 25);
+        for _ in 0..25 {
+            d.take(0, &s).unwrap();
+        }
+        let over = d.take(0, &s).unwrap_err();
+        assert_eq!(over, OverBudget::SeededDomain);
+        assert!(over.is_seeded());
+        assert_eq!(over.label(), "budget_seeded_domain");
+        assert!(over.settings_to_raise().contains("seeded_base_pages"));
+        assert_eq!(d.take(8, &s), Err(OverBudget::SeededHost));
+        for n in 0..10 {
+            d.note_linker("seeded.test", &format!("l{n}.test"));
+        }
+        assert_eq!(d.limit(&s), 30, "max_pages_per_domain still caps it");
+        // A seeded base below base_pages never lowers a budget.
+        let low = BudgetSettings {
+            seeded_base_pages: 1,
+            ..s
+        };
+        assert_eq!(
+            DomainBudget {
+                seeded: true,
+                ..Default::default()
+            }
+            .limit(&low),
+            10
+        );
     }
 
     #[test]

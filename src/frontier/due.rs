@@ -18,11 +18,46 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// Dormant hosts with work, by the time they come due.
+use super::importance::{Cash, Rank};
+
+/// How long being due is worth one doubling of importance: among hosts
+/// that are due, one due a second earlier goes first unless the other's
+/// best URL holds more than twice its cash. So the most important work
+/// goes first when slots are scarce, and nothing waits for ever (a host's
+/// place is fixed when it comes due; later hosts must be ever richer to
+/// pass it).
+pub const AGING_MS_PER_DOUBLING: u64 = 1_000;
+
+/// Dormant hosts with work: by the time they come due, then, once due,
+/// by their best queued URL's importance aged by how long they have been
+/// due ([`AGING_MS_PER_DOUBLING`]).
 #[derive(Debug, Default)]
 pub struct DueIndex {
-    by_time: BTreeSet<(u64, Arc<str>)>,
-    by_host: HashMap<Arc<str>, u64>,
+    /// Hosts not yet found due, by due time.
+    waiting: BTreeSet<(u64, Arc<str>)>,
+    /// Hosts found due, by [`Dormant::ready_key`].
+    ready: BTreeSet<(u64, Arc<str>)>,
+    by_host: HashMap<Arc<str>, Dormant>,
+}
+
+/// One dormant host.
+#[derive(Debug, Clone, Copy)]
+struct Dormant {
+    due_ms: u64,
+    /// The rank of its best queued URL, as last told.
+    rank: Rank,
+    /// In `ready` (else in `waiting`).
+    ready: bool,
+}
+
+impl Dormant {
+    /// Its place among due hosts: due time in steps of
+    /// [`AGING_MS_PER_DOUBLING`] / 128 (a rank step), plus its rank.
+    fn ready_key(&self) -> u64 {
+        let steps_per_doubling = u64::from(Rank::STEPS_PER_DOUBLING);
+        self.due_ms.saturating_mul(steps_per_doubling) / AGING_MS_PER_DOUBLING
+            + u64::from(self.rank.steps())
+    }
 }
 
 impl DueIndex {
@@ -31,19 +66,73 @@ impl DueIndex {
         Self::default()
     }
 
-    /// Enters `host` as due at `due_ms`, replacing an earlier entry.
+    /// The rank of a host whose queue's importance is not known (read
+    /// back at open, before it is told any).
+    pub fn unknown_rank() -> Rank {
+        Rank::of(Cash::UNKNOWN)
+    }
+
+    /// Enters `host` as due at `due_ms`, replacing an earlier entry (its
+    /// rank is kept).
     pub fn insert(&mut self, host: &str, due_ms: u64) {
-        self.remove(host);
-        let host: Arc<str> = Arc::from(host);
-        self.by_time.insert((due_ms, host.clone()));
-        self.by_host.insert(host, due_ms);
+        let rank = self
+            .remove_entry(host)
+            .map_or(Self::unknown_rank(), |d| d.rank);
+        self.enter(Arc::from(host), due_ms, rank);
+    }
+
+    /// `host`'s best queued URL is now at least as important as `rank`
+    /// (work arrived, or its actor passivated with that loaded).
+    pub fn prefer(&mut self, host: &str, rank: Rank) {
+        if self.by_host.get(host).is_some_and(|d| rank < d.rank) {
+            self.set_rank(host, rank);
+        }
+    }
+
+    /// `host`'s best queued URL is at `rank` (its actor passivated with
+    /// that loaded: the better ones were fetched).
+    pub fn set_rank(&mut self, host: &str, rank: Rank) {
+        let Some((key, old)) = self.by_host.remove_entry(host) else {
+            return;
+        };
+        self.unlink(&key, &old);
+        self.link(key, Dormant { rank, ..old });
     }
 
     /// Takes `host` out of the index; its due time if it was in.
     pub fn remove(&mut self, host: &str) -> Option<u64> {
-        let (key, due_ms) = self.by_host.remove_entry(host)?;
-        self.by_time.remove(&(due_ms, key));
-        Some(due_ms)
+        self.remove_entry(host).map(|d| d.due_ms)
+    }
+
+    fn remove_entry(&mut self, host: &str) -> Option<Dormant> {
+        let (key, dormant) = self.by_host.remove_entry(host)?;
+        self.unlink(&key, &dormant);
+        Some(dormant)
+    }
+
+    fn enter(&mut self, host: Arc<str>, due_ms: u64, rank: Rank) {
+        let dormant = Dormant {
+            due_ms,
+            rank,
+            ready: false,
+        };
+        self.link(host, dormant);
+    }
+
+    /// Puts `host` in the set its entry says and in the map.
+    fn link(&mut self, host: Arc<str>, dormant: Dormant) {
+        match dormant.ready {
+            true => self.ready.insert((dormant.ready_key(), host.clone())),
+            false => self.waiting.insert((dormant.due_ms, host.clone())),
+        };
+        self.by_host.insert(host, dormant);
+    }
+
+    fn unlink(&mut self, host: &Arc<str>, dormant: &Dormant) {
+        match dormant.ready {
+            true => self.ready.remove(&(dormant.ready_key(), host.clone())),
+            false => self.waiting.remove(&(dormant.due_ms, host.clone())),
+        };
     }
 
     /// Whether `host` is dormant with work.
@@ -58,21 +147,36 @@ impl DueIndex {
 
     /// When `host` comes due, if it is in the index.
     pub fn due_ms(&self, host: &str) -> Option<u64> {
-        self.by_host.get(host).copied()
+        self.by_host.get(host).map(|d| d.due_ms)
     }
 
-    /// The earliest due time.
+    /// When the next host may be started: the earliest due time of those
+    /// not yet found due, or, if some were found due and not yet taken,
+    /// a time already past (the due time of the first of them).
     pub fn next_due_ms(&self) -> Option<u64> {
-        self.by_time.first().map(|(due, _)| *due)
+        let ready = self.ready.iter().filter_map(|(_, h)| self.due_ms(h)).next();
+        let waiting = self.waiting.first().map(|(due, _)| *due);
+        match (ready, waiting) {
+            (Some(r), Some(w)) => Some(r.min(w)),
+            (r, w) => r.or(w),
+        }
     }
 
-    /// Takes the earliest host due at or before `until_ms`.
+    /// Takes the host to start next among those due at or before
+    /// `until_ms`: the one with the most important work, aged (see
+    /// [`AGING_MS_PER_DOUBLING`]).
     pub fn pop_due(&mut self, until_ms: u64) -> Option<String> {
-        let (due, _) = self.by_time.first()?;
-        if *due > until_ms {
-            return None;
+        while let Some((due, _)) = self.waiting.first() {
+            if *due > until_ms {
+                break;
+            }
+            let (_, host) = self.waiting.pop_first().expect("just seen");
+            let dormant = self.by_host.get_mut(&host).expect("indexed");
+            dormant.ready = true;
+            let dormant = *dormant;
+            self.ready.insert((dormant.ready_key(), host));
         }
-        let (_, host) = self.by_time.pop_first()?;
+        let (_, host) = self.ready.pop_first()?;
         self.by_host.remove(&host);
         Some(host.to_string())
     }
@@ -166,6 +270,54 @@ mod tests {
         assert_eq!(due.remove("c.test"), Some(900));
         assert!(due.is_empty());
         assert_eq!(due.pop_due(u64::MAX), None);
+    }
+
+    #[test]
+    fn among_due_hosts_the_most_important_work_goes_first_aged_by_waiting() {
+        let rank = |cash: f32| Rank::of(Cash::new(cash));
+        let mut due = DueIndex::new();
+        for host in ["poor.test", "rich.test", "middle.test"] {
+            due.insert(host, 1_000);
+        }
+        due.prefer("rich.test", rank(0.5));
+        due.prefer("middle.test", rank(0.01));
+        due.prefer("middle.test", rank(0.0001)); // a poorer arrival changes nothing
+        due.set_rank("poor.test", rank(0.0001));
+        due.prefer("absent.test", rank(1.0)); // not dormant: nothing
+        assert_eq!(due.pop_due(999), None, "none due yet");
+        assert_eq!(due.pop_due(1_000).as_deref(), Some("rich.test"));
+        // Preferred after it was found due: it moves up at once.
+        due.prefer("poor.test", rank(0.02));
+        assert_eq!(due.pop_due(1_000).as_deref(), Some("poor.test"));
+        assert_eq!(due.pop_due(1_000).as_deref(), Some("middle.test"));
+        assert!(due.is_empty() && !due.contains("absent.test"));
+
+        // A second of waiting is worth a doubling: the host due 3 s
+        // earlier beats one four times richer, not one over eight times.
+        due.insert("early.test", 10_000);
+        due.prefer("early.test", rank(0.01));
+        due.insert("richer.test", 13_000);
+        due.prefer("richer.test", rank(0.04));
+        due.insert("richest.test", 13_000);
+        due.prefer("richest.test", rank(0.16 * 1.1));
+        assert_eq!(due.next_due_ms(), Some(10_000));
+        assert_eq!(due.pop_due(13_000).as_deref(), Some("richest.test"));
+        assert_eq!(due.next_due_ms(), Some(10_000), "early is due, not taken");
+        assert_eq!(due.pop_due(13_000).as_deref(), Some("early.test"));
+        assert_eq!(due.pop_due(13_000).as_deref(), Some("richer.test"));
+        // Reinserted hosts keep their rank; removal works from either set.
+        due.insert("a.test", 5);
+        due.prefer("a.test", rank(0.5));
+        assert_eq!(due.pop_due(0), None);
+        due.insert("a.test", 7);
+        due.insert("b.test", 6);
+        assert_eq!(
+            due.pop_due(7).as_deref(),
+            Some("a.test"),
+            "its rank was kept"
+        );
+        assert_eq!(due.remove("b.test"), Some(6));
+        assert!(due.is_empty());
     }
 
     #[test]

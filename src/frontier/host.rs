@@ -36,7 +36,7 @@
 //!    possible request is more than `passivate_after` away it asks to be
 //!    passivated until then: the partition's due index wakes it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use url::Url;
 
+use super::importance::{Arrivals, Rank};
 use super::lifecycle::{self, RecrawlSettings};
 use super::response::{self, Attempts, RetryLimits, SitemapSettings};
 use super::{Candidate, LevelPicker, Priority, LEVELS};
@@ -56,6 +57,7 @@ use crate::politeness::slowdown::Slowdown;
 use crate::politeness::{Hold, HostPoliteness, Outcome, Permit, Policy, Schedule, Wait};
 use crate::robots::cache::{FetchResult, Fetched, Need, OriginRobots, RobotsSettings};
 use crate::robots::{self, RobotsRecord, RobotsSummary};
+use crate::store::codec;
 use crate::store::{
     Completion, HostState, QueueEntry, Removal, StoreError, Tries, UrlRecord, UrlState,
 };
@@ -292,6 +294,15 @@ impl Task {
         }
     }
 
+    /// The queue key it completes, once it ran.
+    fn completed_key(&self) -> Option<&[u8]> {
+        match self {
+            Task::Process(job) => Some(&job.entry.key),
+            Task::Complete(finish) => Some(&finish.completion.key),
+            _ => None,
+        }
+    }
+
     /// When the URL it settled is due again, once it ran.
     fn next_due_ms(&self) -> Option<u64> {
         match self {
@@ -457,8 +468,12 @@ enum RecrawlNext {
 struct Head {
     /// Entries read from the store, not yet dispatched, per priority.
     queues: [VecDeque<QueueEntry>; LEVELS],
-    /// Key of the last entry read per level; refills start after it.
+    /// Where each level's next refill starts (exclusive): the key of the
+    /// last entry read, or a rank's start once a richer entry arrived.
     cursors: [Option<Vec<u8>>; LEVELS],
+    /// Keys of the entries taken from the levels whose completion is not
+    /// yet written: a level read again from an earlier rank skips them.
+    taken: HashSet<Vec<u8>>,
     /// The store had nothing more at the last refill of each level.
     exhausted: [bool; LEVELS],
     picker: LevelPicker,
@@ -481,6 +496,7 @@ impl Default for Head {
         Head {
             queues: Default::default(),
             cursors: Default::default(),
+            taken: HashSet::new(),
             exhausted: [false; LEVELS],
             picker: LevelPicker::default(),
             chosen: None,
@@ -560,7 +576,9 @@ impl Head {
             Source::Retry => self.retry.pop_front(),
             Source::Level(l) => {
                 self.chosen = None;
-                self.queues[l].pop_front()
+                let entry = self.queues[l].pop_front()?;
+                self.taken.insert(entry.key.clone());
+                Some(entry)
             }
             Source::Recrawl => {
                 self.chosen = None;
@@ -569,22 +587,24 @@ impl Head {
         }
     }
 
-    /// Loads the next page of one level's queue. A read error leaves the
-    /// level exhausted until the next wake: the entries stay in the store.
+    /// Loads the next page of one level's queue (read on past entries
+    /// already taken, which a level read again from an earlier rank meets
+    /// first). A read error leaves the level exhausted until the next
+    /// wake: the entries stay in the store.
     fn refill(&mut self, host: &str, level: usize, queue: &dyn QueueSource) {
-        if self.exhausted[level] {
-            return;
-        }
         let priority = Priority::from_level(level as u8);
-        match queue.queue_page(host, priority, self.cursors[level].as_deref(), REFILL) {
-            Ok(page) if page.is_empty() => self.exhausted[level] = true,
-            Ok(page) => {
-                self.cursors[level] = page.last().map(|e| e.key.clone());
-                self.queues[level].extend(page);
-            }
-            Err(err) => {
-                tracing::error!(host, error = %err, "cannot read the queue");
-                self.exhausted[level] = true;
+        while !self.exhausted[level] && self.queues[level].is_empty() {
+            match queue.queue_page(host, priority, self.cursors[level].as_deref(), REFILL) {
+                Ok(page) if page.is_empty() => self.exhausted[level] = true,
+                Ok(page) => {
+                    self.cursors[level] = page.last().map(|e| e.key.clone());
+                    let fresh = page.into_iter().filter(|e| !self.taken.contains(&e.key));
+                    self.queues[level].extend(fresh);
+                }
+                Err(err) => {
+                    tracing::error!(host, error = %err, "cannot read the queue");
+                    self.exhausted[level] = true;
+                }
             }
         }
     }
@@ -621,6 +641,31 @@ impl Head {
         }
     }
 
+    /// An entry of rank `rank` arrived at `level`: if the level has read
+    /// past that rank, it is read again from there when its loaded entries
+    /// richer than the newcomer are taken (the rest of them are dropped
+    /// from memory and read again in order; entries taken meanwhile are
+    /// skipped, see [`Head::taken`]).
+    fn arrived(&mut self, host: &str, level: usize, rank: Rank) {
+        // The newcomer's key is its rank's start and a sequence number
+        // above all others: the level missed it if the cursor (a key, or
+        // a rank's start after an earlier arrival) is past that start.
+        let start = codec::rank_start(host, Priority::from_level(level as u8), rank);
+        let read_past = self.cursors[level]
+            .as_deref()
+            .is_some_and(|cursor| start.as_slice() < cursor && !cursor.starts_with(&start));
+        if !read_past {
+            return;
+        }
+        self.queues[level].retain(|e| e.key < start);
+        self.cursors[level] = Some(start);
+    }
+
+    /// The entry with key `key` is completed in the store (its task ran).
+    fn completed(&mut self, key: &[u8]) {
+        self.taken.remove(key);
+    }
+
     /// A refresh was scheduled at `due_ms` (a completion of this host):
     /// the host knows it is coming without reading the store.
     fn recrawl_scheduled(&mut self, due_ms: u64) {
@@ -647,6 +692,14 @@ impl Head {
             && self.recrawl.is_empty()
             && self.queues.iter().all(VecDeque::is_empty)
             && self.exhausted.iter().all(|&e| e)
+    }
+
+    /// The best rank loaded among the levels' next entries.
+    fn best_rank(&self) -> Option<Rank> {
+        self.queues
+            .iter()
+            .filter_map(|q| q.front().and_then(QueueEntry::rank))
+            .min()
     }
 
     fn len(&self) -> usize {
@@ -819,6 +872,11 @@ impl HostMachine {
         self.armed
     }
 
+    /// The rank of the best new URL it has loaded, if any.
+    pub fn best_rank(&self) -> Option<Rank> {
+        self.head.best_rank()
+    }
+
     /// The settings it decides by.
     pub fn settings(&self) -> Arc<HostSettings> {
         self.settings.clone()
@@ -829,12 +887,16 @@ impl HostMachine {
         self.metrics.clone()
     }
 
-    /// New work was queued at the priority `levels` (a bit per level;
-    /// [`RECRAWL_BIT`]: refreshes were made due).
-    pub fn wake(&mut self, levels: u8, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
-        for (level, exhausted) in self.head.exhausted.iter_mut().enumerate() {
+    /// New work was queued: at the priority levels and best ranks of
+    /// `arrivals` (its [`RECRAWL_BIT`]: refreshes were made due).
+    pub fn wake(&mut self, arrivals: Arrivals, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
+        let levels = arrivals.bits();
+        for level in 0..LEVELS {
             if levels & (1 << level) != 0 {
-                *exhausted = false;
+                self.head.exhausted[level] = false;
+            }
+            if let Some(rank) = arrivals.best(level) {
+                self.head.arrived(&self.host, level, rank);
             }
         }
         if levels & RECRAWL_BIT != 0 {
@@ -1468,6 +1530,11 @@ impl HostMachine {
         now: Now,
     ) -> Vec<Effect> {
         let failures = self.running.remove(&id).unwrap_or(0);
+        if result.is_ok() {
+            if let Some(key) = task.completed_key() {
+                self.head.completed(key);
+            }
+        }
         if let Err(failure) = result {
             self.metrics
                 .pipeline_failures
@@ -1667,6 +1734,7 @@ impl HostMachine {
             },
             queued_by_priority,
             head: self.head.len(),
+            best_score: self.head.best_rank().map(|rank| rank.cash().get()),
             processing: self.running.len() + self.delayed.len(),
             failing_tasks: self.failing_tasks,
             stats: self.stats,
@@ -1704,6 +1772,10 @@ pub struct HostSnapshot {
     pub queued_by_priority: [u64; LEVELS],
     /// Entries loaded in memory and not yet dispatched.
     pub head: usize,
+    /// The estimated importance (OPIC cash) of the richest new URL loaded
+    /// in memory: what the host fetches next at its level; none when
+    /// dormant or when nothing ranked is loaded.
+    pub best_score: Option<f32>,
     /// Fetched entries being parsed, archived and admitted (or waiting to
     /// try that again).
     pub processing: usize,
@@ -1750,6 +1822,7 @@ impl HostSnapshot {
             robots_failing: Vec::new(),
             queued_by_priority,
             head: 0,
+            best_score: None,
             processing: 0,
             failing_tasks: 0,
             stats: HostStats::default(),

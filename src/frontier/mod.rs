@@ -13,6 +13,7 @@ pub mod blocks;
 pub mod budget;
 pub mod due;
 pub mod host;
+pub mod importance;
 pub mod lifecycle;
 pub mod listing;
 pub mod page_flow;
@@ -103,6 +104,9 @@ pub struct Candidate {
     pub referrer: Option<String>,
     /// The `lastmod` of the sitemap entry it comes from (Unix ms).
     pub lastmod_ms: Option<u64>,
+    /// Its estimated importance ([`importance`]): its share of the cash
+    /// of the page it was found on, or a seed's.
+    pub cash: importance::Cash,
 }
 
 impl Candidate {
@@ -122,6 +126,7 @@ impl Candidate {
             kind: EntryKind::Page,
             referrer: Some(referrer),
             lastmod_ms: None,
+            cash: importance::Cash::UNKNOWN,
         }
     }
 }

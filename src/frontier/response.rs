@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use url::Url;
 
+use super::importance::Cash;
 use super::{Candidate, EntryKind, Priority};
 use crate::fetch::{FetchError, FetchResponse};
 use crate::metrics::Metrics;
@@ -259,6 +260,7 @@ pub fn redirect_target(
         },
         referrer: Some(crate::url::registrable_domain(crate::url::host_key(url)).to_owned()),
         lastmod_ms: None,
+        cash: Cash::UNKNOWN,
     })
 }
 
@@ -307,6 +309,7 @@ pub fn sitemap_candidates(
         priority: Priority::HIGH,
         kind: kind.clone(),
         lastmod_ms: None,
+        cash: Cash::UNKNOWN,
     });
     let pages = selection
         .pages
@@ -318,6 +321,7 @@ pub fn sitemap_candidates(
             priority,
             kind: EntryKind::Page,
             lastmod_ms: lastmod.and_then(|t| u64::try_from(t.timestamp_millis()).ok()),
+            cash: Cash::UNKNOWN,
         });
     let found: Vec<Candidate> = sitemaps.chain(pages).collect();
     count("queued", found.len());
@@ -339,6 +343,7 @@ pub fn robots_sitemaps(robots_url: &Url, sitemaps: &[String], host: &str) -> Vec
                 submitter: submitter.clone(),
             },
             lastmod_ms: None,
+            cash: Cash::SEED,
         })
         .collect();
     if candidates.is_empty() {
@@ -350,6 +355,7 @@ pub fn robots_sitemaps(robots_url: &Url, sitemaps: &[String], host: &str) -> Vec
                 priority: Priority::HIGH,
                 kind: EntryKind::Sitemap { submitter: None },
                 lastmod_ms: None,
+                cash: Cash::SEED,
             });
         }
     }

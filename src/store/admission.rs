@@ -13,6 +13,7 @@ use super::queue::DueChanges;
 use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_URLS, META_SEQ, SEQ_RESERVE};
 use super::{PartitionStore, SeenCache, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
+use crate::frontier::importance::{rank_for, Cash, Rank};
 use crate::frontier::lifecycle::{self, Offer, SeedOffer};
 use crate::frontier::{EntryKind, Priority};
 use crate::url::{registrable_domain, Fingerprint};
@@ -40,11 +41,14 @@ pub struct AdmitEntry {
     /// The `lastmod` of the sitemap entry that lists it (Unix ms): newer
     /// than the URL's last fetch, it makes a seen URL due at once.
     pub lastmod_ms: Option<u64>,
+    /// Its estimated importance (`frontier/importance.rs`): where it goes
+    /// in its host's queue.
+    pub cash: Cash,
 }
 
 impl AdmitEntry {
     /// Whether an operator gave it as a seed.
-    fn is_seed(&self) -> bool {
+    pub(super) fn is_seed(&self) -> bool {
         self.priority == Priority::SEED
     }
 
@@ -103,11 +107,17 @@ fn seed_key(fp: Fingerprint) -> Vec<u8> {
 /// What [`PartitionStore::admit`] did with a batch.
 #[derive(Debug, Default)]
 pub struct Admitted {
-    /// Entries queued, sorted by fingerprint.
+    /// Entries queued, sorted by fingerprint (the cash of a URL linked
+    /// more than once in the batch is the sum of its links').
     pub entries: Vec<AdmitEntry>,
+    /// The rank each of `entries` was queued at, in the same order.
+    pub ranks: Vec<Rank>,
     /// Entries refused by a budget, and which (not recorded: rediscovery
     /// may admit them once the budget has grown).
     pub over_budget: Vec<(Fingerprint, OverBudget)>,
+    /// Domains the operator seeded that a budget refused URLs of, once
+    /// each per batch: the operator is told which setting to raise.
+    pub seeded_cut: Vec<(String, OverBudget)>,
     /// What the seen filter answered for the batch's distinct URLs.
     pub filter: FilterCounts,
     /// Seen URLs the offer made due at once (a seed for a removed URL, a
@@ -182,16 +192,25 @@ impl PartitionStore {
     ) -> Result<Admitted, StoreError> {
         let mut batch = WriteBatch::default();
         let budgets = !self.budget.is_unlimited();
+        let mut charged = budgets::Charged::default();
         if budgets {
             // Every link counts toward its target's budget, before the
-            // batch's duplicates (other referrers of one URL) are dropped.
+            // batch's duplicates (other referrers of one URL) are dropped;
+            // every seed marks its domain, new or seen.
             for entry in &entries {
                 self.note_link(book, entry)?;
+                self.note_seeded(book, entry, &mut charged)?;
             }
         }
         // Sorted keys let RocksDB's batched multi-get walk each SST once.
         entries.sort_unstable_by_key(|e| e.fp);
-        entries.dedup_by_key(|e| e.fp);
+        entries.dedup_by(|later, kept| {
+            let same = later.fp == kept.fp;
+            if same {
+                kept.cash = kept.cash.plus(later.cash);
+            }
+            same
+        });
         let maybe: Vec<Maybe> = entries
             .iter()
             .map(|e| self.filter_answer(cache, e))
@@ -206,12 +225,13 @@ impl PartitionStore {
         let mut found = self.db.batched_multi_get_cf(urls, &probe, true).into_iter();
         let mut seq = self.next_seq.load(Ordering::Relaxed);
         let mut admitted = Vec::new();
+        let mut ranks = Vec::new();
         let mut over_budget = Vec::new();
+        let mut seeded_cut = Vec::new();
         let mut filter = FilterCounts::default();
         let mut fresh = Vec::new();
         let mut refreshed = Vec::new();
         let mut due = DueChanges::default();
-        let mut charged = budgets::Charged::default();
         for (entry, maybe) in entries.into_iter().zip(maybe) {
             let key = entry.fp.to_bytes();
             let (seen, stored) = match maybe {
@@ -253,6 +273,10 @@ impl PartitionStore {
             // Pages are budgeted; sitemaps (a few per host) are not.
             if budgets && entry.queue && entry.kind.is_page() {
                 if let Err(over) = self.charge(book, &entry, &mut charged)? {
+                    let domain = registrable_domain(&entry.host);
+                    if over.is_seeded() && !seeded_cut.iter().any(|(d, _)| d == domain) {
+                        seeded_cut.push((domain.to_owned(), over));
+                    }
                     over_budget.push((entry.fp, over));
                     continue;
                 }
@@ -274,19 +298,23 @@ impl PartitionStore {
                 kind: entry.kind.clone(),
                 url: entry.url.clone(),
             };
+            let rank = rank_for(self.ordering, entry.cash);
             batch.put_cf(
                 self.queue_cf(),
-                codec::queue_key(&entry.host, entry.priority, seq),
+                codec::queue_key(&entry.host, entry.priority, rank, seq),
                 value.encode().map_err(|e| self.codec(e))?,
             );
             seq += 1;
             admitted.push(entry);
+            ranks.push(rank);
         }
         self.stage_charges(book, &charged, &mut batch)?;
         if batch.is_empty() {
             return Ok(Admitted {
                 entries: admitted,
+                ranks,
                 over_budget,
+                seeded_cut,
                 filter,
                 refreshed,
             });
@@ -318,7 +346,9 @@ impl PartitionStore {
         }
         Ok(Admitted {
             entries: admitted,
+            ranks,
             over_budget,
+            seeded_cut,
             filter,
             refreshed,
         })
@@ -501,6 +531,7 @@ mod tests {
             pages_per_linking_domain: 2,
             max_pages_per_domain: 0,
             max_urls_per_host: 0,
+            seeded_base_pages: 0,
         };
         let open = || {
             let env = StoreEnv::new(&Config::defaults().storage).with_budgets(budget);
@@ -529,6 +560,56 @@ mod tests {
         // One outside domain links in: two more pages.
         let outcome = store.admit(farm(8..12, Some("other.test"))).unwrap();
         assert_eq!(outcome.entries.len(), 2);
+    }
+
+    #[test]
+    fn a_seeded_domain_gets_the_seeded_base_across_a_reopen_and_says_so_when_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = BudgetSettings {
+            base_pages: 3,
+            pages_per_linking_domain: 0,
+            max_pages_per_domain: 0,
+            max_urls_per_host: 0,
+            seeded_base_pages: 6,
+        };
+        let open = || {
+            let env = StoreEnv::new(&Config::defaults().storage).with_budgets(budget);
+            PartitionStore::open(&env, dir.path(), 0).unwrap()
+        };
+        let site = |range: std::ops::Range<u32>, host: &str| -> Vec<AdmitEntry> {
+            range
+                .map(|i| entry(&format!("http://{host}/{i}"), host))
+                .collect()
+        };
+        {
+            let store = open();
+            let mut seed = entry("http://www.site.test/", "www.site.test");
+            seed.priority = Priority::SEED;
+            assert_eq!(store.admit(vec![seed]).unwrap().entries.len(), 1);
+            // Another host of the seeded domain shares its budget.
+            let outcome = store.admit(site(0..3, "blog.site.test")).unwrap();
+            assert_eq!(outcome.entries.len(), 3);
+            assert!(outcome.seeded_cut.is_empty());
+            // An unseeded domain keeps base_pages.
+            let other = store.admit(site(0..5, "other.test")).unwrap();
+            assert_eq!(other.entries.len(), 3);
+            assert_eq!(other.over_budget[0].1, OverBudget::Domain);
+            assert!(other.seeded_cut.is_empty());
+        }
+        let store = open();
+        let outcome = store.admit(site(3..8, "blog.site.test")).unwrap();
+        assert_eq!(
+            outcome.entries.len(),
+            2,
+            "1 seed + 3 + 2 = the seeded base of 6"
+        );
+        let reasons: Vec<_> = outcome.over_budget.iter().map(|(_, o)| *o).collect();
+        assert_eq!(reasons, [OverBudget::SeededDomain; 3]);
+        assert_eq!(
+            outcome.seeded_cut,
+            [("site.test".to_owned(), OverBudget::SeededDomain)],
+            "named once per batch"
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! - `l ‖ 0 ‖ domain ‖ 0 ‖ linker` → more linking domains written with it
 //!   (a [`codec::encode_value`] list; empty: none, like every record
 //!   earlier releases wrote);
-//! - `h ‖ 0 ‖ host` → URLs admitted (u64 BE).
+//! - `h ‖ 0 ‖ host` → URLs admitted (u64 BE);
+//! - `s ‖ 0 ‖ domain` → empty: the operator seeded the domain (its base
+//!   is `seeded_base_pages`, see `frontier/budget.rs`).
 //!
 //! # When linking domains are written
 //!
@@ -169,6 +171,8 @@ fn domain_weight(d: &DomainBudget) -> usize {
 pub(super) struct Charged {
     hosts: HashSet<String>,
     domains: HashSet<String>,
+    /// Domains found seeded by this batch.
+    seeded: HashSet<String>,
 }
 
 impl Charged {
@@ -206,6 +210,26 @@ impl PartitionStore {
         if self.domain(book, own)?.note_linker(own, linker) {
             book.weight += 1;
             book.note_unsaved(own, linker);
+        }
+        Ok(())
+    }
+
+    /// Notes that the operator seeded `entry`'s domain, if it is a seed
+    /// (written with the batch: [`PartitionStore::stage_charges`]).
+    pub(super) fn note_seeded(
+        &self,
+        book: &mut Book,
+        entry: &AdmitEntry,
+        charged: &mut Charged,
+    ) -> Result<(), StoreError> {
+        if !entry.is_seed() {
+            return Ok(());
+        }
+        let own = registrable_domain(&entry.host);
+        let domain = self.domain(book, own)?;
+        if !domain.seeded {
+            domain.seeded = true;
+            charged.seeded.insert(own.to_owned());
         }
         Ok(())
     }
@@ -258,6 +282,9 @@ impl PartitionStore {
         for host in &charged.hosts {
             let urls = self.host_count(book, host)?;
             batch.put_cf(cf, key(b'h', &[host]), urls.to_be_bytes());
+        }
+        for domain in &charged.seeded {
+            batch.put_cf(cf, key(b's', &[domain]), []);
         }
         for (domain, linkers) in book.take_unsaved(charged) {
             self.stage_linkers(&domain, &linkers, batch)?;
@@ -343,6 +370,7 @@ impl PartitionStore {
         }
         let mut loaded = DomainBudget {
             pages: self.read_u64(&key(b'd', &[domain]))?,
+            seeded: self.get(CF_BUDGETS, &key(b's', &[domain]))?.is_some(),
             ..Default::default()
         };
         let prefix = key(b'l', &[domain, ""]);
@@ -401,6 +429,7 @@ mod tests {
             pages_per_linking_domain: 1,
             max_pages_per_domain: 0,
             max_urls_per_host: 0,
+            seeded_base_pages: 0,
         };
         let env = StoreEnv::new(&Config::defaults().storage).with_budgets(budget);
         PartitionStore::open(&env, dir, 0).unwrap()

@@ -9,9 +9,11 @@
 //! - `recrawl`: `host ‖ 0x00 ‖ due (u64 BE, Unix ms) ‖ fingerprint` →
 //!   [`QueueValue`]: fetched URLs by the time they are due again, one
 //!   host's in due order;
-//! - `queue.v1`: `host ‖ 0x00 ‖ priority (u8) ‖ seq (u64 BE)` →
-//!   [`QueueValue`], so one host's queue of one priority is one contiguous
-//!   key range in admission order;
+//! - `queue.v1`: `host ‖ 0x00 ‖ priority (u8) ‖ rank (u16 BE) ‖ seq (u64
+//!   BE)` → [`QueueValue`], so one host's queue of one priority is one
+//!   contiguous key range, most important first (the rank, see
+//!   `frontier/importance.rs`), then in admission order. Keys written
+//!   before ranks have no rank bytes and sort first (see there);
 //! - `hosts`: host name → robots.txt records by origin;
 //! - `schedules`: host name → [`Schedule`]; `host ‖ 0x00 ‖ memory` →
 //!   [`HostMemory`]; `host ‖ 0x00 ‖ hold` → [`Hold`] (the request it may
@@ -62,6 +64,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::frontier::importance::Rank;
 use crate::frontier::{EntryKind, Priority};
 use crate::politeness::{Hold, Schedule};
 use crate::robots::RobotsRecord;
@@ -114,6 +117,39 @@ pub fn encode_value<T: Serialize + ?Sized>(
         .map_err(|source| CodecError::Postcard { what, source })
 }
 
+/// Encodes `value` as `version` followed by its postcard encoding: a
+/// stored shape that changed (see the module docs) is written under a
+/// version byte of its own.
+pub fn encode_value_as<T: Serialize + ?Sized>(
+    what: &'static str,
+    version: u8,
+    value: &T,
+) -> Result<Vec<u8>, CodecError> {
+    postcard::to_extend(value, vec![version])
+        .map_err(|source| CodecError::Postcard { what, source })
+}
+
+/// Decodes what [`encode_value_as`] wrote under `version`, if `bytes`
+/// starts with it (`None` otherwise: an older shape, for the caller).
+pub fn decode_value_as<T: DeserializeOwned>(
+    what: &'static str,
+    version: u8,
+    bytes: &[u8],
+) -> Result<Option<T>, CodecError> {
+    if bytes.first() != Some(&version) {
+        return Ok(None);
+    }
+    let (value, rest) = postcard::take_from_bytes(&bytes[1..])
+        .map_err(|source| CodecError::Postcard { what, source })?;
+    if !rest.is_empty() {
+        return Err(CodecError::Trailing {
+            what,
+            extra: rest.len(),
+        });
+    }
+    Ok(Some(value))
+}
+
 /// Decodes what [`encode_value`] wrote, or the JSON of an earlier release.
 pub fn decode_value<T: DeserializeOwned>(
     what: &'static str,
@@ -156,11 +192,28 @@ pub fn queue_prefix(host: &str, priority: Priority) -> Vec<u8> {
     key
 }
 
-/// The queue key of entry `seq` of `host` at `priority`.
-pub fn queue_key(host: &str, priority: Priority, seq: u64) -> Vec<u8> {
-    let mut key = queue_prefix(host, priority);
+/// The queue key of entry `seq` of `host` at `priority` and `rank`.
+pub fn queue_key(host: &str, priority: Priority, rank: Rank, seq: u64) -> Vec<u8> {
+    let mut key = rank_start(host, priority, rank);
     key.extend_from_slice(&seq.to_be_bytes());
     key
+}
+
+/// The first possible key of `host`'s queue at `priority` and `rank`: as
+/// a refill's "after" bound (which no real key equals), reading from it
+/// reads that rank and every lesser one.
+pub fn rank_start(host: &str, priority: Priority, rank: Rank) -> Vec<u8> {
+    let mut key = queue_prefix(host, priority);
+    key.extend_from_slice(&rank.to_bytes());
+    key
+}
+
+/// The rank of a queue key, if it has one (keys written before ranks
+/// have none).
+pub fn queue_key_rank(key: &[u8]) -> Option<Rank> {
+    let end = key.iter().position(|&b| b == 0)?;
+    let rest = key.get(end + 2..)?;
+    (rest.len() == 10).then(|| Rank::from_bytes([rest[0], rest[1]]))
 }
 
 /// The priority of a queue key.
@@ -470,10 +523,11 @@ mod tests {
 
     #[test]
     fn queue_keys_group_by_host_and_priority_in_sequence_order() {
-        let a1 = queue_key("a.test", Priority::NORMAL, 1);
-        let a2 = queue_key("a.test", Priority::NORMAL, 256);
-        let a0 = queue_key("a.test", Priority::SEED, 900);
-        let ab = queue_key("a.test.b", Priority::SEED, 0);
+        let rank = Rank::FIFO;
+        let a1 = queue_key("a.test", Priority::NORMAL, rank, 1);
+        let a2 = queue_key("a.test", Priority::NORMAL, rank, 256);
+        let a0 = queue_key("a.test", Priority::SEED, rank, 900);
+        let ab = queue_key("a.test.b", Priority::SEED, rank, 0);
         assert!(a1 < a2);
         assert!(a0 < a1, "higher priority sorts first");
         assert!(a1.starts_with(&queue_prefix("a.test", Priority::NORMAL)));
@@ -481,6 +535,26 @@ mod tests {
         assert!(!ab.starts_with(&host_prefix("a.test")));
         assert_eq!(queue_key_host(&a2), Some("a.test"));
         assert_eq!(queue_key_priority(&a0), Some(Priority::SEED));
+    }
+
+    #[test]
+    fn within_a_level_the_richer_rank_sorts_first_then_admission_order() {
+        use crate::frontier::importance::Cash;
+        let rich = Rank::of(Cash::SEED);
+        let poor = Rank::of(Cash::new(0.001));
+        let late_rich = queue_key("a.test", Priority::NORMAL, rich, 900);
+        let early_poor = queue_key("a.test", Priority::NORMAL, poor, 1);
+        let later_poor = queue_key("a.test", Priority::NORMAL, poor, 2);
+        assert!(late_rich < early_poor && early_poor < later_poor);
+        assert!(rank_start("a.test", Priority::NORMAL, poor) < early_poor);
+        assert!(rank_start("a.test", Priority::NORMAL, poor) > late_rich);
+        assert_eq!(queue_key_rank(&late_rich), Some(rich));
+        assert_eq!(queue_key_host(&late_rich), Some("a.test"));
+        // A key written before ranks has none.
+        let mut old = queue_prefix("a.test", Priority::NORMAL);
+        old.extend_from_slice(&7u64.to_be_bytes());
+        assert_eq!(queue_key_rank(&old), None);
+        assert!(old < late_rich, "old keys sort first in their level");
     }
 
     fn queue_values() -> Vec<QueueValue> {

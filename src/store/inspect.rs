@@ -1,6 +1,9 @@
 //! What an operator sees of one host's queue (`GET
-//! /api/v1/hosts/{host}/queue`): its queued URLs in the order its
-//! priority queues hold them, and its scheduled refreshes by due time.
+//! /api/v1/hosts/{host}/queue`, `trawl ctl queue`): its queued URLs in the
+//! order its priority queues hold them, and its scheduled refreshes by due
+//! time. Each new URL shows why it is where it is: its priority level
+//! (the host takes turns between levels, 8:4:2:1), then its score (the
+//! richest first within a level, `frontier/importance.rs`), then arrival.
 
 use rocksdb::{Direction, IteratorMode};
 use serde::Serialize;
@@ -8,7 +11,7 @@ use serde::Serialize;
 use super::{codec, recrawl, PartitionStore, QueueValue, StoreError};
 
 /// One queued URL.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct QueuedUrl {
     /// The URL.
     pub url: String,
@@ -16,6 +19,9 @@ pub struct QueuedUrl {
     pub priority: u8,
     /// Hops from its seed.
     pub depth: u32,
+    /// Its estimated importance (OPIC cash) as its queue key ranks it; none
+    /// for refreshes and entries queued before scores existed.
+    pub score: Option<f32>,
     /// `page`, `redirected` or `sitemap`.
     pub kind: &'static str,
     /// When it is due (Unix ms): for a refresh its scheduled time; `None`
@@ -24,7 +30,7 @@ pub struct QueuedUrl {
 }
 
 /// A host's queue as stored: up to `limit` of each kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct HostQueue {
     /// New URLs, by priority then arrival.
     pub queued: Vec<QueuedUrl>,
@@ -33,7 +39,7 @@ pub struct HostQueue {
 }
 
 impl QueuedUrl {
-    fn of(value: QueueValue, priority: u8, due_ms: Option<u64>) -> Self {
+    fn of(value: QueueValue, priority: u8, score: Option<f32>, due_ms: Option<u64>) -> Self {
         use crate::frontier::EntryKind;
         let kind = match value.kind {
             EntryKind::Page => "page",
@@ -44,6 +50,7 @@ impl QueuedUrl {
             url: value.url,
             priority,
             depth: value.depth,
+            score,
             kind,
             due_ms,
         }
@@ -68,7 +75,8 @@ impl PartitionStore {
                 codec::queue_key_priority(&key).ok_or_else(|| self.corrupt("queue key"))?;
             let value = self.queue.decode(&value).map_err(|e| self.codec(e))?;
             let level = priority.level() as u8;
-            queue.queued.push(QueuedUrl::of(value, level, None));
+            let score = codec::queue_key_rank(&key).map(|rank| rank.cash().get());
+            queue.queued.push(QueuedUrl::of(value, level, score, None));
         }
         let Some(cf) = recrawl::family(self) else {
             return Ok(queue);
@@ -84,7 +92,9 @@ impl PartitionStore {
             let due = codec::recrawl_key_due(&key).ok_or_else(|| self.corrupt("recrawl key"))?;
             let value = QueueValue::decode(&value).map_err(|e| self.codec(e))?;
             let level = crate::frontier::Priority::NORMAL.level() as u8;
-            queue.refreshes.push(QueuedUrl::of(value, level, Some(due)));
+            queue
+                .refreshes
+                .push(QueuedUrl::of(value, level, None, Some(due)));
         }
         Ok(queue)
     }
@@ -123,6 +133,34 @@ mod tests {
         );
         assert!(queue.refreshes.is_empty());
         assert_eq!(store.host_queue("a.test", 1).unwrap().queued.len(), 1);
+        assert_eq!(store.host_queue("b.test", 10).unwrap().queued.len(), 0);
+    }
+
+    #[test]
+    fn within_a_level_the_listing_shows_the_richest_first_with_its_score() {
+        use crate::frontier::importance::Cash;
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let with = |url: &str, cash: f32| {
+            let mut e = entry(url, "a.test");
+            e.cash = Cash::new(cash);
+            e
+        };
+        store
+            .admit(vec![
+                with("http://a.test/poor", 0.001),
+                with("http://a.test/rich", 0.5),
+            ])
+            .unwrap();
+        let queue = store.host_queue("a.test", 10).unwrap();
+        let listed: Vec<(&str, f32)> = queue
+            .queued
+            .iter()
+            .map(|q| (q.url.as_str(), q.score.unwrap()))
+            .collect();
+        assert_eq!(listed[0].0, "http://a.test/rich");
+        assert!((listed[0].1 / 0.5 - 1.0).abs() < 0.003, "{listed:?}");
+        assert_eq!(listed[1].0, "http://a.test/poor");
         assert!(store.host_queue("b.test", 10).unwrap().queued.is_empty());
     }
 }

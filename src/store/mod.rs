@@ -153,6 +153,8 @@ pub struct PartitionStore {
     due_book: std::sync::Mutex<recrawl::DueBook>,
     /// Next outbox sequence number (`outbox.rs`).
     outbox_seq: AtomicU64,
+    /// How each host's queue is ordered (the rank written in its keys).
+    ordering: crate::frontier::importance::Ordering,
 }
 
 impl PartitionStore {
@@ -235,6 +237,7 @@ pub(crate) mod test_support {
             queue: true,
             referrer: None,
             lastmod_ms: None,
+            cash: crate::frontier::importance::Cash::UNKNOWN,
         }
     }
 

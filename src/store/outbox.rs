@@ -23,10 +23,11 @@ use rocksdb::{IteratorMode, WriteBatch};
 use serde::{Deserialize, Serialize};
 
 use super::admission::AdmitEntry;
-use super::codec::{decode_value, encode_value};
+use super::codec::{decode_value, decode_value_as, encode_value_as, CodecError};
 use super::queue::Completion;
 use super::schema::CF_OUTBOX;
 use super::{PartitionStore, StoreError};
+use crate::frontier::importance::Cash;
 use crate::frontier::{EntryKind, Priority};
 use crate::politeness::Schedule;
 use crate::url::Fingerprint;
@@ -58,7 +59,12 @@ impl Pending {
 
 const WHAT: &str = "outbox batch";
 
-/// The stored shape of an [`AdmitEntry`] (version 1).
+/// The version byte of batches whose entries carry their cash (version 1:
+/// [`StoredEntry`] alone, read with [`Cash::UNKNOWN`]).
+const WITH_CASH: u8 = 2;
+
+/// The stored shape of an [`AdmitEntry`] (version 1; version 2 is it with
+/// the entry's cash).
 #[derive(Serialize, Deserialize)]
 struct StoredEntry {
     fp: u128,
@@ -118,8 +124,27 @@ impl From<StoredEntry> for AdmitEntry {
             queue: s.queue,
             referrer: s.referrer,
             lastmod_ms: s.lastmod_ms,
+            cash: Cash::UNKNOWN,
         }
     }
+}
+
+/// A stored batch's entries, of either version.
+fn decode_entries(bytes: &[u8]) -> Result<Vec<AdmitEntry>, CodecError> {
+    let with_cash: Option<Vec<(StoredEntry, f32)>> = decode_value_as(WHAT, WITH_CASH, bytes)?;
+    Ok(match with_cash {
+        Some(stored) => stored
+            .into_iter()
+            .map(|(s, cash)| AdmitEntry {
+                cash: Cash::new(cash),
+                ..AdmitEntry::from(s)
+            })
+            .collect(),
+        None => {
+            let stored: Vec<StoredEntry> = decode_value(WHAT, bytes)?;
+            stored.into_iter().map(AdmitEntry::from).collect()
+        }
+    })
 }
 
 fn key(seq: u64, partition: u16) -> [u8; 10] {
@@ -178,8 +203,12 @@ impl PartitionStore {
             .outbox_seq
             .fetch_add(batches.len() as u64, Ordering::Relaxed);
         for (seq, b) in (first..).zip(batches) {
-            let stored: Vec<StoredEntry> = b.entries.iter().map(StoredEntry::from).collect();
-            let value = encode_value(WHAT, &stored).map_err(|e| self.codec(e))?;
+            let stored: Vec<(StoredEntry, f32)> = b
+                .entries
+                .iter()
+                .map(|e| (StoredEntry::from(e), e.cash.get()))
+                .collect();
+            let value = encode_value_as(WHAT, WITH_CASH, &stored).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_OUTBOX), key(seq, b.partition), value);
         }
         Ok(())
@@ -207,14 +236,11 @@ impl PartitionStore {
             if Some(&k) == after {
                 continue;
             }
-            let stored: Vec<StoredEntry> = decode_value(WHAT, &v).map_err(|e| self.codec(e))?;
+            let entries = decode_entries(&v).map_err(|e| self.codec(e))?;
             let partition = u16::from_be_bytes([k[8], k[9]]);
             out.push(Pending {
                 key: k,
-                batch: OutboxBatch {
-                    partition,
-                    entries: stored.into_iter().map(AdmitEntry::from).collect(),
-                },
+                batch: OutboxBatch { partition, entries },
             });
         }
         Ok(out)
@@ -249,6 +275,7 @@ impl PartitionStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::codec::encode_value;
     use crate::store::test_support::{entry, open};
     use crate::store::{UrlRecord, UrlState};
 
@@ -262,6 +289,30 @@ mod tests {
         entries[0].lastmod_ms = Some(5);
         entries[0].referrer = Some("a.test".into());
         OutboxBatch { partition, entries }
+    }
+
+    #[test]
+    fn batches_written_before_cash_read_with_unknown_cash() {
+        let mut batch = links(3, 2);
+        for e in &mut batch.entries {
+            e.cash = Cash::new(0.5);
+        }
+        let old: Vec<StoredEntry> = batch.entries.iter().map(StoredEntry::from).collect();
+        let bytes = encode_value(WHAT, &old).unwrap();
+        let read = decode_entries(&bytes).unwrap();
+        assert_eq!(read.len(), 2);
+        assert!(read.iter().all(|e| e.cash == Cash::UNKNOWN));
+        assert_eq!(read[1].url, batch.entries[1].url);
+        // The current version keeps each entry's cash.
+        let mut rich = links(3, 2);
+        rich.entries[1].cash = Cash::new(0.25);
+        let stored: Vec<(StoredEntry, f32)> = rich
+            .entries
+            .iter()
+            .map(|e| (StoredEntry::from(e), e.cash.get()))
+            .collect();
+        let bytes = encode_value_as(WHAT, WITH_CASH, &stored).unwrap();
+        assert_eq!(decode_entries(&bytes).unwrap(), rich.entries);
     }
 
     #[test]

@@ -11,6 +11,7 @@ use rocksdb::{Direction, IteratorMode, WriteBatch};
 use super::codec::{self, QueueValue, UrlRecord, UrlState};
 use super::schema::{CF_META, CF_QUEUED, CF_RECRAWL, CF_SCHEDULES, CF_URLS, META_COUNTS};
 use super::{PartitionStore, StoreError};
+use crate::frontier::importance::{Cash, Rank};
 use crate::frontier::{Priority, LEVELS};
 use crate::politeness::Schedule;
 use crate::url::Fingerprint;
@@ -33,6 +34,20 @@ impl QueueEntry {
     /// The priority the entry was queued at.
     pub fn priority(&self) -> Priority {
         codec::queue_key_priority(&self.key).unwrap_or(Priority::LOW)
+    }
+
+    /// The rank the entry was queued at (none for refreshes and entries
+    /// queued before ranks).
+    pub fn rank(&self) -> Option<Rank> {
+        (!self.recrawl)
+            .then(|| codec::queue_key_rank(&self.key))
+            .flatten()
+    }
+
+    /// The cash the entry was queued with, as its rank tells it
+    /// ([`Cash::UNKNOWN`] without one).
+    pub fn cash(&self) -> Cash {
+        self.rank().map_or(Cash::UNKNOWN, Rank::cash)
     }
 }
 
@@ -197,6 +212,16 @@ impl PartitionStore {
         Ok(hosts)
     }
 
+    /// Queued entries of `host` (one read of its count).
+    pub fn queued_of(&self, host: &str) -> Result<u64, StoreError> {
+        match self.get(CF_QUEUED, host.as_bytes())? {
+            None => Ok(0),
+            Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
+                .map(|b| i64::from_be_bytes(b).max(0) as u64)
+                .map_err(|_| self.corrupt("queued count")),
+        }
+    }
+
     /// Queued entries of `host` by priority level.
     pub fn queued_by_priority(&self, host: &str) -> Result<[u64; LEVELS], StoreError> {
         let prefix = codec::host_prefix(host);
@@ -308,6 +333,8 @@ mod tests {
         }
         let store = open(dir.path());
         assert_eq!(store.queued_by_host().unwrap(), expected(1, 1));
+        assert_eq!(store.queued_of("a.test").unwrap(), 1);
+        assert_eq!(store.queued_of("nobody.test").unwrap(), 0);
         let last = store
             .queue_page("a.test", Priority::NORMAL, None, 1)
             .unwrap();

@@ -15,6 +15,7 @@ use super::codec::QueueValue;
 use super::{CodecError, PartitionStore, SeenCache, SeenFilter, SeenSettings, StoreError};
 use crate::config::StorageConfig;
 use crate::frontier::budget::BudgetSettings;
+use crate::frontier::importance::Ordering;
 use crate::url::Fingerprint;
 
 pub(super) const CF_URLS: &str = "urls";
@@ -166,6 +167,8 @@ pub struct StoreEnv {
     seen: SeenSettings,
     /// Host and domain budgets.
     budget: BudgetSettings,
+    /// How each host's queue is ordered.
+    ordering: Ordering,
     /// The options every store and family opens with, built once and
     /// cloned; they hold the one block cache and the one memtable budget
     /// all partitions share.
@@ -197,6 +200,12 @@ impl StoreEnv {
         self
     }
 
+    /// Sets how each host's queue is ordered (`[frontier] ordering`).
+    pub fn with_ordering(mut self, ordering: Ordering) -> Self {
+        self.ordering = ordering;
+        self
+    }
+
     /// Sets how each partition's seen filter is sized and used.
     pub fn with_seen(mut self, seen: SeenSettings) -> Self {
         self.seen = seen;
@@ -220,6 +229,7 @@ impl StoreEnv {
             sync_writes: config.sync_writes,
             seen: SeenSettings::default(),
             budget: BudgetSettings::default(),
+            ordering: Ordering::default(),
             templates,
         }
     }
@@ -427,6 +437,7 @@ impl PartitionStore {
         store.seen = SeenFilter::new(env.seen);
         store.seen_cache = std::sync::Mutex::new(SeenCache::new(env.seen.cache_urls));
         store.budget = env.budget;
+        store.ordering = env.ordering;
         store.rebuild_seen_filter()?;
         store.load_due_book()?;
         store.load_outbox_seq()?;
@@ -531,6 +542,7 @@ impl PartitionStore {
             queue,
             due_book: Default::default(),
             outbox_seq: AtomicU64::new(0),
+            ordering: Ordering::default(),
         };
         let seq = match store.get(CF_META, META_SEQ)? {
             Some(bytes) => u64::from_be_bytes(
@@ -621,7 +633,12 @@ mod tests {
                 kind: EntryKind::Page,
                 url: url(i),
             };
-            let key = queue_key("a.test", Priority::NORMAL, i as u64);
+            let key = queue_key(
+                "a.test",
+                Priority::NORMAL,
+                crate::frontier::importance::Rank::FIFO,
+                i as u64,
+            );
             let old = encode_legacy_queue_value(&value);
             db.put_cf(cf("queue"), &key, old).unwrap();
             if i < copied {

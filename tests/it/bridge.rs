@@ -198,6 +198,7 @@ fn entries(batch: u32, n: u32) -> Vec<WireEntry> {
             queue: true,
             referrer: None,
             lastmod_ms: None,
+            cash: trawl::frontier::importance::Cash::new(1.0 / f32::from(i as u16 + 1)),
         })
         .collect()
 }

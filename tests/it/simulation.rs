@@ -91,6 +91,7 @@ use trawl::cluster::link::{Backoff, Closed, Handled, PeerLink, Transmit};
 use trawl::cluster::wire::Message;
 use trawl::fetch::FetchError;
 use trawl::frontier::host::{Effect as HostEffect, HostMachine, HostSettings, Task, TaskId};
+use trawl::frontier::importance::Arrivals;
 use trawl::politeness::handover::owed_after_drain;
 use trawl::politeness::Schedule;
 use trawl::scheduler::outbox::{Batch as OutboxBatch, PAGE as OUTBOX_PAGE};
@@ -1606,7 +1607,7 @@ impl Sim {
         // As the partition wakes a host it queued new work for, when the
         // completion's write admitted it (before the task's answer).
         let mut fx = match found {
-            true => machine.wake(hosts::LEVEL_BIT, &queue, now),
+            true => machine.wake(Arrivals::levels(hosts::LEVEL_BIT), &queue, now),
             false => Vec::new(),
         };
         fx.extend(machine.task_done(id, task, Ok(()), &queue, now));

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::clock::{Clock, ManualClock};
+use crate::frontier::importance::Cash;
 use crate::frontier::EntryKind;
 use crate::store::codec::{host_prefix, queue_key, queue_prefix, recrawl_key, QueueValue};
 
@@ -31,9 +32,20 @@ struct FakeQueue {
 
 impl FakeQueue {
     fn push(&self, url: &str, priority: Priority) {
+        self.push_ranked(url, priority, Rank::FIFO);
+    }
+
+    /// Queues `url` at `rank`, as a partition does; returns the rank.
+    fn push_with(&self, url: &str, cash: f32) -> Rank {
+        let rank = Rank::of(Cash::new(cash));
+        self.push_ranked(url, Priority::NORMAL, rank);
+        rank
+    }
+
+    fn push_ranked(&self, url: &str, priority: Priority, rank: Rank) {
         let mut seq = self.seq.borrow_mut();
         *seq += 1;
-        let key = queue_key(HOST, priority, *seq);
+        let key = queue_key(HOST, priority, rank, *seq);
         let value = QueueValue {
             fp: crate::url::Fingerprint::of(url),
             depth: 0,
@@ -227,7 +239,7 @@ impl Harness {
 
     fn wake(&mut self) -> Vec<Effect> {
         let now = self.now();
-        self.m.wake(u8::MAX, &self.q, now)
+        self.m.wake(Arrivals::levels(u8::MAX), &self.q, now)
     }
 
     fn timer(&mut self) -> Vec<Effect> {
@@ -759,7 +771,7 @@ fn an_idle_host_passivates_for_good_and_a_restored_one_keeps_its_schedule() {
     clock.advance(secs(1));
     let mut revived = revive(state, &clock);
     h.q.push("http://a.test/2", Priority::SEED);
-    let fx = revived.wake(u8::MAX, &h.q, clock.now());
+    let fx = revived.wake(Arrivals::levels(u8::MAX), &h.q, clock.now());
     assert!(fetches(&fx).is_empty());
     let at = wake_at(&fx).expect("timer");
     let owed = at - clock.now().at;
@@ -813,7 +825,7 @@ fn an_unreachable_robots_txt_passivates_the_host_and_its_retry_survives_revival(
         state,
         h.now(),
     );
-    let fx = revived.wake(u8::MAX, &h.q, h.now());
+    let fx = revived.wake(Arrivals::levels(u8::MAX), &h.q, h.now());
     let (id, url) = only_fetch(&fx);
     assert_eq!(url, "http://a.test/robots.txt");
     h.clock.advance(ms(5));
@@ -912,7 +924,7 @@ fn tries_are_stored_with_the_url_so_a_failing_url_is_given_up_on_time() {
             state.clone(),
             h.now(),
         );
-        let (id, url) = only_fetch(&m.wake(u8::MAX, &h.q, h.now()));
+        let (id, url) = only_fetch(&m.wake(Arrivals::levels(u8::MAX), &h.q, h.now()));
         assert_eq!(url, "http://a.test/1");
         h.clock.advance(ms(5));
         let fx = m.fetched(id, Err(FetchError::Timeout), &h.q, h.now());
@@ -1354,7 +1366,7 @@ fn a_host_opened_with_a_hold_waits_for_its_deadline_and_the_delay_whatever_opene
     let clock = h.clock.clone();
     clock.advance(secs(3));
     let mut revived = revive(state, &clock);
-    let fx = revived.wake(u8::MAX, &h.q, clock.now());
+    let fx = revived.wake(Arrivals::levels(u8::MAX), &h.q, clock.now());
     assert!(fetches(&fx).is_empty(), "held: {fx:?}");
     let at = wake_at(&fx).expect("a timer");
     // Until the deadline, then the delay after a 30 s request (20 s).
@@ -1367,4 +1379,182 @@ fn a_host_opened_with_a_hold_waits_for_its_deadline_and_the_delay_whatever_opene
     let fx = revived.timer(&h.q, clock.now());
     let (_, url) = only_fetch(&fx);
     assert_eq!(url, "http://a.test/1", "then the held host resumes");
+}
+
+// ------------------------------------------------------------ importance
+
+/// Fetches pages one after another until `n` were fetched, answering
+/// each at once; returns their URLs in fetch order. `between` runs after
+/// each fetch, before the next (new work arriving).
+fn crawl_in_order(
+    h: &mut Harness,
+    n: usize,
+    mut between: impl FnMut(&mut Harness, usize),
+) -> Vec<String> {
+    let mut order = Vec::new();
+    for i in 0..n {
+        let mut fx = h.poll();
+        if fetches(&fx).is_empty() {
+            let at =
+                h.m.armed()
+                    .unwrap_or_else(|| panic!("a fetch or a timer after {order:?}: {fx:?}"));
+            h.clock.advance_to(at);
+            fx = h.timer();
+        }
+        let (id, url) = only_fetch(&fx);
+        order.push(url);
+        between(h, i);
+        let fx = h.answer(id, ms(10), Ok(html()));
+        h.finish_tasks(&fx);
+    }
+    order
+}
+
+#[test]
+fn within_a_level_the_richest_url_goes_first_then_admission_order() {
+    let mut h = Harness::new(settings());
+    h.q.push_with("http://a.test/poor", 0.001);
+    h.q.push_with("http://a.test/rich", 0.5);
+    h.q.push_with("http://a.test/middle", 0.01);
+    h.q.push_with("http://a.test/middle-later", 0.01);
+    h.robots(404, "");
+    let order = crawl_in_order(&mut h, 4, |_, _| {});
+    assert_eq!(
+        order,
+        [
+            "http://a.test/rich",
+            "http://a.test/middle",
+            "http://a.test/middle-later",
+            "http://a.test/poor"
+        ]
+    );
+}
+
+#[test]
+fn a_richer_url_arriving_later_goes_before_what_was_read_and_nothing_twice() {
+    let mut h = Harness::new(settings());
+    // More than one refill's worth, so the level was read past where the
+    // newcomer belongs.
+    for i in 0..(REFILL + 8) {
+        h.q.push_with(&format!("http://a.test/old{i}"), 0.001);
+    }
+    h.robots(404, "");
+    let order = crawl_in_order(&mut h, REFILL + 10, |h, i| {
+        if i == 2 {
+            // While old2 is on the wire, a rich page and a poorer one
+            // arrive; the host is woken with the best rank of its level.
+            let rank = h.q.push_with("http://a.test/rich", 0.5);
+            h.q.push_with("http://a.test/poorest", 0.0001);
+            let mut arrivals = Arrivals::default();
+            arrivals.add(Priority::NORMAL.level(), rank);
+            let now = h.now();
+            let fx = h.m.wake(arrivals, &h.q, now);
+            assert!(fetches(&fx).is_empty(), "one request in flight: {fx:?}");
+        }
+    });
+    assert_eq!(order[3], "http://a.test/rich", "{order:?}");
+    let mut expected: Vec<String> = (0..3).map(|i| format!("http://a.test/old{i}")).collect();
+    expected.push("http://a.test/rich".into());
+    expected.extend((3..REFILL + 8).map(|i| format!("http://a.test/old{i}")));
+    expected.push("http://a.test/poorest".into());
+    assert_eq!(order, expected, "each once, in rank order");
+}
+
+#[test]
+fn a_poorer_arrival_does_not_make_the_host_read_its_level_again() {
+    let mut h = Harness::new(settings());
+    h.q.push_with("http://a.test/1", 0.5);
+    h.q.push_with("http://a.test/2", 0.5);
+    h.robots(404, "");
+    let order = crawl_in_order(&mut h, 3, |h, i| {
+        if i == 0 {
+            let rank = h.q.push_with("http://a.test/3", 0.01);
+            let mut arrivals = Arrivals::default();
+            arrivals.add(Priority::NORMAL.level(), rank);
+            let now = h.now();
+            h.m.wake(arrivals, &h.q, now);
+        }
+    });
+    assert_eq!(
+        order,
+        ["http://a.test/1", "http://a.test/2", "http://a.test/3"]
+    );
+}
+
+#[test]
+fn a_level_read_again_reads_past_a_page_of_entries_still_being_processed() {
+    let mut h = Harness::new(settings());
+    let n = REFILL + 8;
+    for i in 0..n {
+        h.q.push_with(&format!("http://a.test/old{i}"), 0.001);
+    }
+    h.robots(404, "");
+    // More than a refill's worth fetched, their processing still running.
+    let mut running = Vec::new();
+    for i in 0..REFILL + 2 {
+        let mut fx = h.poll();
+        if fetches(&fx).is_empty() {
+            h.clock.advance_to(h.m.armed().expect("a timer"));
+            fx = h.timer();
+        }
+        let (id, url) = only_fetch(&fx);
+        assert_eq!(url, format!("http://a.test/old{i}"));
+        running.extend(h.answer(id, ms(10), Ok(html())));
+    }
+    let rank = h.q.push_with("http://a.test/rich", 0.5);
+    let mut arrivals = Arrivals::default();
+    arrivals.add(Priority::NORMAL.level(), rank);
+    let now = h.now();
+    h.m.wake(arrivals, &h.q, now);
+    // The host itself asks to be called when its delay is over: one
+    // timer, and the newcomer leaves.
+    h.clock
+        .advance_to(h.m.armed().expect("the host waits for its delay"));
+    let fx = h.timer();
+    let (id, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/rich");
+    let fx = h.answer(id, ms(10), Ok(html()));
+    h.finish_tasks(&fx);
+    let order = crawl_in_order(&mut h, 6, |_, _| {});
+    let mut expected = vec![];
+    expected.extend((REFILL + 2..n).map(|i| format!("http://a.test/old{i}")));
+    assert_eq!(order, expected, "nothing twice, nothing stuck");
+    h.finish_tasks(&running);
+}
+
+#[test]
+fn two_richer_arrivals_before_the_next_read_are_both_fetched_first() {
+    let mut h = Harness::new(settings());
+    h.q.push_with("http://a.test/top", 0.9);
+    h.q.push_with("http://a.test/mid", 0.8);
+    for i in 0..3 {
+        h.q.push_with(&format!("http://a.test/old{i}"), 0.001);
+    }
+    h.robots(404, "");
+    let order = crawl_in_order(&mut h, 7, |h, i| {
+        if i == 0 {
+            // Two wakes while top is on the wire and mid waits chosen: the
+            // level is not read between them, so the second comes while
+            // its cursor is the first's rank.
+            for (url, cash) in [("http://a.test/rich", 0.1), ("http://a.test/richer", 0.5)] {
+                let rank = h.q.push_with(url, cash);
+                let mut arrivals = Arrivals::default();
+                arrivals.add(Priority::NORMAL.level(), rank);
+                let now = h.now();
+                h.m.wake(arrivals, &h.q, now);
+            }
+        }
+    });
+    assert_eq!(
+        order,
+        [
+            "http://a.test/top",
+            "http://a.test/mid",
+            "http://a.test/richer",
+            "http://a.test/rich",
+            "http://a.test/old0",
+            "http://a.test/old1",
+            "http://a.test/old2"
+        ]
+    );
 }

@@ -20,6 +20,7 @@ use trawl::clock::Now;
 use trawl::config::Config;
 use trawl::fetch::{DnsOverrides, FetchError, FetchResponse};
 use trawl::frontier::host::{HostSettings, QueueSource};
+use trawl::frontier::importance::Rank;
 use trawl::frontier::lifecycle::RecrawlSettings;
 use trawl::frontier::response::RetryLimits;
 use trawl::frontier::{EntryKind, Priority};
@@ -102,7 +103,7 @@ impl Pages<'_> {
     fn entry(name: &str, page: u64) -> QueueEntry {
         let url = format!("http://{name}/{page}");
         QueueEntry {
-            key: queue_key(name, LEVEL, page),
+            key: queue_key(name, LEVEL, Rank::FIFO, page),
             value: QueueValue {
                 fp: Fingerprint::of(&url),
                 depth: 1,
