@@ -46,7 +46,8 @@ use trawl::config::Config;
 use trawl::metrics::Metrics;
 use trawl::testweb::graph::{self, GraphSpec, HostPick, LinkGraph};
 use trawl::testweb::{
-    request_kind, RequestKind, ServerOptions, SyntheticWeb, TestWebServer, WebSpec,
+    audit, request_kind, AuditReport, RequestKind, ServerOptions, SyntheticWeb, TestWebServer,
+    WebSpec,
 };
 
 /// The points of the fetch order the papers report (percent of pages).
@@ -109,6 +110,9 @@ struct Crawl {
     wall: Duration,
     /// CPU seconds of the crawler over the same span.
     cpu: f64,
+    /// The politeness audit of the server's log: an order that buys its
+    /// share by breaking politeness would not count.
+    audit: AuditReport,
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
@@ -203,6 +207,7 @@ fn config(data: &std::path::Path, delay_ms: u64, ordering: Option<&str>) -> Resu
 /// Crawls `graph` served on loopback with `config`; the fetch order is
 /// read from the server's log.
 fn crawl(graph: &Arc<LinkGraph>, config: Config) -> Crawl {
+    let min_delay = config.politeness.min_delay;
     let web = SyntheticWeb::new(WebSpec {
         hosts: 0,
         pages_per_host: 1,
@@ -231,6 +236,7 @@ fn crawl(graph: &Arc<LinkGraph>, config: Config) -> Crawl {
     let mut records = server.log().records();
     server.stop();
     records.sort_by_key(|r| r.start);
+    let audit = audit(&records, 1, min_delay);
     let mut seen = HashSet::new();
     let order = records
         .iter()
@@ -238,7 +244,12 @@ fn crawl(graph: &Arc<LinkGraph>, config: Config) -> Crawl {
         .filter_map(|r| graph.page(graph.host_of_name(&r.host)?, &r.path))
         .filter(|&p| seen.insert(p))
         .collect();
-    Crawl { order, wall, cpu }
+    Crawl {
+        order,
+        wall,
+        cpu,
+        audit,
+    }
 }
 
 fn print_graph(label: &str, graph: &LinkGraph, base: &Baselines) {
@@ -331,6 +342,15 @@ fn main() {
                 pages as f64 / wall,
                 crawl.cpu,
                 crawl.cpu / pages.max(1) as f64 * 1e6,
+            );
+            println!(
+                "politeness audit: {} requests to {} hosts, at most {} in flight to a host, \
+                 smallest gap {:.1} ms, {} violations",
+                crawl.audit.requests,
+                crawl.audit.hosts,
+                crawl.audit.max_concurrent,
+                crawl.audit.min_gap_ms.unwrap_or(f64::NAN),
+                crawl.audit.violations.len()
             );
             print_table(&base, Some(&crawl.order));
             if key.is_none() {
