@@ -653,27 +653,9 @@ pub fn polite_order(graph: &LinkGraph, pick: HostPick<'_>) -> Vec<u32> {
 /// round-robin, under [`HostPick::ByRank`] those whose best known page
 /// ranks highest.
 pub fn polite_order_capped(graph: &LinkGraph, pick: HostPick<'_>, per_round: usize) -> Vec<u32> {
-    let mut seen = vec![false; graph.pages()];
-    let mut queues: Vec<HostQueue> = (0..graph.hosts()).map(|_| HostQueue::default()).collect();
-    let mut active: Vec<u32> = Vec::new();
-    let mut discovered = vec![false; graph.hosts()];
-    let mut learn =
-        |page: u32, seen: &mut Vec<bool>, queues: &mut Vec<HostQueue>, active: &mut Vec<u32>| {
-            if std::mem::replace(&mut seen[page as usize], true) {
-                return;
-            }
-            let host = graph.host_of(page);
-            if !std::mem::replace(&mut discovered[host as usize], true) {
-                active.push(host);
-            }
-            let key = match pick {
-                HostPick::Fifo => 0,
-                HostPick::ByRank(rank) => rank[page as usize].to_bits(),
-            };
-            queues[host as usize].push(key, page);
-        };
+    let mut crawl = PoliteCrawl::new(graph, pick);
     for &s in graph.seeds() {
-        learn(s, &mut seen, &mut queues, &mut active);
+        crawl.learn(s);
     }
     let mut order = Vec::new();
     let mut cursor = 0;
@@ -681,22 +663,66 @@ pub fn polite_order_capped(graph: &LinkGraph, pick: HostPick<'_>, per_round: usi
         // Hosts discovered during this round start in the next.
         let round = match pick {
             HostPick::Fifo => {
-                let (round, next) = round_robin(&active, &queues, cursor, per_round);
+                let (round, next) = round_robin(&crawl.active, &crawl.queues, cursor, per_round);
                 cursor = next;
                 round
             }
-            HostPick::ByRank(_) => best_heads(&active, &queues, per_round),
+            HostPick::ByRank(_) => best_heads(&crawl.active, &crawl.queues, per_round),
         };
         if round.is_empty() {
             return order;
         }
         for host in round {
-            let page = queues[host as usize].pop().expect("a host with work");
+            let page = crawl.queues[host as usize].pop().expect("a host with work");
             order.push(page);
             for &to in graph.links(page) {
-                learn(to, &mut seen, &mut queues, &mut active);
+                crawl.learn(to);
             }
         }
+    }
+}
+
+/// What a simulated polite crawl knows: the pages it has seen and each
+/// host's queue.
+struct PoliteCrawl<'a> {
+    graph: &'a LinkGraph,
+    pick: HostPick<'a>,
+    /// Pages queued or fetched, so a page is queued once.
+    seen: Vec<bool>,
+    /// Queued pages, by host.
+    queues: Vec<HostQueue>,
+    /// Hosts known, in the order they were discovered.
+    active: Vec<u32>,
+    /// Whether a host is in `active`.
+    discovered: Vec<bool>,
+}
+
+impl<'a> PoliteCrawl<'a> {
+    fn new(graph: &'a LinkGraph, pick: HostPick<'a>) -> Self {
+        PoliteCrawl {
+            graph,
+            pick,
+            seen: vec![false; graph.pages()],
+            queues: (0..graph.hosts()).map(|_| HostQueue::default()).collect(),
+            active: Vec::new(),
+            discovered: vec![false; graph.hosts()],
+        }
+    }
+
+    /// Queues `page` on its host if it was not seen yet.
+    fn learn(&mut self, page: u32) {
+        if std::mem::replace(&mut self.seen[page as usize], true) {
+            return;
+        }
+        let host = self.graph.host_of(page);
+        if !std::mem::replace(&mut self.discovered[host as usize], true) {
+            self.active.push(host);
+        }
+        let key = match self.pick {
+            HostPick::Fifo => 0,
+            HostPick::ByRank(rank) => rank[page as usize].to_bits(),
+        };
+        self.queues[host as usize].push(key, page);
     }
 }
 

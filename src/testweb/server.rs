@@ -749,4 +749,67 @@ mod tests {
         let err = "1=soon".parse::<SlowPages>().unwrap_err();
         assert!(err.contains("duration"), "{err}");
     }
+
+    /// The status line and body of a GET of `path` from host `host`.
+    fn get(addr: SocketAddr, host: &str, path: &str) -> (String, String) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}:{}\r\nConnection: close\r\n\r\n",
+            addr.port()
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_owned(), body.to_owned())
+    }
+
+    #[test]
+    fn a_link_graph_is_served_by_host_with_its_links_and_an_open_robots_txt() {
+        let graph =
+            LinkGraph::parse("seed a.test\na.test b.test/x?y=1\nb.test/x?y=1 a.test\n").unwrap();
+        let web = SyntheticWeb::new(super::super::WebSpec {
+            hosts: 0,
+            pages_per_host: 1,
+            seed: 0,
+            behaviours: false,
+        });
+        let options = ServerOptions {
+            graph: Some(Arc::new(graph)),
+            ..Default::default()
+        };
+        let server =
+            TestWebServer::start_with(web, "127.0.0.1:0".parse().unwrap(), 1, options).unwrap();
+        let addr = server.addr();
+        let port = addr.port();
+        let (status, body) = get(addr, "a.test", "/");
+        assert!(status.contains("200"), "{status}");
+        assert!(
+            body.contains(&format!("href=\"http://b.test:{port}/x?y=1\"")),
+            "{body}"
+        );
+        let (status, body) = get(addr, "b.test", "/x?y=1");
+        assert!(status.contains("200"), "{status}");
+        assert!(
+            body.contains(&format!("href=\"http://a.test:{port}/\"")),
+            "{body}"
+        );
+        let (status, body) = get(addr, "b.test", "/robots.txt");
+        assert!(status.contains("200"), "{status}");
+        assert_eq!(body, "User-agent: *\nDisallow:\n");
+        for (host, path) in [("b.test", "/"), ("b.test", "/x"), ("c.test", "/")] {
+            let (status, _) = get(addr, host, path);
+            assert!(status.contains("404"), "{host}{path}: {status}");
+        }
+        // Logged as every request is, for the politeness audit.
+        let records = server.log().records();
+        assert_eq!(records.len(), 6);
+        assert_eq!(
+            (records[1].host.as_str(), records[1].path.as_str()),
+            ("b.test", "/x?y=1")
+        );
+        server.stop();
+    }
 }
