@@ -71,7 +71,8 @@ pub struct TestwebArgs {
     /// instead of the synthetic hosts: each of its hosts on this listener,
     /// its pages' links as `<a href>`, robots.txt allowing all.
     /// `--seeds-out` writes its seeds, `--truth-out` the pages reachable
-    /// from them.
+    /// from them. Hosts outside `*.test` need `[dns] overrides` of their
+    /// own in the crawler's config.
     #[arg(long, value_name = "FILE")]
     graph: Option<PathBuf>,
     /// Write a generated link graph of this many pages (a host per ten
