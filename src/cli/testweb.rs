@@ -1,11 +1,14 @@
-//! `trawl testweb`: serve the synthetic web on loopback.
+//! `trawl testweb`: serve the synthetic web on loopback, or a link graph
+//! as a web of hosts (`--graph`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use trawl::testweb::graph::{self, GraphSpec, LinkGraph};
 use trawl::testweb::tls::TestPki;
 use trawl::testweb::{
     audit_with, page_fetches, ServerOptions, SyntheticWeb, TestWebServer, WebReport, WebSpec,
@@ -63,19 +66,48 @@ pub struct TestwebArgs {
     /// end and counts in flight until then.
     #[arg(long, default_value = "")]
     slow_pages: trawl::testweb::server::SlowPages,
+    /// Serve the link graph in this file (its format is documented in
+    /// `src/testweb/graph.rs`: `seed PAGE`, `PAGE`, `PAGE PAGE` lines)
+    /// instead of the synthetic hosts: each of its hosts on this listener,
+    /// its pages' links as `<a href>`, robots.txt allowing all.
+    /// `--seeds-out` writes its seeds, `--truth-out` the pages reachable
+    /// from them. Hosts outside `*.test` need `[dns] overrides` of their
+    /// own in the crawler's config.
+    #[arg(long, value_name = "FILE")]
+    graph: Option<PathBuf>,
+    /// Write a generated link graph of this many pages (a host per ten
+    /// pages, heavy-tailed host sizes, power-law in-degrees, most links
+    /// within a host; `--seed` seeds it) to the `--graph` file, and exit.
+    #[arg(long, value_name = "PAGES", requires = "graph")]
+    graph_generate: Option<u32>,
 }
 
 /// Runs `trawl testweb` until SIGINT/SIGTERM, then prints the audit.
 pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
+    if let (Some(pages), Some(path)) = (args.graph_generate, &args.graph) {
+        write_generated(pages.max(1), args.seed, path)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let link_graph = match &args.graph {
+        Some(path) => Some(Arc::new(LinkGraph::read(path)?)),
+        None => None,
+    };
+    // A graph replaces the synthetic hosts.
+    let hosts = if link_graph.is_some() { 0 } else { args.hosts };
     let web = SyntheticWeb::new(WebSpec {
-        hosts: args.hosts,
+        hosts,
         pages_per_host: args.pages_per_host.max(1),
         seed: args.seed,
         behaviours: !args.plain,
     });
     let tls = match &args.tls_dir {
         Some(dir) => {
-            let names: Vec<String> = (0..args.hosts).map(SyntheticWeb::host_name).collect();
+            let names: Vec<String> = match &link_graph {
+                Some(g) => (0..g.hosts() as u32)
+                    .map(|h| g.host_name(h).to_owned())
+                    .collect(),
+                None => (0..args.hosts).map(SyntheticWeb::host_name).collect(),
+            };
             let pki = TestPki::generate(&names)?;
             std::fs::create_dir_all(dir)?;
             let files = pki.write_trust(dir)?;
@@ -87,6 +119,7 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
     let options = ServerOptions {
         tls,
         slow_pages: args.slow_pages.clone(),
+        graph: link_graph.clone(),
         ..Default::default()
     };
     let server = TestWebServer::start_with(web.clone(), args.listen, args.workers, options)
@@ -95,19 +128,26 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
         tracing::info!("serving HTTPS on {tls}");
     }
     let port = server.addr().port();
+    let (seeds, truth) = match &link_graph {
+        Some(g) => graph_seeds_and_truth(g, port),
+        None => (
+            web.seeds(port),
+            web.ground_truth(port).into_iter().collect(),
+        ),
+    };
     if let Some(path) = &args.seeds_out {
-        std::fs::write(path, web.seeds(port).join("\n") + "\n")?;
+        std::fs::write(path, seeds.join("\n") + "\n")?;
     }
     if let Some(path) = &args.truth_out {
-        let truth: Vec<String> = web.ground_truth(port).into_iter().collect();
         std::fs::write(path, truth.join("\n") + "\n")?;
     }
     // Machine-readable first line: tools wait for it.
     println!("listening on {}", server.addr());
     tracing::info!(
-        hosts = args.hosts,
+        hosts,
         pages_per_host = args.pages_per_host,
-        "serving site0000.test … on {}; map *.test to {} in [dns] overrides",
+        graph_pages = link_graph.as_ref().map(|g| g.pages()),
+        "serving the *.test hosts on {}; map *.test to {} in [dns] overrides",
         server.addr(),
         server.addr().ip()
     );
@@ -127,4 +167,33 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes a generated graph of `pages` pages (seeded by `seed`) to `path`.
+fn write_generated(pages: u32, seed: u64, path: &std::path::Path) -> anyhow::Result<()> {
+    let generated = graph::generate(GraphSpec::new(pages, seed));
+    let file =
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    generated
+        .write(std::io::BufWriter::new(file))
+        .with_context(|| format!("writing {}", path.display()))?;
+    tracing::info!(
+        pages = generated.pages(),
+        hosts = generated.hosts(),
+        links = generated.links_count(),
+        "link graph written to {}",
+        path.display()
+    );
+    Ok(())
+}
+
+/// A served graph's seed URLs, and the URLs of the pages reachable from
+/// them (sorted): what a complete crawl of it fetches.
+fn graph_seeds_and_truth(g: &LinkGraph, port: u16) -> (Vec<String>, Vec<String>) {
+    let mut truth: Vec<String> = graph::bfs_order(g)
+        .into_iter()
+        .map(|p| g.url(p, port))
+        .collect();
+    truth.sort();
+    (g.seed_urls(port), truth)
 }

@@ -7,6 +7,9 @@
 //! - [`changing`]: `changing.test`, pages that change, vanish, move or
 //!   become disallowed as time passes, answering conditional requests, and
 //!   the ground truth of what it served when (for the refresh loop);
+//! - [`graph`]: a link graph (read from a file or generated with the web's
+//!   host structure) served as a web of hosts, PageRank, and the share of
+//!   it a crawl order reaches first (issue #49's measurement);
 //! - [`hostile`]: `hostile.test`, the server behaviours a crawler must
 //!   survive (SSRF bait, redirect loops, stalls, endless bodies, resets);
 //! - [`profile`]: each host's behaviour (robots.txt variants, throttling,
@@ -20,6 +23,7 @@ pub mod audit;
 pub mod changing;
 pub mod dupes;
 pub mod generator;
+pub mod graph;
 pub mod hostile;
 pub mod profile;
 pub mod raw;

@@ -5,6 +5,9 @@
 //! ALPN) and serves the same web there. The generator writes absolute links
 //! as `http://siteNNNN.test:PORT`; over TLS they are rewritten to `https` and
 //! the TLS port, so a crawl seeded over HTTPS stays on it.
+//!
+//! With a [`LinkGraph`] it also serves the graph's hosts, told apart the
+//! same way (`trawl testweb --graph`).
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener};
@@ -18,6 +21,7 @@ use actix_web::{web, App, HttpRequest, HttpResponse, HttpServer};
 use super::audit::RequestRecord;
 use super::changing::{ChangingSpec, Timeline};
 use super::generator::{Resource, SitemapFile, SyntheticWeb};
+use super::graph::LinkGraph;
 use super::profile::{RobotsMode, Throttle, RETRY_AFTER_SECS, THROTTLED_PAGE};
 use super::tls::TestPki;
 
@@ -100,6 +104,8 @@ struct ServerState {
     compress: bool,
     /// See [`ServerOptions::slow_pages`].
     slow_pages: SlowPages,
+    /// See [`ServerOptions::graph`].
+    graph: Option<Arc<LinkGraph>>,
 }
 
 impl ServerState {
@@ -128,6 +134,10 @@ pub struct ServerOptions {
     pub compress: bool,
     /// Pages that answer late ([`SlowPages`]).
     pub slow_pages: SlowPages,
+    /// A link graph served beside the synthetic hosts: each of its hosts
+    /// answers with its pages, links as `<a href>`, and a robots.txt that
+    /// allows everything (`trawl testweb --graph`, the ordering bench).
+    pub graph: Option<Arc<LinkGraph>>,
 }
 
 /// Pages of every synthetic host that answer only after a while, by page
@@ -232,6 +242,7 @@ impl TestWebServer {
             timeline,
             compress: options.compress,
             slow_pages: options.slow_pages,
+            graph: options.graph,
         });
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -434,7 +445,13 @@ async fn answer(
             };
             (changing(&state, &request, start), None)
         }
-        None => (not_found(), None),
+        None => match graph_host(&state, &host_name) {
+            Some((graph, host)) => {
+                let target = req.uri().path_and_query().map_or(path, |pq| pq.as_str());
+                (graph_page(graph, host, target, origin), None)
+            }
+            None => (not_found(), None),
+        },
     };
     let response = match host {
         Some(host) if state.compress => {
@@ -577,6 +594,33 @@ pub(super) fn not_found() -> HttpResponse {
         .body("<html><body><h1>not found</h1></body></html>")
 }
 
+/// The served link graph and the number of its host `name`, if it has
+/// that host.
+fn graph_host<'a>(state: &'a ServerState, name: &str) -> Option<(&'a LinkGraph, u32)> {
+    let graph = state.graph.as_deref()?;
+    Some((graph, graph.host_of_name(name)?))
+}
+
+/// A link graph's answer for `path` (with its query) of its host `host`:
+/// robots.txt allows all, a page of the graph is its HTML, anything else
+/// is a 404.
+fn graph_page(graph: &LinkGraph, host: u32, path: &str, origin: Origin) -> HttpResponse {
+    if path == "/robots.txt" {
+        return HttpResponse::Ok()
+            .content_type("text/plain")
+            .body("User-agent: *\nDisallow:\n");
+    }
+    match graph.page(host, path) {
+        Some(page) => {
+            let scheme = if origin.secure { "https" } else { "http" };
+            HttpResponse::Ok()
+                .content_type("text/html; charset=utf-8")
+                .body(graph.render(page, scheme, origin.port))
+        }
+        None => not_found(),
+    }
+}
+
 /// The listener a request came through.
 #[derive(Debug, Clone, Copy)]
 struct Origin {
@@ -704,5 +748,68 @@ mod tests {
         assert!(err.contains("page id"), "{err}");
         let err = "1=soon".parse::<SlowPages>().unwrap_err();
         assert!(err.contains("duration"), "{err}");
+    }
+
+    /// The status line and body of a GET of `path` from host `host`.
+    fn get(addr: SocketAddr, host: &str, path: &str) -> (String, String) {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {host}:{}\r\nConnection: close\r\n\r\n",
+            addr.port()
+        )
+        .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        (head.lines().next().unwrap().to_owned(), body.to_owned())
+    }
+
+    #[test]
+    fn a_link_graph_is_served_by_host_with_its_links_and_an_open_robots_txt() {
+        let graph =
+            LinkGraph::parse("seed a.test\na.test b.test/x?y=1\nb.test/x?y=1 a.test\n").unwrap();
+        let web = SyntheticWeb::new(super::super::WebSpec {
+            hosts: 0,
+            pages_per_host: 1,
+            seed: 0,
+            behaviours: false,
+        });
+        let options = ServerOptions {
+            graph: Some(Arc::new(graph)),
+            ..Default::default()
+        };
+        let server =
+            TestWebServer::start_with(web, "127.0.0.1:0".parse().unwrap(), 1, options).unwrap();
+        let addr = server.addr();
+        let port = addr.port();
+        let (status, body) = get(addr, "a.test", "/");
+        assert!(status.contains("200"), "{status}");
+        assert!(
+            body.contains(&format!("href=\"http://b.test:{port}/x?y=1\"")),
+            "{body}"
+        );
+        let (status, body) = get(addr, "b.test", "/x?y=1");
+        assert!(status.contains("200"), "{status}");
+        assert!(
+            body.contains(&format!("href=\"http://a.test:{port}/\"")),
+            "{body}"
+        );
+        let (status, body) = get(addr, "b.test", "/robots.txt");
+        assert!(status.contains("200"), "{status}");
+        assert_eq!(body, "User-agent: *\nDisallow:\n");
+        for (host, path) in [("b.test", "/"), ("b.test", "/x"), ("c.test", "/")] {
+            let (status, _) = get(addr, host, path);
+            assert!(status.contains("404"), "{host}{path}: {status}");
+        }
+        // Logged as every request is, for the politeness audit.
+        let records = server.log().records();
+        assert_eq!(records.len(), 6);
+        assert_eq!(
+            (records[1].host.as_str(), records[1].path.as_str()),
+            ("b.test", "/x?y=1")
+        );
+        server.stop();
     }
 }
