@@ -25,6 +25,9 @@
 //! - `TRAWL_ORDERING=fifo|importance|both` (default both): the
 //!   `[frontier] ordering` of the crawls; where the config does not know
 //!   that key yet, the crawl runs without it (with a note);
+//! - `TRAWL_ORDERING_ACTIVE_HOSTS=N`: `[frontier] max_active_hosts` (a
+//!   crawl bound by its live hosts, like the `cap-` orders; e.g. a tenth
+//!   of the graph's hosts);
 //! - `TRAWL_ORDERING_DELAY_MS=N`: `[politeness] min_delay`; by default the
 //!   largest host's pages take about 25 s of delays, at least 20 ms each.
 //!
@@ -188,12 +191,24 @@ fn orderings() -> Vec<&'static str> {
     }
 }
 
+/// `TRAWL_ORDERING_ACTIVE_HOSTS`: `[frontier] max_active_hosts` of the
+/// crawls (default: trawl's), to measure a crawl bound by its active
+/// hosts, where which host starts next is the frontier's choice.
+fn active_hosts() -> Option<usize> {
+    std::env::var("TRAWL_ORDERING_ACTIVE_HOSTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+}
+
 /// The config of a crawl of the graph's web into `data`, with `ordering`
 /// as `[frontier] ordering` if given.
 fn config(data: &std::path::Path, delay_ms: u64, ordering: Option<&str>) -> Result<Config, String> {
-    let mut extra = String::from("[admin]\nenabled = false\n");
+    let mut extra = String::from("[admin]\nenabled = false\n[frontier]\n");
     if let Some(ordering) = ordering {
-        extra.push_str(&format!("[frontier]\nordering = {ordering:?}\n"));
+        extra.push_str(&format!("ordering = {ordering:?}\n"));
+    }
+    if let Some(n) = active_hosts() {
+        extra.push_str(&format!("max_active_hosts = {n}\n"));
     }
     let toml = trawl::testweb::config_layer(data, delay_ms, &extra);
     Config::from_layers(&[("bench".into(), toml)]).map_err(|e| {
@@ -335,9 +350,10 @@ fn main() {
             let pages = crawl.order.len();
             let wall = crawl.wall.as_secs_f64();
             println!(
-                "trawl, [frontier] ordering = {}, min_delay {delay_ms} ms: {pages} of {} pages \
+                "trawl, [frontier] ordering = {}, max_active_hosts {}, min_delay {delay_ms} ms: {pages} of {} pages \
                  in {wall:.1} s = {:.0} pages/s; crawler cpu {:.2} s = {:.0} µs/page",
                 key.unwrap_or("(key absent)"),
+                active_hosts().map_or("default".to_owned(), |n| n.to_string()),
                 base.reachable,
                 pages as f64 / wall,
                 crawl.cpu,

@@ -296,9 +296,9 @@ pub struct FrontierConfig {
     /// index when it comes due.
     #[serde(with = "humantime_serde")]
     pub passivate_after: Duration,
-    /// How each host's queue is ordered within a priority level: by
-    /// estimated importance (`src/frontier/importance.rs`), or in
-    /// admission order.
+    /// How each host's queue is ordered within a priority level: in
+    /// admission order (the default), or by estimated importance
+    /// (`src/frontier/importance.rs`).
     #[serde(default)]
     pub ordering: crate::frontier::importance::Ordering,
 }

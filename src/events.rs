@@ -58,8 +58,9 @@ pub struct Event {
     /// Hops from the seed.
     pub depth: u32,
     /// The estimated importance the URL was queued with (its OPIC cash,
-    /// `src/frontier/importance.rs`): a seed has 1; absent from events of
-    /// refreshes, robots.txt, removals and uploads.
+    /// `src/frontier/importance.rs`): a seed has 1; absent under `[frontier]
+    /// ordering = "fifo"` and from events of refreshes, robots.txt,
+    /// removals and uploads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
     /// On a refetch, whether the content changed since the last fetch

@@ -21,11 +21,14 @@ use std::sync::Arc;
 use super::importance::{Cash, Rank};
 
 /// How long being due is worth one doubling of importance: among hosts
-/// that are due, one due a second earlier goes first unless the other's
-/// best URL holds more than twice its cash. So the most important work
-/// goes first when slots are scarce, and nothing waits for ever (a host's
-/// place is fixed when it comes due; later hosts must be ever richer to
-/// pass it).
+/// that are due, one found due a second earlier goes first unless the
+/// other's best URL holds more than twice its cash. So the most important
+/// work goes first when slots are scarce, and nothing waits for ever (a
+/// host's place is fixed when it is found due; later hosts must be ever
+/// richer to pass it). A host is found due when the partition looks for
+/// hosts to start ([`DueIndex::pop_due`]) at or after its due time: a
+/// host given work long after the partition's hold (its due time, see
+/// `activation.rs`) queues behind the hosts found before it.
 pub const AGING_MS_PER_DOUBLING: u64 = 1_000;
 
 /// Dormant hosts with work: by the time they come due, then, once due,
@@ -46,16 +49,16 @@ struct Dormant {
     due_ms: u64,
     /// The rank of its best queued URL, as last told.
     rank: Rank,
-    /// In `ready` (else in `waiting`).
-    ready: bool,
+    /// When it was found due (in `ready`; else it is in `waiting`).
+    found_ms: Option<u64>,
 }
 
 impl Dormant {
-    /// Its place among due hosts: due time in steps of
+    /// Its place among due hosts: the time it was found due in steps of
     /// [`AGING_MS_PER_DOUBLING`] / 128 (a rank step), plus its rank.
-    fn ready_key(&self) -> u64 {
+    fn ready_key(&self, found_ms: u64) -> u64 {
         let steps_per_doubling = u64::from(Rank::STEPS_PER_DOUBLING);
-        self.due_ms.saturating_mul(steps_per_doubling) / AGING_MS_PER_DOUBLING
+        found_ms.saturating_mul(steps_per_doubling) / AGING_MS_PER_DOUBLING
             + u64::from(self.rank.steps())
     }
 }
@@ -114,24 +117,24 @@ impl DueIndex {
         let dormant = Dormant {
             due_ms,
             rank,
-            ready: false,
+            found_ms: None,
         };
         self.link(host, dormant);
     }
 
     /// Puts `host` in the set its entry says and in the map.
     fn link(&mut self, host: Arc<str>, dormant: Dormant) {
-        match dormant.ready {
-            true => self.ready.insert((dormant.ready_key(), host.clone())),
-            false => self.waiting.insert((dormant.due_ms, host.clone())),
+        match dormant.found_ms {
+            Some(found) => self.ready.insert((dormant.ready_key(found), host.clone())),
+            None => self.waiting.insert((dormant.due_ms, host.clone())),
         };
         self.by_host.insert(host, dormant);
     }
 
     fn unlink(&mut self, host: &Arc<str>, dormant: &Dormant) {
-        match dormant.ready {
-            true => self.ready.remove(&(dormant.ready_key(), host.clone())),
-            false => self.waiting.remove(&(dormant.due_ms, host.clone())),
+        match dormant.found_ms {
+            Some(found) => self.ready.remove(&(dormant.ready_key(found), host.clone())),
+            None => self.waiting.remove(&(dormant.due_ms, host.clone())),
         };
     }
 
@@ -163,8 +166,9 @@ impl DueIndex {
     }
 
     /// Takes the host to start next among those due at or before
-    /// `until_ms`: the one with the most important work, aged (see
-    /// [`AGING_MS_PER_DOUBLING`]).
+    /// `until_ms` (now, and how early hosts start): the one with the most
+    /// important work, aged (see [`AGING_MS_PER_DOUBLING`]); hosts due
+    /// earlier than `until_ms` are found due at `until_ms`.
     pub fn pop_due(&mut self, until_ms: u64) -> Option<String> {
         while let Some((due, _)) = self.waiting.first() {
             if *due > until_ms {
@@ -172,9 +176,9 @@ impl DueIndex {
             }
             let (_, host) = self.waiting.pop_first().expect("just seen");
             let dormant = self.by_host.get_mut(&host).expect("indexed");
-            dormant.ready = true;
-            let dormant = *dormant;
-            self.ready.insert((dormant.ready_key(), host));
+            dormant.found_ms = Some(until_ms);
+            let key = dormant.ready_key(until_ms);
+            self.ready.insert((key, host));
         }
         let (_, host) = self.ready.pop_first()?;
         self.by_host.remove(&host);
@@ -292,10 +296,13 @@ mod tests {
         assert_eq!(due.pop_due(1_000).as_deref(), Some("middle.test"));
         assert!(due.is_empty() && !due.contains("absent.test"));
 
-        // A second of waiting is worth a doubling: the host due 3 s
+        // A second of waiting is worth a doubling: the host found due 3 s
         // earlier beats one four times richer, not one over eight times.
+        due.insert("first.test", 10_000);
+        due.prefer("first.test", rank(1.0));
         due.insert("early.test", 10_000);
         due.prefer("early.test", rank(0.01));
+        assert_eq!(due.pop_due(10_000).as_deref(), Some("first.test"));
         due.insert("richer.test", 13_000);
         due.prefer("richer.test", rank(0.04));
         due.insert("richest.test", 13_000);
@@ -305,6 +312,23 @@ mod tests {
         assert_eq!(due.next_due_ms(), Some(10_000), "early is due, not taken");
         assert_eq!(due.pop_due(13_000).as_deref(), Some("early.test"));
         assert_eq!(due.pop_due(13_000).as_deref(), Some("richer.test"));
+        // Hosts given work long after their due time are found due when
+        // the partition looks: those found earlier keep their lead.
+        due.insert("old.test", 0);
+        due.prefer("old.test", rank(0.01));
+        assert_eq!(due.pop_due(50_000), Some("old.test".to_owned()));
+        due.insert("waits.test", 0);
+        due.insert("blocker.test", 0);
+        due.prefer("blocker.test", rank(1.0));
+        assert_eq!(due.pop_due(60_000).as_deref(), Some("blocker.test"));
+        due.insert("late-rich.test", 0);
+        due.prefer("late-rich.test", rank(0.04));
+        assert_eq!(
+            due.pop_due(63_000).as_deref(),
+            Some("waits.test"),
+            "found due 3 s earlier: ahead of a host under eight times richer"
+        );
+        assert_eq!(due.pop_due(63_000).as_deref(), Some("late-rich.test"));
         // Reinserted hosts keep their rank; removal works from either set.
         due.insert("a.test", 5);
         due.prefer("a.test", rank(0.5));

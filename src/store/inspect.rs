@@ -20,7 +20,8 @@ pub struct QueuedUrl {
     /// Hops from its seed.
     pub depth: u32,
     /// Its estimated importance (OPIC cash) as its queue key ranks it; none
-    /// for refreshes and entries queued before scores existed.
+    /// under `[frontier] ordering = "fifo"`, for refreshes and for entries
+    /// queued before scores existed.
     pub score: Option<f32>,
     /// `page`, `redirected` or `sitemap`.
     pub kind: &'static str,
@@ -75,7 +76,9 @@ impl PartitionStore {
                 codec::queue_key_priority(&key).ok_or_else(|| self.corrupt("queue key"))?;
             let value = self.queue.decode(&value).map_err(|e| self.codec(e))?;
             let level = priority.level() as u8;
-            let score = codec::queue_key_rank(&key).map(|rank| rank.cash().get());
+            let score = codec::queue_key_rank(&key)
+                .and_then(crate::frontier::importance::Rank::known)
+                .map(|rank| rank.cash().get());
             queue.queued.push(QueuedUrl::of(value, level, score, None));
         }
         let Some(cf) = recrawl::family(self) else {
@@ -140,7 +143,7 @@ mod tests {
     fn within_a_level_the_listing_shows_the_richest_first_with_its_score() {
         use crate::frontier::importance::Cash;
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path());
+        let store = super::super::test_support::open_by_importance(dir.path());
         let with = |url: &str, cash: f32| {
             let mut e = entry(url, "a.test");
             e.cash = Cash::new(cash);
@@ -161,6 +164,11 @@ mod tests {
         assert_eq!(listed[0].0, "http://a.test/rich");
         assert!((listed[0].1 / 0.5 - 1.0).abs() < 0.003, "{listed:?}");
         assert_eq!(listed[1].0, "http://a.test/poor");
+        // In admission order, no score is shown: the key carries none.
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = open(dir.path());
+        fifo.admit(vec![with("http://a.test/rich", 0.5)]).unwrap();
+        assert_eq!(fifo.host_queue("a.test", 10).unwrap().queued[0].score, None);
         assert!(store.host_queue("b.test", 10).unwrap().queued.is_empty());
     }
 }

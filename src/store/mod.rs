@@ -246,6 +246,13 @@ pub(crate) mod test_support {
         PartitionStore::open(&env, dir, 0).unwrap()
     }
 
+    /// A store whose hosts' queues are ordered by importance.
+    pub(super) fn open_by_importance(dir: &Path) -> PartitionStore {
+        let env = StoreEnv::new(&Config::defaults().storage)
+            .with_ordering(crate::frontier::importance::Ordering::Importance);
+        PartitionStore::open(&env, dir, 0).unwrap()
+    }
+
     pub(super) fn open_with(dir: &Path, mode: SeenMode, expected_urls: usize) -> PartitionStore {
         let seen = SeenSettings {
             mode,

@@ -36,12 +36,13 @@ impl QueueEntry {
         codec::queue_key_priority(&self.key).unwrap_or(Priority::LOW)
     }
 
-    /// The rank the entry was queued at (none for refreshes and entries
-    /// queued before ranks).
+    /// The rank the entry was queued at (none for refreshes, entries
+    /// queued in admission order or before ranks).
     pub fn rank(&self) -> Option<Rank> {
         (!self.recrawl)
             .then(|| codec::queue_key_rank(&self.key))
             .flatten()
+            .and_then(Rank::known)
     }
 
     /// The cash the entry was queued with, as its rank tells it

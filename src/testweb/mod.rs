@@ -43,7 +43,9 @@ pub const DNS_PATTERN: &str = "*.test";
 /// with `min_delay_ms` between requests to a host, with `extra` (TOML)
 /// merged on top: the `*.test` names on loopback (allowed past the SSRF
 /// guard), no depth limit (the web is finite, and its ground truth must not
-/// depend on discovery order), and backoffs in milliseconds rather than the
+/// depend on discovery order), the importance ordering (so every crawl of
+/// the test suite runs its rewinds and ranks; the default is arrival
+/// order), and backoffs in milliseconds rather than the
 /// production minutes, since some hosts fail on purpose (one host in twenty
 /// never serves its robots.txt and is given up after a second instead of
 /// 30 days; parking lasts 2 s instead of an hour).
@@ -52,6 +54,8 @@ pub fn config_layer(data_dir: &std::path::Path, min_delay_ms: u64, extra: &str) 
         r#"
 [crawl]
 max_depth = 0
+[frontier]
+ordering = "importance"
 [politeness]
 min_delay = "{min_delay_ms}ms"
 backoff_base = "20ms"
