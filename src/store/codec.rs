@@ -139,15 +139,20 @@ pub fn decode_value_as<T: DeserializeOwned>(
     if bytes.first() != Some(&version) {
         return Ok(None);
     }
-    let (value, rest) = postcard::take_from_bytes(&bytes[1..])
-        .map_err(|source| CodecError::Postcard { what, source })?;
+    postcard_exact(what, &bytes[1..]).map(Some)
+}
+
+/// The postcard value that is all of `bytes`.
+fn postcard_exact<T: DeserializeOwned>(what: &'static str, bytes: &[u8]) -> Result<T, CodecError> {
+    let (value, rest) =
+        postcard::take_from_bytes(bytes).map_err(|source| CodecError::Postcard { what, source })?;
     if !rest.is_empty() {
         return Err(CodecError::Trailing {
             what,
             extra: rest.len(),
         });
     }
-    Ok(Some(value))
+    Ok(value)
 }
 
 /// Decodes what [`encode_value`] wrote, or the JSON of an earlier release.
@@ -157,17 +162,7 @@ pub fn decode_value<T: DeserializeOwned>(
 ) -> Result<T, CodecError> {
     match bytes.first() {
         None => Err(CodecError::Empty { what }),
-        Some(&VERSION) => {
-            let (value, rest) = postcard::take_from_bytes(&bytes[1..])
-                .map_err(|source| CodecError::Postcard { what, source })?;
-            if !rest.is_empty() {
-                return Err(CodecError::Trailing {
-                    what,
-                    extra: rest.len(),
-                });
-            }
-            Ok(value)
-        }
+        Some(&VERSION) => postcard_exact(what, &bytes[1..]),
         Some(&LEGACY_JSON) => {
             serde_json::from_slice(bytes).map_err(|source| CodecError::Json { what, source })
         }

@@ -1383,6 +1383,16 @@ fn a_host_opened_with_a_hold_waits_for_its_deadline_and_the_delay_whatever_opene
 
 // ------------------------------------------------------------ importance
 
+/// Queues `url` with `cash` and wakes the host as its partition would
+/// (the best rank of the level that got work); returns the effects.
+fn arrive(h: &mut Harness, url: &str, cash: f32) -> Vec<Effect> {
+    let rank = h.q.push_with(url, cash);
+    let mut arrivals = Arrivals::default();
+    arrivals.add(Priority::NORMAL.level(), rank);
+    let now = h.now();
+    h.m.wake(arrivals, &h.q, now)
+}
+
 /// Fetches pages one after another until `n` were fetched, answering
 /// each at once; returns their URLs in fetch order. `between` runs after
 /// each fetch, before the next (new work arriving).
@@ -1443,12 +1453,8 @@ fn a_richer_url_arriving_later_goes_before_what_was_read_and_nothing_twice() {
         if i == 2 {
             // While old2 is on the wire, a rich page and a poorer one
             // arrive; the host is woken with the best rank of its level.
-            let rank = h.q.push_with("http://a.test/rich", 0.5);
             h.q.push_with("http://a.test/poorest", 0.0001);
-            let mut arrivals = Arrivals::default();
-            arrivals.add(Priority::NORMAL.level(), rank);
-            let now = h.now();
-            let fx = h.m.wake(arrivals, &h.q, now);
+            let fx = arrive(h, "http://a.test/rich", 0.5);
             assert!(fetches(&fx).is_empty(), "one request in flight: {fx:?}");
         }
     });
@@ -1468,11 +1474,7 @@ fn a_poorer_arrival_does_not_make_the_host_read_its_level_again() {
     h.robots(404, "");
     let order = crawl_in_order(&mut h, 3, |h, i| {
         if i == 0 {
-            let rank = h.q.push_with("http://a.test/3", 0.01);
-            let mut arrivals = Arrivals::default();
-            arrivals.add(Priority::NORMAL.level(), rank);
-            let now = h.now();
-            h.m.wake(arrivals, &h.q, now);
+            arrive(h, "http://a.test/3", 0.01);
         }
     });
     assert_eq!(
@@ -1501,11 +1503,7 @@ fn a_level_read_again_reads_past_a_page_of_entries_still_being_processed() {
         assert_eq!(url, format!("http://a.test/old{i}"));
         running.extend(h.answer(id, ms(10), Ok(html())));
     }
-    let rank = h.q.push_with("http://a.test/rich", 0.5);
-    let mut arrivals = Arrivals::default();
-    arrivals.add(Priority::NORMAL.level(), rank);
-    let now = h.now();
-    h.m.wake(arrivals, &h.q, now);
+    arrive(&mut h, "http://a.test/rich", 0.5);
     // The host itself asks to be called when its delay is over: one
     // timer, and the newcomer leaves.
     h.clock
@@ -1537,11 +1535,7 @@ fn two_richer_arrivals_before_the_next_read_are_both_fetched_first() {
             // level is not read between them, so the second comes while
             // its cursor is the first's rank.
             for (url, cash) in [("http://a.test/rich", 0.1), ("http://a.test/richer", 0.5)] {
-                let rank = h.q.push_with(url, cash);
-                let mut arrivals = Arrivals::default();
-                arrivals.add(Priority::NORMAL.level(), rank);
-                let now = h.now();
-                h.m.wake(arrivals, &h.q, now);
+                arrive(h, url, cash);
             }
         }
     });
