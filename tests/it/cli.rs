@@ -300,6 +300,14 @@ fn run_config_with(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
 
 /// Runs `trawl run --until-idle` on `config` and `seeds`; its summary.
 fn run_until_idle(config: &std::path::Path, seeds: &std::path::Path) -> serde_json::Value {
+    run_until_idle_logged(config, seeds).0
+}
+
+/// [`run_until_idle`], with the run's log (stderr) too.
+fn run_until_idle_logged(
+    config: &std::path::Path,
+    seeds: &std::path::Path,
+) -> (serde_json::Value, String) {
     let json = seeds.with_file_name("summary.json");
     let out = trawl()
         .args(["run", "--until-idle", "--config"])
@@ -312,7 +320,8 @@ fn run_until_idle(config: &std::path::Path, seeds: &std::path::Path) -> serde_js
         .unwrap();
     let log = String::from_utf8(out.stderr).unwrap();
     assert!(out.status.success(), "{log}");
-    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+    let summary = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (summary, log)
 }
 
 #[test]
@@ -406,21 +415,8 @@ fn run_until_idle_ends_with_a_summary_on_stderr_and_as_json() {
     let config = run_config(dir.path());
     let seeds = dir.path().join("seeds.txt");
     std::fs::write(&seeds, web.seeds(port).join("\n")).unwrap();
-    let json = dir.path().join("summary.json");
-    let out = trawl()
-        .args(["run", "--until-idle", "--config"])
-        .arg(&config)
-        .arg("--seeds")
-        .arg(&seeds)
-        .arg("--summary-json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    let log = String::from_utf8(out.stderr).unwrap();
-    assert!(out.status.success(), "{log}");
+    let (summary, log) = run_until_idle_logged(&config, &seeds);
     assert!(log.contains("crawl summary:"), "{log}");
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     // Every response the server sent (robots.txt included), by class.
     let records = server.log().records();
     let class = |lo: u16| {
