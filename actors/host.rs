@@ -616,7 +616,9 @@ impl Runner {
             }
             Plan::ReadSitemap => {
                 let mut listed = self.read_sitemap(job).await?;
-                importance::share_listed(job.entry.cash(), &mut listed);
+                if self.settings.ordering == importance::Ordering::Importance {
+                    importance::share_listed(job.entry.cash(), &mut listed);
+                }
                 (listed, Some(self.record(job, None)))
             }
             Plan::ParseHtml => {
@@ -648,7 +650,9 @@ impl Runner {
                 record.simhash = findings.simhash;
                 record.digest = Some(parsed.digest);
                 let mut links = findings.found;
-                importance::share_links(job.entry.cash(), &job.url, &mut links);
+                if self.settings.ordering == importance::Ordering::Importance {
+                    importance::share_links(job.entry.cash(), &job.url, &mut links);
+                }
                 (links, Some(record))
             }
             Plan::Archive { found } => {

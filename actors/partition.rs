@@ -600,11 +600,21 @@ impl PartitionActor {
                 .with_label_values(&["blocked"])
                 .inc_by((offered - msg.entries.len()) as u64);
         }
-        let outcome = self.store.admit_at(msg.entries, now_ms).map_err(|err| {
-            tracing::error!(partition = self.id, error = %err, "admit failed");
-            self.store_errors += 1;
-            Failure::Store(err.to_string())
-        })?;
+        // A host with an actor may hold its entries in memory, and one whose
+        // completions are not written yet still has their keys stored: only
+        // the others' queued URLs are moved up (see `admit_crediting`).
+        let hosts = &self.hosts;
+        let unwritten = &self.pending.schedules;
+        let dormant =
+            |host: &str| !hosts.contains_key(host) && !unwritten.iter().any(|(h, _)| h == host);
+        let outcome = self
+            .store
+            .admit_crediting(msg.entries, now_ms, &dormant)
+            .map_err(|err| {
+                tracing::error!(partition = self.id, error = %err, "admit failed");
+                self.store_errors += 1;
+                Failure::Store(err.to_string())
+            })?;
         self.writes += 1;
         self.name_seeded_cut(&outcome.seeded_cut);
         let mut refused: Vec<(Fingerprint, &'static str)> = outcome
@@ -636,6 +646,15 @@ impl PartitionActor {
         for (e, rank) in admitted.iter().zip(&outcome.ranks) {
             let arrivals = hosts.entry(e.host.as_str()).or_default();
             arrivals.add(e.priority.level(), *rank);
+        }
+        self.metrics
+            .urls_credited
+            .inc_by(outcome.credited.len() as u64);
+        for (host, priority, rank) in &outcome.credited {
+            hosts
+                .entry(host.as_str())
+                .or_default()
+                .add(priority.level(), *rank);
         }
         for e in &outcome.refreshed {
             hosts

@@ -9,7 +9,9 @@
 //! PageRank: what an importance ordering aims at under politeness), both
 //! again with a fetch capacity of one host in ten per round (`cap-`: a
 //! crawl bound by its connections rather than by politeness, where the
-//! oracle also picks the hosts whose best page ranks highest), and the
+//! oracle also picks the hosts whose best page ranks highest), the same
+//! rounds on trawl's online estimate (`polite-opic`, `cap-opic`: OPIC
+//! cash, a queued page credited by later links from other hosts), and the
 //! best possible order (the N pages of highest PageRank).
 //!
 //! ```text
@@ -76,10 +78,15 @@ impl Baselines {
             ("bfs", bfs.clone()),
             ("polite-bfs", graph::polite_order(graph, HostPick::Fifo)),
             ("in-link", graph::inlink_order(graph)),
+            ("polite-opic", graph::polite_order(graph, HostPick::Opic)),
             ("polite-best", graph::polite_order(graph, oracle)),
             (
                 "cap-bfs",
                 graph::polite_order_capped(graph, HostPick::Fifo, cap),
+            ),
+            (
+                "cap-opic",
+                graph::polite_order_capped(graph, HostPick::Opic, cap),
             ),
             ("cap-best", graph::polite_order_capped(graph, oracle, cap)),
             ("best", graph::best_order(graph, &rank)),

@@ -57,6 +57,10 @@ pub struct Metrics {
     /// The estimated importance (OPIC cash) of the new URLs fetched
     /// (`trawl_fetched_score`): what the frontier's order gives.
     pub fetched_score: Histogram,
+    /// Queued URLs moved up their host's queue by links from other
+    /// domains found after they were queued (`trawl_urls_credited_total`,
+    /// importance ordering: `store/admission.rs`).
+    pub urls_credited: IntCounter,
     /// Fetches that produced no response, by error kind.
     pub fetch_errors: IntCounterVec,
     /// URLs queued and not yet completed.
@@ -415,6 +419,10 @@ impl Metrics {
                 "class",
             ),
             fetched_bytes: counter("trawl_fetched_bytes_total", "Response body bytes received."),
+            urls_credited: counter(
+                "trawl_urls_credited_total",
+                "Queued URLs of dormant hosts moved up their host's queue by links from other domains found after they were queued (importance ordering).",
+            ),
             fetch_errors,
             frontier_size: gauge("trawl_frontier_size", "URLs queued and not yet completed."),
             active_hosts: gauge("trawl_active_host_actors", "Host actors currently active."),

@@ -105,6 +105,10 @@ pub struct HostSettings {
     pub request_timeout: Duration,
     /// `[recrawl]`.
     pub recrawl: RecrawlSettings,
+    /// `[frontier] ordering`: under `Fifo` no cash is shared among a
+    /// page's links (no rank would keep it, and sharing costs a
+    /// registrable-domain lookup per link leaving the host).
+    pub ordering: super::importance::Ordering,
 }
 
 impl HostSettings {
@@ -142,6 +146,7 @@ impl HostSettings {
             passivate_after: config.frontier.passivate_after,
             request_timeout: config.fetch.timeout,
             recrawl: RecrawlSettings::from_config(&config.recrawl),
+            ordering: config.frontier.ordering,
         }
     }
 }

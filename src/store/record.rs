@@ -13,6 +13,14 @@
 //!
 //! A queued URL's record stays small (about a dozen bytes): everything
 //! about fetches is `None` or zero until the URL is fetched.
+//!
+//! A URL queued under `[frontier] ordering = "importance"` also notes
+//! where its queue entry is ([`QueueSlot`]): version [`SLOTTED_VERSION`]
+//! (0x81), the same postcard body followed by the slot's. In-links found
+//! later move the entry up (`admission.rs`), and the slot is how it is
+//! found without scanning the host's queue. The slot is written only while
+//! the URL is queued; a record that leaves that state is written as 0x80
+//! again.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +29,22 @@ use crate::frontier::recrawl::ChangeHistory;
 
 /// The version byte of records written now.
 pub const RECORD_VERSION: u8 = 0x80;
+/// The version byte of a queued record that notes its [`QueueSlot`].
+pub const SLOTTED_VERSION: u8 = 0x81;
+
+/// Where a queued URL's entry is in its host's queue: the parts of its
+/// key besides the host (`codec::queue_key`). Only a hint: the entry is
+/// read at this key before anything moves it, and a slot whose key is gone
+/// (the URL was taken and completed) moves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueSlot {
+    /// The priority level.
+    pub level: u8,
+    /// The rank's steps (`importance::Rank`).
+    pub rank: u16,
+    /// The sequence number.
+    pub seq: u64,
+}
 
 /// Why a URL left the crawl.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -135,6 +159,9 @@ pub struct UrlRecord {
     pub misses: u8,
     /// When it was removed (Unix ms), if it is [`UrlState::Gone`].
     pub removed_ms: Option<u64>,
+    /// Where its queue entry is, while it is queued under importance
+    /// ordering (see the module docs).
+    pub slot: Option<QueueSlot>,
 }
 
 impl UrlRecord {
@@ -150,6 +177,7 @@ impl UrlRecord {
             next_due_ms: None,
             misses: 0,
             removed_ms: None,
+            slot: None,
         }
     }
 
@@ -170,10 +198,18 @@ impl UrlRecord {
             misses: self.misses,
             removed_ms: self.removed_ms,
         };
-        postcard::to_extend(&stored, vec![RECORD_VERSION]).map_err(|source| CodecError::Postcard {
+        let postcard = |source| CodecError::Postcard {
             what: Self::WHAT,
             source,
-        })
+        };
+        match self.slot.filter(|_| self.state == UrlState::Queued) {
+            None => postcard::to_extend(&stored, vec![RECORD_VERSION]).map_err(postcard),
+            Some(slot) => {
+                let bytes =
+                    postcard::to_extend(&stored, vec![SLOTTED_VERSION]).map_err(postcard)?;
+                postcard::to_extend(&slot, bytes).map_err(postcard)
+            }
+        }
     }
 
     /// Decodes [`UrlRecord::encode`]'s form, or the seven bytes of earlier
@@ -181,14 +217,22 @@ impl UrlRecord {
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
         match bytes.first() {
             None => Err(CodecError::Empty { what: Self::WHAT }),
-            Some(&RECORD_VERSION) => {
+            Some(&version @ (RECORD_VERSION | SLOTTED_VERSION)) => {
+                let postcard = |source| CodecError::Postcard {
+                    what: Self::WHAT,
+                    source,
+                };
                 let (s, rest): (StoredRecord, _) =
-                    postcard::take_from_bytes(&bytes[1..]).map_err(|source| {
-                        CodecError::Postcard {
-                            what: Self::WHAT,
-                            source,
-                        }
-                    })?;
+                    postcard::take_from_bytes(&bytes[1..]).map_err(postcard)?;
+                let (slot, rest) = match version {
+                    // Read, and kept only by a queued URL (as written).
+                    SLOTTED_VERSION => {
+                        let (slot, rest): (QueueSlot, _) =
+                            postcard::take_from_bytes(rest).map_err(postcard)?;
+                        (Some(slot).filter(|_| s.state == UrlState::Queued), rest)
+                    }
+                    _ => (None, rest),
+                };
                 if !rest.is_empty() {
                     return Err(CodecError::Trailing {
                         what: Self::WHAT,
@@ -209,6 +253,7 @@ impl UrlRecord {
                     next_due_ms: s.next_due_ms,
                     misses: s.misses,
                     removed_ms: s.removed_ms,
+                    slot,
                 })
             }
             Some(&tag) if tag < RECORD_VERSION => {
@@ -358,8 +403,15 @@ mod tests {
             next_due_ms: Some(1_700_086_400_000),
             misses: 1,
             removed_ms: None,
+            slot: None,
         }
     }
+
+    const SLOT: QueueSlot = QueueSlot {
+        level: 2,
+        rank: 1_900,
+        seq: 70_000,
+    };
 
     #[test]
     fn records_round_trip_with_the_version_byte() {
@@ -379,6 +431,55 @@ mod tests {
         // A queued URL's record stays small.
         let queued = UrlRecord::new(UrlState::Queued, 5).encode().unwrap();
         assert!(queued.len() <= 16, "{}", queued.len());
+    }
+
+    #[test]
+    fn a_queued_record_keeps_its_slot_and_drops_it_once_it_leaves_the_queue() {
+        let mut queued = UrlRecord::new(UrlState::Queued, 5);
+        queued.slot = Some(SLOT);
+        let bytes = queued.encode().unwrap();
+        assert_eq!(bytes[0], SLOTTED_VERSION);
+        assert!(bytes.len() <= 24, "{}", bytes.len());
+        assert_eq!(UrlRecord::decode(&bytes).unwrap(), queued);
+        // Fetched, the slot is not written (the entry is gone).
+        let mut fetched = queued.clone();
+        fetched.state = UrlState::Fetched(200);
+        let bytes = fetched.encode().unwrap();
+        assert_eq!(bytes[0], RECORD_VERSION);
+        assert_eq!(UrlRecord::decode(&bytes).unwrap().slot, None);
+        // A slot beside another state is not kept (it was never written
+        // so), and the record reads back as it encodes.
+        let mut odd = postcard::to_extend(
+            &StoredRecord {
+                state: UrlState::Fetched(200),
+                depth: 5,
+                tries: Tries::default(),
+                last: None,
+                visits: 0,
+                changes: 0,
+                span_ms: 0,
+                interval_ms: 0,
+                next_due_ms: None,
+                misses: 0,
+                removed_ms: None,
+            },
+            vec![SLOTTED_VERSION],
+        )
+        .unwrap();
+        odd = postcard::to_extend(&SLOT, odd).unwrap();
+        let read = UrlRecord::decode(&odd).unwrap();
+        assert_eq!(read.slot, None);
+        assert_eq!(UrlRecord::decode(&read.encode().unwrap()).unwrap(), read);
+        // A slotted record cut short, or with bytes after its slot, is an
+        // error, not a guess.
+        let bytes = queued.encode().unwrap();
+        assert!(UrlRecord::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(
+            UrlRecord::decode(&longer),
+            Err(CodecError::Trailing { .. })
+        ));
     }
 
     #[test]
@@ -405,8 +506,8 @@ mod tests {
         ));
         assert!(UrlRecord::decode(&[1]).is_err());
         assert!(matches!(
-            UrlRecord::decode(&[0x81, 0]),
-            Err(CodecError::UnknownVersion { version: 0x81, .. })
+            UrlRecord::decode(&[0x82, 0]),
+            Err(CodecError::UnknownVersion { version: 0x82, .. })
         ));
         let mut long = full().encode().unwrap();
         long.push(0);

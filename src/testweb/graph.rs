@@ -34,6 +34,8 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::frontier::importance::CROSS_DOMAIN_WEIGHT;
+
 /// Why a graph file could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum GraphError {
@@ -634,6 +636,14 @@ pub enum HostPick<'a> {
     /// The known page of highest rank (an oracle: what an importance
     /// ordering aims at under politeness).
     ByRank(&'a [f64]),
+    /// The known page holding the most OPIC cash, as trawl's importance
+    /// ordering estimates it online (`frontier/importance.rs`): a seed
+    /// holds 1, a fetched page shares its cash among its links, a link to
+    /// another host weighing [`CROSS_DOMAIN_WEIGHT`]; a queued page gains
+    /// the share of every later link from another host too (trawl credits
+    /// those only while the host is dormant, which every host of a round
+    /// is not; so this is the estimate's ceiling, not trawl's order).
+    Opic,
 }
 
 /// The fetch order of a polite crawl simulated in rounds: each round,
@@ -655,7 +665,7 @@ pub fn polite_order(graph: &LinkGraph, pick: HostPick<'_>) -> Vec<u32> {
 pub fn polite_order_capped(graph: &LinkGraph, pick: HostPick<'_>, per_round: usize) -> Vec<u32> {
     let mut crawl = PoliteCrawl::new(graph, pick);
     for &s in graph.seeds() {
-        crawl.learn(s);
+        crawl.seed(s);
     }
     let mut order = Vec::new();
     let mut cursor = 0;
@@ -667,7 +677,9 @@ pub fn polite_order_capped(graph: &LinkGraph, pick: HostPick<'_>, per_round: usi
                 cursor = next;
                 round
             }
-            HostPick::ByRank(_) => best_heads(&crawl.active, &crawl.queues, per_round),
+            HostPick::ByRank(_) | HostPick::Opic => {
+                best_heads(&crawl.active, &crawl.queues, per_round)
+            }
         };
         if round.is_empty() {
             return order;
@@ -675,10 +687,9 @@ pub fn polite_order_capped(graph: &LinkGraph, pick: HostPick<'_>, per_round: usi
         for host in round {
             let page = crawl.queues[host as usize].pop().expect("a host with work");
             order.push(page);
-            for &to in graph.links(page) {
-                crawl.learn(to);
-            }
+            crawl.fetch(page);
         }
+        crawl.settle();
     }
 }
 
@@ -695,6 +706,12 @@ struct PoliteCrawl<'a> {
     active: Vec<u32>,
     /// Whether a host is in `active`.
     discovered: Vec<bool>,
+    /// Pages fetched: a page credited after it was queued is queued again
+    /// at its new key, and the copies left behind are dropped once it is
+    /// fetched ([`PoliteCrawl::settle`]).
+    fetched: Vec<bool>,
+    /// OPIC cash of every page ([`HostPick::Opic`]).
+    cash: Vec<f64>,
 }
 
 impl<'a> PoliteCrawl<'a> {
@@ -706,6 +723,56 @@ impl<'a> PoliteCrawl<'a> {
             queues: (0..graph.hosts()).map(|_| HostQueue::default()).collect(),
             active: Vec::new(),
             discovered: vec![false; graph.hosts()],
+            fetched: vec![false; graph.pages()],
+            cash: vec![0.0; graph.pages()],
+        }
+    }
+
+    /// A seed: known, with a seed's cash.
+    fn seed(&mut self, page: u32) {
+        self.cash[page as usize] += 1.0;
+        self.learn(page);
+    }
+
+    /// `page` is fetched: its links are learnt, and under
+    /// [`HostPick::Opic`] its cash is shared among them.
+    fn fetch(&mut self, page: u32) {
+        self.fetched[page as usize] = true;
+        let graph = self.graph;
+        let links = graph.links(page);
+        let host = graph.host_of(page);
+        let weight = |to: u32| {
+            if graph.host_of(to) == host {
+                1.0
+            } else {
+                f64::from(CROSS_DOMAIN_WEIGHT)
+            }
+        };
+        let total: f64 = links.iter().map(|&to| weight(to)).sum();
+        let cash = std::mem::take(&mut self.cash[page as usize]);
+        for &to in links {
+            let share = cash * weight(to) / total;
+            let known = self.seen[to as usize];
+            let credit = matches!(self.pick, HostPick::Opic)
+                && known
+                && !self.fetched[to as usize]
+                && graph.host_of(to) != host;
+            if !known {
+                self.cash[to as usize] += share;
+            } else if credit {
+                self.cash[to as usize] += share;
+                let key = self.cash[to as usize].to_bits();
+                self.queues[graph.host_of(to) as usize].push(key, to);
+            }
+            self.learn(to);
+        }
+    }
+
+    /// Drops the stale copies (pages fetched) from the heads of the
+    /// queues, so each head is a page to fetch.
+    fn settle(&mut self) {
+        for &host in &self.active {
+            self.queues[host as usize].settle(&self.fetched);
         }
     }
 
@@ -721,6 +788,7 @@ impl<'a> PoliteCrawl<'a> {
         let key = match self.pick {
             HostPick::Fifo => 0,
             HostPick::ByRank(rank) => rank[page as usize].to_bits(),
+            HostPick::Opic => self.cash[page as usize].to_bits(),
         };
         self.queues[host as usize].push(key, page);
     }
@@ -780,6 +848,16 @@ impl HostQueue {
 
     fn pop(&mut self) -> Option<u32> {
         self.heap.pop().map(|(_, _, page)| page)
+    }
+
+    /// Pops the fetched pages off the head.
+    fn settle(&mut self, fetched: &[bool]) {
+        while let Some(&(_, _, page)) = self.heap.peek() {
+            if !fetched[page as usize] {
+                break;
+            }
+            self.heap.pop();
+        }
     }
 
     fn head_key(&self) -> Option<u64> {
@@ -897,6 +975,8 @@ mod tests {
             polite_order(&g, HostPick::ByRank(&rank)),
             polite_order_capped(&g, HostPick::Fifo, 20),
             polite_order_capped(&g, HostPick::ByRank(&rank), 20),
+            polite_order(&g, HostPick::Opic),
+            polite_order_capped(&g, HostPick::Opic, 20),
             shuffled,
         ];
         for p in [1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0] {
@@ -922,7 +1002,7 @@ mod tests {
         let rank = pagerank(&g);
         let mut reachable = bfs_order(&g);
         reachable.sort_unstable();
-        for pick in [HostPick::Fifo, HostPick::ByRank(&rank)] {
+        for pick in [HostPick::Fifo, HostPick::ByRank(&rank), HostPick::Opic] {
             for cap in [1, 7, usize::MAX] {
                 let mut order = polite_order_capped(&g, pick, cap);
                 order.sort_unstable();
@@ -954,6 +1034,31 @@ mod tests {
             [a, a2, b, a1]
         );
         assert_eq!(polite_order_capped(&g, HostPick::Fifo, 1), [a, b, a1, a2]);
+    }
+
+    #[test]
+    fn the_opic_estimate_moves_a_queued_page_up_by_links_from_other_hosts() {
+        // Seed a.test/ links to a.test/1, a.test/2 and b.test/, which
+        // links to a.test/2: once b.test/ is fetched, a.test/2 holds more
+        // than a.test/1 and is fetched first, though learnt later.
+        let mut g = LinkGraph::new();
+        let a = g.add_page("a.test", "/");
+        let a1 = g.add_page("a.test", "/1");
+        let a2 = g.add_page("a.test", "/2");
+        let b = g.add_page("b.test", "/");
+        for to in [a1, a2, b] {
+            g.add_link(a, to);
+        }
+        g.add_link(b, a2);
+        g.add_seed(a);
+        // a's cash: 1/6 to each of its own pages, 4/6 to b.test/ (another
+        // host weighs 4). Without the credit a.test/1 and a.test/2 tie and
+        // the first learnt goes first; b.test/ (the richest head) is
+        // fetched first in round 2, and its link lifts a.test/2 over
+        // a.test/1 before a.test takes its turn, capped or not.
+        assert_eq!(polite_order(&g, HostPick::Fifo), [a, a1, b, a2]);
+        assert_eq!(polite_order(&g, HostPick::Opic), [a, b, a2, a1]);
+        assert_eq!(polite_order_capped(&g, HostPick::Opic, 1), [a, b, a2, a1]);
     }
 
     #[test]

@@ -8,12 +8,18 @@ use std::sync::Arc;
 use crate::common::*;
 use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
 use trawl::config::Config;
+use trawl::frontier::importance::Ordering;
 use trawl::metrics::Metrics;
 
 /// Crawls until idle; the node's status just before it stops.
 fn crawl_status(config: Config, seeds: Vec<String>) -> NodeStatus {
+    crawl_status_with(config, seeds, Arc::new(Metrics::new()))
+}
+
+/// [`crawl_status`] with the node's metrics.
+fn crawl_status_with(config: Config, seeds: Vec<String>, metrics: Arc<Metrics>) -> NodeStatus {
     actix_rt::System::new().block_on(async move {
-        let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
+        let node = Node::start(config, metrics).expect("node starts");
         node.send(Seed { urls: seeds }).await.unwrap().unwrap();
         node.send(WhenIdle).await.unwrap();
         let status = node.send(GetStatus).await.unwrap();
@@ -28,7 +34,11 @@ fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
     let config = config_with(data.path(), 5, 8, "[frontier]\nmax_active_hosts = 3\n");
-    let status = crawl_status(config, web.seeds(port));
+    // The test web's config orders by importance: waiting hosts are
+    // dormant, and links from other sites move their queued URLs up.
+    assert_eq!(config.frontier.ordering, Ordering::Importance);
+    let metrics = Arc::new(Metrics::new());
+    let status = crawl_status_with(config.clone(), web.seeds(port), metrics.clone());
     let log = server.log().records();
     server.stop();
 
@@ -49,6 +59,19 @@ fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
     assert_same_urls(&fetched, &web.ground_truth(port));
     let report = audit_log(&web, &log, 5);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // Moved, never copied: each page is stored once.
+    assert!(
+        metrics.urls_credited.get() > 0,
+        "no queued URL was credited"
+    );
+    let mut stored = BTreeSet::new();
+    for event in page_events(&config) {
+        assert!(
+            stored.insert(event.url.clone()),
+            "{} stored twice",
+            event.url
+        );
+    }
 }
 
 #[test]

@@ -186,6 +186,7 @@ fn settings() -> HostSettings {
             refresh_share: 0.5,
             change_distance: 3,
         },
+        ordering: crate::frontier::importance::Ordering::Importance,
     }
 }
 

@@ -76,6 +76,7 @@ pub(super) fn settings(request_timeout: Duration) -> Arc<HostSettings> {
         passivate_after: Duration::from_secs(3600),
         request_timeout,
         recrawl: RecrawlSettings::from_config(&Config::defaults().recrawl),
+        ordering: Config::defaults().frontier.ordering,
     })
 }
 
