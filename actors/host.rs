@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use super::messages::{
     Archive, ArchiveRemoval, Complete, Crash, DigestPayload, DigestQuery, Discover, DrainHost,
     Failure, Fetch, GetHostSnapshot, HoldHost, HostIdle, HostLinks, Parse, ParseSitemap,
-    SaveHostState, SlowDown, Wake,
+    SaveHostState, SlowDown, Wake, YieldSlot,
 };
 use crate::archive::Archived;
 use crate::clock::SharedClock;
@@ -779,6 +779,15 @@ impl Handler<Wake> for HostActor {
         let fx = self
             .machine
             .wake(msg.arrivals, &*self.store, self.clock.now());
+        self.apply(fx, ctx);
+    }
+}
+
+impl Handler<YieldSlot> for HostActor {
+    type Result = ();
+
+    fn handle(&mut self, _: YieldSlot, ctx: &mut Self::Context) {
+        let fx = self.machine.yield_slot(self.clock.now());
         self.apply(fx, ctx);
     }
 }

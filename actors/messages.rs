@@ -412,6 +412,17 @@ pub struct Wake {
     pub arrivals: crate::frontier::importance::Arrivals,
 }
 
+/// Hosts wait for a slot and this one has held its slot for a cycle
+/// (`[frontier] host_cycle`): it passivates once quiet, due when its
+/// politeness allows. A host woken since (a later generation) may be
+/// refused its passivation and keep its slot, as any idle report.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct YieldSlot {
+    /// The generation of the start or wake the partition asks at.
+    pub generation: u64,
+}
+
 /// Asks a host for its [`HostSnapshot`]; with `count_queue`, its queue
 /// sizes by priority are counted from the store (a scan of its queue:
 /// listings of many hosts take the partition's per-host totals instead).

@@ -30,7 +30,7 @@ use super::host::HostActor;
 use super::messages::{
     AdmitBatch, AdmitMarked, AdmitReply, Checkpointed, Complete, Crash, CrashHost, DigestQuery,
     Drain, DrainHost, Failure, GetPartitionSnapshot, HoldHost, HostIdle, HostLinks,
-    PartitionSnapshot, PipelineLinks, SaveHostState, TakeCheckpoint, Wake,
+    PartitionSnapshot, PipelineLinks, SaveHostState, TakeCheckpoint, Wake, YieldSlot,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
@@ -187,7 +187,8 @@ impl PartitionActor {
         // A crashed last life makes each host it left owe its last delay
         // at its first start (the activation's), not at every start.
         let mut activation = Activation::new(slots, hold_until_ms, request_timeout)
-            .with_lead(settings.passivate_after);
+            .with_lead(settings.passivate_after)
+            .with_cycle(settings.host_cycle);
         let settings = match settings.crashed {
             true => {
                 activation = activation.after_crash();
@@ -287,6 +288,12 @@ impl PartitionActor {
                     crashed,
                 } => self.start_host(host, generation, crashed, ctx),
                 Step::Timer { at_ms } => self.arm_due_timer(at_ms, now_ms, ctx),
+                Step::Yield { host, generation } => {
+                    if let Some(addr) = self.hosts.get(&host) {
+                        self.metrics.host_slot_yields.inc();
+                        addr.do_send(YieldSlot { generation });
+                    }
+                }
                 Step::Wake { .. } => {}
             }
         }

@@ -30,6 +30,8 @@
 //! - `TRAWL_ORDERING_ACTIVE_HOSTS=N`: `[frontier] max_active_hosts` (a
 //!   crawl bound by its live hosts, like the `cap-` orders; e.g. a tenth
 //!   of the graph's hosts);
+//! - `TRAWL_ORDERING_CYCLE=DURATION`: `[frontier] host_cycle` (e.g. `2s`:
+//!   with active hosts capped, a host gives its slot up after a cycle);
 //! - `TRAWL_ORDERING_DELAY_MS=N`: `[politeness] min_delay`; by default the
 //!   largest host's pages take about 25 s of delays, at least 20 ms each.
 //!
@@ -217,6 +219,9 @@ fn config(data: &std::path::Path, delay_ms: u64, ordering: Option<&str>) -> Resu
     if let Some(n) = active_hosts() {
         extra.push_str(&format!("max_active_hosts = {n}\n"));
     }
+    if let Ok(cycle) = std::env::var("TRAWL_ORDERING_CYCLE") {
+        extra.push_str(&format!("host_cycle = {cycle:?}\n"));
+    }
     let toml = trawl::testweb::config_layer(data, delay_ms, &extra);
     Config::from_layers(&[("bench".into(), toml)]).map_err(|e| {
         e.to_string()
@@ -357,10 +362,11 @@ fn main() {
             let pages = crawl.order.len();
             let wall = crawl.wall.as_secs_f64();
             println!(
-                "trawl, [frontier] ordering = {}, max_active_hosts {}, min_delay {delay_ms} ms: {pages} of {} pages \
-                 in {wall:.1} s = {:.0} pages/s; crawler cpu {:.2} s = {:.0} µs/page",
+                "trawl, [frontier] ordering = {}, max_active_hosts {}, host_cycle {}, min_delay {delay_ms} ms: \
+                 {pages} of {} pages in {wall:.1} s = {:.0} pages/s; crawler cpu {:.2} s = {:.0} µs/page",
                 key.unwrap_or("(key absent)"),
                 active_hosts().map_or("default".to_owned(), |n| n.to_string()),
+                std::env::var("TRAWL_ORDERING_CYCLE").unwrap_or_else(|_| "default".to_owned()),
                 base.reachable,
                 pages as f64 / wall,
                 crawl.cpu,

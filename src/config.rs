@@ -301,6 +301,11 @@ pub struct FrontierConfig {
     /// (`src/frontier/importance.rs`).
     #[serde(default)]
     pub ordering: crate::frontier::importance::Ordering,
+    /// When hosts wait for a slot, a host that has held its slot this
+    /// long is asked to give it up (`frontier/activation.rs`,
+    /// `Activation::with_cycle`); zero (the default) never asks.
+    #[serde(default, with = "humantime_serde")]
+    pub host_cycle: Duration,
 }
 
 impl FrontierConfig {

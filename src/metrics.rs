@@ -61,6 +61,9 @@ pub struct Metrics {
     /// domains found after they were queued (`trawl_urls_credited_total`,
     /// importance ordering: `store/admission.rs`).
     pub urls_credited: IntCounter,
+    /// Active hosts asked to give their slot up to hosts waiting for one
+    /// (`[frontier] host_cycle`; `trawl_host_slot_yields_total`).
+    pub host_slot_yields: IntCounter,
     /// Fetches that produced no response, by error kind.
     pub fetch_errors: IntCounterVec,
     /// URLs queued and not yet completed.
@@ -419,6 +422,10 @@ impl Metrics {
                 "class",
             ),
             fetched_bytes: counter("trawl_fetched_bytes_total", "Response body bytes received."),
+            host_slot_yields: counter(
+                "trawl_host_slot_yields_total",
+                "Active hosts asked to give their slot up to hosts waiting for one after holding it for [frontier] host_cycle.",
+            ),
             urls_credited: counter(
                 "trawl_urls_credited_total",
                 "Queued URLs of dormant hosts moved up their host's queue by links from other domains found after they were queued (importance ordering).",

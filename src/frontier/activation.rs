@@ -62,6 +62,9 @@ pub enum Step {
     },
     /// Call [`Activation::activate`] again at `at_ms` (Unix ms).
     Timer { at_ms: u64 },
+    /// Ask active `host` (started or woken at `generation`) to give its
+    /// slot up: hosts wait for one ([`Activation::with_cycle`]).
+    Yield { host: String, generation: u64 },
 }
 
 /// One partition's active and dormant hosts.
@@ -88,6 +91,13 @@ pub struct Activation {
     lead_ms: u64,
     draining: bool,
     slots: Arc<ActiveSlots>,
+    /// When each active host started (Unix ms), for its cycle.
+    started: HashMap<String, u64>,
+    /// Active hosts asked for their slot, at the generation asked.
+    asked: HashMap<String, u64>,
+    /// `[frontier] host_cycle` in ms (0: a host keeps its slot until it
+    /// has nothing to do soon).
+    cycle_ms: u64,
 }
 
 impl Activation {
@@ -110,7 +120,22 @@ impl Activation {
             draining: false,
             slots,
             lead_ms: ACTIVATE_AHEAD_MS,
+            started: HashMap::new(),
+            asked: HashMap::new(),
+            cycle_ms: 0,
         }
+    }
+
+    /// Hosts wait for a slot while this partition's active hosts hold
+    /// theirs: the one that started longest ago, once it has held its
+    /// slot for `cycle` (`[frontier] host_cycle`; zero never asks), is
+    /// asked to give it up ([`Step::Yield`]), one per look. This is the
+    /// per-host budget of a crawl cycle: a site too large to finish in
+    /// one turn crawls for a cycle, then the due hosts holding the most
+    /// important work go first (it rejoins them, ranked by its best URL).
+    pub fn with_cycle(mut self, cycle: Duration) -> Self {
+        self.cycle_ms = cycle.as_millis() as u64;
+        self
     }
 
     /// Starts dormant hosts at most half of `passivate_after` early
@@ -229,6 +254,9 @@ impl Activation {
                 return steps;
             }
             if !self.slots.try_take() {
+                // Hosts waiting for a slot age from now on.
+                self.due.find_due(now_ms + self.lead_ms);
+                steps.extend(self.ask_for_a_slot(now_ms));
                 steps.push(Step::Timer {
                     at_ms: now_ms + SLOT_POLL_MS,
                 });
@@ -248,12 +276,39 @@ impl Activation {
             let generation = self.next_generation();
             let crashed = self.restarted.remove(&host);
             self.active.insert(host.clone(), generation);
+            self.started.insert(host.clone(), now_ms);
             steps.push(Step::Start {
                 host,
                 generation,
                 crashed,
             });
         }
+    }
+
+    /// The active host to ask for its slot, if one has held it for a
+    /// cycle (see [`Activation::with_cycle`]).
+    fn ask_for_a_slot(&mut self, now_ms: u64) -> Option<Step> {
+        if self.cycle_ms == 0 {
+            return None;
+        }
+        let (host, generation) = self
+            .active
+            .iter()
+            .filter(|(host, generation)| self.asked.get(*host) != Some(generation))
+            .filter_map(|(host, generation)| {
+                let started = *self.started.get(host)?;
+                (now_ms >= started + self.cycle_ms).then_some((started, host, *generation))
+            })
+            .min()
+            .map(|(_, host, generation)| (host.clone(), generation))?;
+        self.asked.insert(host.clone(), generation);
+        Some(Step::Yield { host, generation })
+    }
+
+    /// Forgets what is kept of an active host that is no longer.
+    fn forget_active(&mut self, host: &str) {
+        self.started.remove(host);
+        self.asked.remove(host);
     }
 
     /// Active `host` reports itself idle at `generation`: whether the
@@ -264,6 +319,7 @@ impl Activation {
             return false;
         }
         self.active.remove(host);
+        self.forget_active(host);
         self.slots.give_back();
         true
     }
@@ -296,6 +352,7 @@ impl Activation {
         if self.active.remove(host).is_none() {
             return false;
         }
+        self.forget_active(host);
         self.slots.give_back();
         let hold = self.request_timeout.as_millis() as u64 + self.lead_ms;
         self.due.insert(host, now_ms + hold);
@@ -308,6 +365,7 @@ impl Activation {
     /// active.
     pub fn block(&mut self, host: &str) -> bool {
         let was_active = self.active.remove(host).is_some();
+        self.forget_active(host);
         if was_active {
             self.slots.give_back();
             self.restarted.insert(host.to_owned());

@@ -170,6 +170,17 @@ impl DueIndex {
     /// important work, aged (see [`AGING_MS_PER_DOUBLING`]); hosts due
     /// earlier than `until_ms` are found due at `until_ms`.
     pub fn pop_due(&mut self, until_ms: u64) -> Option<String> {
+        self.find_due(until_ms);
+        let (_, host) = self.ready.pop_first()?;
+        self.by_host.remove(&host);
+        Some(host.to_string())
+    }
+
+    /// Finds the hosts due at or before `until_ms` due at `until_ms`:
+    /// from then on they age. The partition looks when it starts hosts,
+    /// and while it waits for a slot (so a host waiting for one is older
+    /// than a host that passivates meanwhile to give its slot up).
+    pub fn find_due(&mut self, until_ms: u64) {
         while let Some((due, _)) = self.waiting.first() {
             if *due > until_ms {
                 break;
@@ -180,9 +191,6 @@ impl DueIndex {
             let key = dormant.ready_key(until_ms);
             self.ready.insert((key, host));
         }
-        let (_, host) = self.ready.pop_first()?;
-        self.by_host.remove(&host);
-        Some(host.to_string())
     }
 
     /// Dormant hosts with work.

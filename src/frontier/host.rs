@@ -109,6 +109,9 @@ pub struct HostSettings {
     /// page's links (no rank would keep it, and sharing costs a
     /// registrable-domain lookup per link leaving the host).
     pub ordering: super::importance::Ordering,
+    /// `[frontier] host_cycle`: how long a host may hold its slot while
+    /// others wait for one (zero: until it has nothing to do soon).
+    pub host_cycle: Duration,
 }
 
 impl HostSettings {
@@ -147,6 +150,7 @@ impl HostSettings {
             request_timeout: config.fetch.timeout,
             recrawl: RecrawlSettings::from_config(&config.recrawl),
             ordering: config.frontier.ordering,
+            host_cycle: config.frontier.host_cycle,
         }
     }
 }
@@ -738,6 +742,10 @@ pub struct HostMachine {
     drain_pending: bool,
     /// A passivation request awaits its answer.
     passivating: bool,
+    /// The partition asked the host to give its slot up (others wait for
+    /// one): it passivates at its next quiet moment, whenever its next
+    /// request is due.
+    yielding: bool,
     /// State of the jitter generator.
     jitter: u64,
     /// The host's address, when known (overrides, IP literal, responses).
@@ -843,6 +851,7 @@ impl HostMachine {
             draining: false,
             drain_pending: false,
             passivating: false,
+            yielding: false,
             jitter,
             ip,
             ip_waiting: false,
@@ -1621,7 +1630,20 @@ impl HostMachine {
     /// The partition did not passivate the host: new work arrived.
     pub fn passivation_refused(&mut self, queue: &dyn QueueSource, now: Now) -> Vec<Effect> {
         self.passivating = false;
+        self.yielding = false;
         self.poll(queue, now)
+    }
+
+    /// The partition asks for the host's slot (hosts wait for one and this
+    /// one has held its slot for a cycle, `[frontier] host_cycle`): it
+    /// passivates once nothing is in flight or running, due again when
+    /// its politeness allows, and takes its turn among the due hosts.
+    /// Nothing is dropped: its queue is on disk.
+    pub fn yield_slot(&mut self, now: Now) -> Vec<Effect> {
+        self.yielding = true;
+        let mut fx = Vec::new();
+        self.settle(now, &mut fx);
+        fx
     }
 
     /// Nothing in flight and nothing running.
@@ -1650,7 +1672,11 @@ impl HostMachine {
             // here when it is close, else in the due index.
             match self.head.next_refresh_ms() {
                 None => None,
-                Some(at_ms) if at_ms > now.unix_ms() + self.passivate_after_ms() => Some(at_ms),
+                Some(at_ms)
+                    if self.yielding || at_ms > now.unix_ms() + self.passivate_after_ms() =>
+                {
+                    Some(at_ms)
+                }
                 Some(at_ms) => {
                     self.arm(now.instant_at_ms(at_ms), fx);
                     return;
@@ -1658,7 +1684,11 @@ impl HostMachine {
             }
         } else {
             match self.armed {
-                Some(at) if at > now.at + self.settings.passivate_after => Some(now.ms_at(at)),
+                Some(at) if self.yielding || at > now.at + self.settings.passivate_after => {
+                    Some(now.ms_at(at))
+                }
+                // Nothing armed: the next step is the host's own (a task's
+                // answer); it settles again then.
                 _ => return,
             }
         };

@@ -30,12 +30,35 @@ fn crawl_status_with(config: Config, seeds: Vec<String>, metrics: Arc<Metrics>) 
 
 #[test]
 fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
+    let metrics = crawl_under_a_cap_of_three("");
+    // The test web's config orders by importance: waiting hosts are
+    // dormant, and links from other sites move their queued URLs up.
+    assert!(
+        metrics.urls_credited.get() > 0,
+        "no queued URL was credited"
+    );
+    assert_eq!(metrics.host_slot_yields.get(), 0, "no cycle, no yield");
+}
+
+#[test]
+fn with_a_host_cycle_hosts_take_turns_for_the_slots_and_the_crawl_completes() {
+    let metrics = crawl_under_a_cap_of_three("host_cycle = \"30ms\"\n");
+    assert!(
+        metrics.host_slot_yields.get() > 0,
+        "no host gave its slot up"
+    );
+}
+
+/// Crawls 24 hosts with at most 3 active (`[frontier]` settings `extra`
+/// besides): the cap holds, the crawl fetches exactly the ground truth,
+/// politely, each page stored once, and ends with nothing queued. The
+/// node's metrics.
+fn crawl_under_a_cap_of_three(extra: &str) -> Arc<Metrics> {
     let (web, server) = start_web(24, 12, 5);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
-    let config = config_with(data.path(), 5, 8, "[frontier]\nmax_active_hosts = 3\n");
-    // The test web's config orders by importance: waiting hosts are
-    // dormant, and links from other sites move their queued URLs up.
+    let frontier = format!("[frontier]\nmax_active_hosts = 3\n{extra}");
+    let config = config_with(data.path(), 5, 8, &frontier);
     assert_eq!(config.frontier.ordering, Ordering::Importance);
     let metrics = Arc::new(Metrics::new());
     let status = crawl_status_with(config.clone(), web.seeds(port), metrics.clone());
@@ -60,10 +83,6 @@ fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
     let report = audit_log(&web, &log, 5);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     // Moved, never copied: each page is stored once.
-    assert!(
-        metrics.urls_credited.get() > 0,
-        "no queued URL was credited"
-    );
     let mut stored = BTreeSet::new();
     for event in page_events(&config) {
         assert!(
@@ -72,6 +91,7 @@ fn a_small_cap_on_active_hosts_holds_and_the_crawl_completes() {
             event.url
         );
     }
+    metrics
 }
 
 #[test]

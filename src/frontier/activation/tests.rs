@@ -200,3 +200,52 @@ fn a_host_that_passivates_sooner_than_the_lead_is_started_no_earlier_than_half_o
     held.open(["h.test"], &HashMap::new(), []);
     assert_eq!(timer(&held.activate(0, |_| false)), Some(5_000));
 }
+
+fn yields(steps: &[Step]) -> Vec<&str> {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Yield { host, .. } => Some(host.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn with_a_cycle_hosts_that_held_their_slot_longest_are_asked_for_it_one_a_look() {
+    let mut a = activation(2, 0).with_cycle(Duration::from_secs(10));
+    a.open(
+        ["a.test", "b.test", "c.test"],
+        &HashMap::from([("b.test".to_owned(), 2_000)]),
+        &HashMap::<String, u64>::new(),
+    );
+    let first = a.activate(0, |_| false);
+    let mut both = started(&first);
+    both.sort_unstable();
+    assert_eq!(both, [("a.test", false), ("c.test", false)]);
+    // Nothing waits yet, then b waits but nobody has held a slot 10 s.
+    assert!(yields(&a.activate(5_000, |_| false)).is_empty());
+    // 10 s on: the longest holder is asked, once; the next look asks the
+    // other, and after that nobody more.
+    assert_eq!(yields(&a.activate(10_000, |_| false)), ["a.test"]);
+    assert_eq!(yields(&a.activate(10_020, |_| false)), ["c.test"]);
+    assert!(yields(&a.activate(10_040, |_| false)).is_empty());
+    // a gives its slot up: b starts; a is due again and waits its turn.
+    assert!(a.idle("a.test", generation(&first, "a.test")));
+    a.due_at("a.test", 10_100, false);
+    let steps = a.activate(10_100, |_| false);
+    assert_eq!(started(&steps), [("b.test", false)]);
+    // Woken since it was asked (a new generation), c may be asked again.
+    let woken = a.wake("c.test", 1, false).expect("c is active");
+    assert!(matches!(woken, Step::Wake { .. }));
+    assert_eq!(yields(&a.activate(10_120, |_| false)), ["c.test"]);
+    // Without a cycle, nobody is ever asked.
+    let mut off = activation(1, 0);
+    off.open(
+        ["a.test", "b.test"],
+        &HashMap::new(),
+        &HashMap::<String, u64>::new(),
+    );
+    off.activate(0, |_| false);
+    assert!(yields(&off.activate(1_000_000, |_| false)).is_empty());
+}

@@ -187,6 +187,7 @@ fn settings() -> HostSettings {
             change_distance: 3,
         },
         ordering: crate::frontier::importance::Ordering::Importance,
+        host_cycle: Duration::ZERO,
     }
 }
 
@@ -796,6 +797,41 @@ fn a_long_wait_passivates_with_its_due_time_and_a_short_one_does_not() {
     let now = h.now();
     let fx = h.m.passivation_refused(&h.q, now);
     assert!(fetches(&fx).is_empty());
+}
+
+#[test]
+fn a_host_asked_for_its_slot_passivates_once_quiet_due_at_its_next_request() {
+    let mut h = Harness::new(passivating(secs(30)));
+    for i in 1..=3 {
+        h.q.push(&format!("http://a.test/{i}"), Priority::SEED);
+    }
+    // A 10 s wait is under passivate_after: the host keeps its slot.
+    let fx = h.robots(200, "User-agent: *\nCrawl-delay: 10\n");
+    assert_eq!(passivation(&fx), None);
+    let next = h.m.armed().expect("waiting for its next request");
+    // Asked for its slot while waiting: it passivates at once, due when
+    // its politeness allows (not sooner), with its work left queued.
+    let now = h.now();
+    let fx = h.m.yield_slot(now);
+    assert_eq!(passivation(&fx), Some(Some(now.ms_at(next))));
+    assert!(fetches(&fx).is_empty());
+    // Refused (new work came meanwhile): it keeps its slot and goes on.
+    let fx = h.m.passivation_refused(&h.q, now);
+    assert_eq!(passivation(&fx), None);
+    // Asked while a request is in flight: it answers once it is quiet.
+    h.clock.advance(secs(10));
+    let fx = h.timer();
+    let (id, _) = only_fetch(&fx);
+    let now = h.now();
+    assert_eq!(passivation(&h.m.yield_slot(now)), None, "in flight");
+    let fx = h.answer(id, ms(5), Ok(response(200, &[], "")));
+    let fx = h.settle_tasks(fx);
+    let due = passivation(&fx).expect("passivated").expect("with work");
+    assert_eq!(Some(due), h.m.armed().map(|at| h.now().ms_at(at)));
+    assert!(
+        due >= h.now().unix_ms() + 9_000,
+        "due after its delay, not sooner"
+    );
 }
 
 #[test]

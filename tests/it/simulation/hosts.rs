@@ -77,6 +77,7 @@ pub(super) fn settings(request_timeout: Duration) -> Arc<HostSettings> {
         request_timeout,
         recrawl: RecrawlSettings::from_config(&Config::defaults().recrawl),
         ordering: Config::defaults().frontier.ordering,
+        host_cycle: Duration::ZERO,
     })
 }
 
