@@ -14,9 +14,11 @@ usage:
       the maxima include the peaks trawl records itself
       (trawl_pipeline_backlog_peak_pages, trawl_pipeline_peak_pages), so a
       peak between two samples is not missed
-  bench.py stats LABEL RUN EXPECTED TIME_TXT ACCESS_SLICE [SAMPLE_JSON]
+  bench.py stats LABEL RUN EXPECTED TIME_TXT ACCESS_SLICE CLOCK_TXT [SAMPLE_JSON]
       prints one JSON line for one crawler's run: pages (status 200 from the
-      nginx access log, robots.txt apart), wall, CPU, peak RSS, ...
+      nginx access log, robots.txt apart), wall, CPU, peak RSS, ..., and
+      where the wall time went (see `timeline`); CLOCK_TXT holds the
+      epoch seconds the process was started and seen to exit
   bench.py table RESULTS_JSONL
       prints the side-by-side table and the ratios trawl/spider-rs
   bench.py merge BASE_TOML EXTRA_TOML
@@ -156,9 +158,75 @@ def parse_time(path):
 
 
 LOG = re.compile(r'^\S+ \S+ "(\S+) (\S+) [^"]*" (\d+) (\d+)')
+# The same line with the time it was logged (the response sent) and how
+# long the request took (from its first byte read): its start and end.
+TIMED = re.compile(r'^(\d+\.\d+) (\S+) "\S+ (\S+) [^"]*" \d+ \d+ (\d+\.\d+)')
 
 
-def stats(label, run, expected, time_txt, access, sample_json=None):
+def quantile(values, q):
+    """The q-quantile of values (nearest rank), None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def timeline(access, started, exited):
+    """Where a run's wall time went, host by host, from nginx's access log.
+
+    Each host's requests in the order they started (robots.txt first, then
+    its seed page, then the rest); a gap is the time from one response of
+    a host to its next request. The bound is the longest host's time on
+    the wire (the sum of its requests' times): a crawler holding one
+    request per host can end no sooner. Returns milliseconds:
+    start (process start to a host's first request: median and last
+    host), gap_robots, gap_seed (median over hosts of the gap after
+    robots.txt and after the first page), gap_other (median and p90 of the
+    others), idle_cycles (gaps as long as the host's median request time,
+    per thousand gaps), stop (last response to exit), bound_s and
+    over_bound (wall / bound - 1).
+    """
+    hosts = {}
+    for line in open(access, errors="replace"):
+        m = TIMED.match(line)
+        if not m:
+            continue
+        end, host, path, took = float(m[1]), m[2], m[3], float(m[4])
+        hosts.setdefault(host, []).append((end - took, end, path))
+    if not hosts or not started or not exited:
+        return {}
+    firsts, after_robots, after_seed, others, lengths = [], [], [], [], []
+    idle = gaps = 0
+    for reqs in hosts.values():
+        reqs.sort()
+        firsts.append(reqs[0][0] - started)
+        lengths.append(sum(end - start for start, end, _ in reqs))
+        typical = statistics.median(end - start for start, end, _ in reqs)
+        for i in range(1, len(reqs)):
+            gap = max(0.0, reqs[i][0] - reqs[i - 1][1])
+            gaps += 1
+            idle += gap >= typical > 0
+            if reqs[i - 1][2] == "/robots.txt":
+                after_robots.append(gap)
+            elif i == 2:
+                after_seed.append(gap)
+            else:
+                others.append(gap)
+    last = max(end for reqs in hosts.values() for _, end, _ in reqs)
+    bound = max(lengths)
+    ms = lambda v: None if v is None else round(v * 1000, 1)
+    return {
+        "start_ms": ms(quantile(firsts, 0.5)), "start_last_ms": ms(max(firsts)),
+        "gap_robots_ms": ms(quantile(after_robots, 0.5)),
+        "gap_seed_ms": ms(quantile(after_seed, 0.5)),
+        "gap_other_ms": ms(quantile(others, 0.5)), "gap_other_p90_ms": ms(quantile(others, 0.9)),
+        "idle_cycles_permille": round(1000 * idle / gaps, 1) if gaps else None,
+        "stop_ms": ms(exited - last), "bound_s": round(bound, 3),
+        "over_bound": round((exited - started) / bound - 1, 4) if bound else None,
+    }
+
+
+def stats(label, run, expected, time_txt, access, clock_txt, sample_json=None):
     pages = robots = other = page_bytes = 0
     for line in open(access, errors="replace"):
         m = LOG.match(line)
@@ -180,6 +248,8 @@ def stats(label, run, expected, time_txt, access, sample_json=None):
     r.update(parse_time(time_txt))
     r["pages_per_s"] = pages / r["wall_s"] if r["wall_s"] else 0.0
     r["cpu_ms_per_page"] = r["cpu_s"] / pages * 1000 if pages else 0.0
+    started, exited = (float(v) for v in open(clock_txt).read().split())
+    r.update(timeline(access, started, exited))
     if sample_json:
         with open(sample_json) as f:
             r.update(json.load(f))
@@ -199,6 +269,19 @@ def table(path):
             r.get("backlog_max", "-"), r.get("pipeline_max", "-")))
         if r["exit"] != 0:
             print("  ! %s run %d exited with status %d" % (r["label"], r["run"], r["exit"]))
+    timed = [r for r in runs if r.get("bound_s")]
+    if timed:
+        print("\nwhere the wall went, ms (median over hosts; gaps: a host's response to its "
+              "next request; idle: gaps of a whole request, per mille)")
+        cols = ("start_ms", "start_last_ms", "gap_robots_ms", "gap_seed_ms", "gap_other_ms",
+                "gap_other_p90_ms", "idle_cycles_permille", "stop_ms")
+        print("%-10s %3s %8s %10s %10s %8s %9s %9s %6s %7s %7s %10s" % (
+            "crawler", "run", "start", "last_start", "gap_robots", "gap_seed", "gap_other",
+            "gap_p90", "idle", "stop", "bound_s", "over_bound"))
+        for r in timed:
+            cells = ["%.1f" % r[c] if r.get(c) is not None else "-" for c in cols]
+            print("%-10s %3d %8s %10s %10s %8s %9s %9s %6s %7s %7.3f %9.1f%%" % (
+                (r["label"], r["run"]) + tuple(cells) + (r["bound_s"], 100 * r["over_bound"])))
     by_run = {}
     for r in runs:
         by_run.setdefault(r["run"], {})[r["label"]] = r

@@ -143,7 +143,7 @@ echo_module=/usr/lib/nginx/modules/ngx_http_echo_module.so
   echo "http {"
   echo "  types { text/html html; text/plain txt; }"
   echo "  default_type application/octet-stream;"
-  echo "  log_format bench '\$msec \$host \"\$request\" \$status \$body_bytes_sent';"
+  echo "  log_format bench '\$msec \$host \"\$request\" \$status \$body_bytes_sent \$request_time';"
   echo "  access_log $ngx/logs/access.log bench;"
   for d in client_body proxy fastcgi uwsgi scgi; do echo "  ${d}_temp_path $ngx/tmp/$d;"; done
   echo "  sendfile on; tcp_nopush on; tcp_nodelay on;"
@@ -219,6 +219,7 @@ measure() { # LABEL RUN CMD...
   mkdir -p "$dir"
   local before; before=$(wc -l < "$access")
   local ticks_before; ticks_before=$(nginx_ticks)
+  date +%s.%N > "$dir/clock.txt"
   /usr/bin/time -v -o "$dir/time.txt" "$@" > "$dir/stdout" 2> "$dir/stderr" &
   local pid=$!
   local sampled=""
@@ -229,13 +230,14 @@ measure() { # LABEL RUN CMD...
   fi
   local status=0
   wait "$pid" || status=$?
+  date +%s.%N >> "$dir/clock.txt"
   [ -n "$sampled" ] && wait "$sampled"
   tail -n +"$((before + 1))" "$access" > "$dir/access.log"
   awk -v ticks="$(($(nginx_ticks) - ticks_before))" -v hz="$(getconf CLK_TCK)" \
     'BEGIN { printf "%.2f\n", ticks / hz }' > "$dir/nginx-cpu.txt"
   [ "$status" = 0 ] || echo "$label run $run exited with status $status (see $dir/stderr)" >&2
   python3 "$here/bench.py" stats "$label" "$run" "$expected" "$dir/time.txt" "$dir/access.log" \
-    ${sampled:+"$dir/backlog.json"} >> "$out/results.jsonl"
+    "$dir/clock.txt" ${sampled:+"$dir/backlog.json"} >> "$out/results.jsonl"
 }
 
 latency_label="${latency} ms"
