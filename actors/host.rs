@@ -143,18 +143,27 @@ impl HostActor {
     }
 
     /// Writes the request's hold through the partition, then sends it: a
-    /// request never leaves before its claim on the host is in the store.
-    /// A hold that cannot be written sends nothing (the URL is asked for
-    /// again after the host's ordinary delay).
+    /// request never leaves before a claim on the host reaching past its
+    /// deadline is in the store (the machine says when the one on record
+    /// does already: sent at once). A hold that cannot be written sends
+    /// nothing (the URL is asked for again after the host's ordinary
+    /// delay).
     fn hold_then_fetch(&mut self, id: TaskId, request: Request, ctx: &mut Context<Self>) {
-        let hold = self.links.hold.send(HoldHost {
+        let Some(hold) = request.hold else {
+            return self.fetch(id, request, ctx);
+        };
+        let written = self.links.hold.send(HoldHost {
             host: self.machine.host().to_owned(),
-            hold: self.machine.hold().unwrap_or(request.hold),
+            hold,
         });
         ctx.spawn(
-            hold.into_actor(self)
+            written
+                .into_actor(self)
                 .map(move |written, act, ctx| match written {
-                    Ok(Ok(())) => act.fetch(id, request, ctx),
+                    Ok(Ok(())) => {
+                        act.machine.hold_written(hold);
+                        act.fetch(id, request, ctx)
+                    }
                     Ok(Err(err)) => act.not_sent(id, &err.to_string(), ctx),
                     Err(err) => act.not_sent(id, &err.to_string(), ctx),
                 }),
@@ -267,7 +276,7 @@ impl HostActor {
 /// A request the machine handed out ([`Effect::Fetch`]).
 struct Request {
     url: url::Url,
-    hold: crate::politeness::Hold,
+    hold: Option<crate::politeness::Hold>,
     deadline: std::time::Instant,
     validators: Validators,
     page: bool,
@@ -374,9 +383,10 @@ impl Runner {
     /// Archives a page's response, storing its payload once crawl-wide: a
     /// dedup candidate's digest is claimed at its partition first (the
     /// answer may name the copy to revisit), and the claim is settled after
-    /// the records are written, before the page's links are offered, so a
-    /// page found through them is judged against this one's copy (the
-    /// protocol: [`crate::dedup::exact`]).
+    /// the records are written. The page's links are offered meanwhile: a
+    /// page found through them with the same payload claims the digest too,
+    /// and whichever claim comes second waits for the first and writes a
+    /// revisit of its copy (the protocol: [`crate::dedup::exact`]).
     async fn archive_once(&self, mut msg: Archive) -> Result<Archived, Failure> {
         if !(self.settings.exact_dedup && msg.is_dedup_candidate()) {
             return self.archive(msg).await;
@@ -482,8 +492,8 @@ impl Runner {
     }
 
     /// Runs the page's steps in the order its [`Job::flow`] gives them
-    /// (read, archive, admit, settle, note a removal, wait for durability,
-    /// complete), skipping what an earlier run of the task did. A failed
+    /// (read, archive and admit side by side, settle, note a removal, wait
+    /// for durability, complete), skipping what an earlier run of the task did. A failed
     /// step ends the run; the flow starts over on the next.
     async fn process(&self, job: &mut Job) -> Result<(), Failure> {
         let result = self.run_steps(job).await;
@@ -491,6 +501,14 @@ impl Runner {
             job.flow.rerun();
         }
         result
+    }
+
+    /// The record `read` found, to archive, with what it says of the page.
+    fn record_of(read: &mut Read) -> Archive {
+        let mut record = read.record.take().expect("read found a record");
+        record.links_out = read.found.len();
+        record.previous = read.previous.clone();
+        record
     }
 
     async fn run_steps(&self, job: &mut Job) -> Result<(), Failure> {
@@ -501,7 +519,10 @@ impl Runner {
         let mut settled = None;
         let mut durable = Vec::new();
         while let Some(step) = job.flow.next() {
-            if !matches!(step, PageStep::Read | PageStep::Archive) {
+            if !matches!(
+                step,
+                PageStep::Read | PageStep::Archive | PageStep::ArchiveAndAdmit
+            ) {
                 drop(backlog.take());
             }
             match step {
@@ -509,10 +530,23 @@ impl Runner {
                     read = self.read(job).await?;
                     job.flow.read(read.record.is_some());
                 }
+                PageStep::ArchiveAndAdmit => {
+                    let record = Self::record_of(&mut read);
+                    let found = std::mem::take(&mut read.found);
+                    let (archived, admitted) =
+                        futures_util::future::join(self.archive_once(record), self.discover(found))
+                            .await;
+                    // What went through is kept, whichever half failed.
+                    let archived = archived.map(|archived| {
+                        job.flow.archived(archived.durable.is_some());
+                        job.archived = Some(archived);
+                    });
+                    job.outbox = admitted?;
+                    job.flow.admitted();
+                    archived?;
+                }
                 PageStep::Archive => {
-                    let mut record = read.record.take().expect("read found a record");
-                    record.links_out = read.found.len();
-                    record.previous = read.previous.clone();
+                    let record = Self::record_of(&mut read);
                     let archived = self.archive_once(record).await?;
                     job.flow.archived(archived.durable.is_some());
                     job.archived = Some(archived);

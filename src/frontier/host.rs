@@ -331,10 +331,13 @@ pub enum Effect {
         id: TaskId,
         /// The URL.
         url: Url,
-        /// The request's claim on its host: persist it before the
-        /// request leaves ([`crate::store::PartitionStore::hold_host`]);
-        /// if it cannot be, answer [`HostMachine::fetch_lost`] unsent.
-        hold: Hold,
+        /// The claim to persist before the request leaves
+        /// ([`crate::store::PartitionStore::hold_host`]), then answer
+        /// [`HostMachine::hold_written`]; if it cannot be, answer
+        /// [`HostMachine::fetch_lost`] unsent. `None`: the claim on record
+        /// covers this request already, send it at once (see
+        /// [`HOLD_AHEAD_DIVISOR`]).
+        hold: Option<Hold>,
         /// The request is abandoned at this instant at the latest
         /// (`hold.until_ms` on the machine's clock): a request that waited
         /// for a fetch slot gets only what is left of its time, so it
@@ -396,6 +399,17 @@ impl std::fmt::Debug for Effect {
         }
     }
 }
+
+/// A hold is written reaching a quarter of the request timeout past the
+/// deadline of the request that needs it, so the requests that leave
+/// within that quarter find their claim on record already and go without
+/// waiting for a store write: writing a hold before every request put a
+/// batch timer, two mailbox hops and a WAL append between each response
+/// and the next request, on every host's critical path. What it costs: a
+/// host reopened after a crash waits up to that quarter longer (until the
+/// hold's end, then the delay a request of that length owes, within
+/// `max_delay`).
+pub const HOLD_AHEAD_DIVISOR: u32 = 4;
 
 /// A request in flight.
 struct InFlight {
@@ -752,6 +766,9 @@ pub struct HostMachine {
     ip: Option<IpAddr>,
     /// Waiting for a slot of `ip` to free.
     ip_waiting: bool,
+    /// How far the claim on record reaches (Unix ms; 0: none known): a
+    /// request whose deadline is within it goes without writing one.
+    held_until_ms: u64,
     /// Tasks that failed and are waiting, for the snapshot.
     failing_tasks: u64,
     /// Origins whose robots.txt names sitemaps not yet admitted, by the
@@ -855,6 +872,7 @@ impl HostMachine {
             jitter,
             ip,
             ip_waiting: false,
+            held_until_ms: 0,
             failing_tasks: 0,
             announcing: HashMap::new(),
             policy: settings_policy,
@@ -1122,10 +1140,11 @@ impl HostMachine {
             // Never earlier than the deadline (see `Now::ms_at`).
             until_ms: now.ms_at(deadline),
         };
+        let write = self.hold_to_write(hold, timeout);
         fx.push(Effect::Fetch {
             id,
             url,
-            hold,
+            hold: write,
             deadline,
             validators,
             page,
@@ -1141,6 +1160,41 @@ impl HostMachine {
                 _ip_slot: slot,
             },
         );
+    }
+
+    /// The claim to write before a request holding `hold` leaves: `None`
+    /// if the claim on record reaches past its deadline already; else the
+    /// claim of every request in flight and this one, reaching a quarter
+    /// of `timeout` past this one's deadline ([`HOLD_AHEAD_DIVISOR`]).
+    fn hold_to_write(&self, hold: Hold, timeout: Duration) -> Option<Hold> {
+        if hold.until_ms <= self.held_until_ms {
+            return None;
+        }
+        let ahead = (timeout / HOLD_AHEAD_DIVISOR).as_millis() as u64;
+        let joined = self.hold().map_or(hold, |h| h.join(hold));
+        Some(Hold {
+            sent_ms: joined.sent_ms,
+            until_ms: joined.until_ms.saturating_add(ahead),
+        })
+    }
+
+    /// The claim `hold` of [`Effect::Fetch`] is written: requests whose
+    /// deadlines it reaches go without writing one.
+    pub fn hold_written(&mut self, hold: Hold) {
+        if !self.in_flight.is_empty() {
+            self.held_until_ms = self.held_until_ms.max(hold.until_ms);
+        }
+    }
+
+    /// The state to persist now: once it records no claim (nothing in
+    /// flight), the claim on record is gone and the next request writes
+    /// one again.
+    fn persisted_state(&mut self, now: Now) -> HostState {
+        let state = self.state(now);
+        if state.hold.is_none() {
+            self.held_until_ms = 0;
+        }
+        state
     }
 
     /// When request `flight`, answered with `result` at `now`, stopped
@@ -1275,7 +1329,7 @@ impl HostMachine {
                 let save = self.robots_fetched(origin, url, result, now, &mut fx);
                 self.release(permit, ended);
                 if save {
-                    fx.push(Effect::Save(self.state(now)));
+                    fx.push(Effect::Save(self.persisted_state(now)));
                 }
             }
             Requested::Entry {
@@ -1586,7 +1640,7 @@ impl HostMachine {
                 self.head.recrawl_scheduled(due_ms);
             }
             if self.announcing.remove(&id).is_some() {
-                let mut fx = vec![Effect::Save(self.state(now))];
+                let mut fx = vec![Effect::Save(self.persisted_state(now))];
                 fx.extend(self.poll(queue, now));
                 return fx;
             }
@@ -1659,7 +1713,7 @@ impl HostMachine {
         }
         if self.draining {
             if std::mem::take(&mut self.drain_pending) {
-                fx.push(Effect::Drained(self.state(now)));
+                fx.push(Effect::Drained(self.persisted_state(now)));
             }
             return;
         }
@@ -1694,7 +1748,7 @@ impl HostMachine {
         };
         self.passivating = true;
         fx.push(Effect::Passivate {
-            state: self.state(now),
+            state: self.persisted_state(now),
             due_ms,
             refresh_wait,
         });
@@ -1730,9 +1784,15 @@ impl HostMachine {
         }
     }
 
-    /// The claim of the requests in flight on the host, if any.
+    /// The claim of the requests in flight on the host, if any, reaching
+    /// as far as the claim on record (a state saved now never shortens
+    /// the claim a request in flight went out under).
     pub fn hold(&self) -> Option<Hold> {
-        self.in_flight.values().map(|f| f.hold).reduce(Hold::join)
+        let joined = self.in_flight.values().map(|f| f.hold).reduce(Hold::join)?;
+        Some(Hold {
+            until_ms: joined.until_ms.max(self.held_until_ms),
+            ..joined
+        })
     }
 
     /// Observable state; `queued_by_priority` is the store's count.

@@ -1,7 +1,16 @@
 //! A fetched page's processing, one step at a time: read the body (parse
-//! the HTML, read the sitemap, or nothing), archive it, offer its links,
-//! settle the URL's record, note its removal, wait until what was archived
-//! is durable, complete the entry.
+//! the HTML, read the sitemap, or nothing), archive it and offer its links
+//! (both at once), settle the URL's record, note its removal, wait until
+//! what was archived is durable, complete the entry.
+//!
+//! Archiving and admitting run side by side ([`PageStep::ArchiveAndAdmit`]):
+//! the links are what the host's next requests are made of (a host whose
+//! only known page was this one has nothing else to ask for), so they do
+//! not wait behind the archive's queue, which a burst of pages fills. A
+//! page found through those links and fetched before this one's records
+//! are written is still judged against this one's payload: this page's
+//! digest claim is taken before it archives, and a claim of the same
+//! digest waits for it ([`crate::dedup::exact`]).
 //!
 //! The host actor runs the steps (each a message to another actor); this
 //! machine says which comes next, as a value, so the order and what a
@@ -20,6 +29,9 @@
 pub enum PageStep {
     /// Parse the HTML or read the sitemap, as the response's plan says.
     Read,
+    /// Archive the page's record and offer its links, side by side (what
+    /// succeeded of the two is kept if the other fails).
+    ArchiveAndAdmit,
     /// Archive the page's record (dedup verdict, WARC, event).
     Archive,
     /// Offer the links found to the frontier.
@@ -69,9 +81,10 @@ impl PageFlow {
         }
         Some(match self.at {
             None => Read,
+            Some(Read) if self.record && !self.archived && !self.admitted => ArchiveAndAdmit,
             Some(Read) if self.record && !self.archived => Archive,
             Some(Read | Archive) if !self.admitted => Admit,
-            Some(Read | Archive | Admit) => Settle,
+            Some(Read | Archive | Admit | ArchiveAndAdmit) => Settle,
             Some(Settle) if self.removes && !self.removal_noted => NoteRemoval,
             Some(Settle | NoteRemoval) if self.durable_wait => AwaitDurable,
             Some(Settle | NoteRemoval | AwaitDurable) => Complete,
@@ -172,8 +185,14 @@ mod tests {
         while let Some(step) = flow.next() {
             world.steps.push(step);
             let fails = fail_at.contains(counter);
+            let even = *counter % 2 == 0;
             *counter += 1;
             if fails {
+                if step == ArchiveAndAdmit && even {
+                    // One half failed: the links went in, the archive not.
+                    world.admissions += 1;
+                    flow.admitted();
+                }
                 if step == AwaitDurable {
                     flow.durable_failed();
                     world.waiting = false;
@@ -191,6 +210,13 @@ mod tests {
                     flow.archived(true);
                 }
                 Admit => {
+                    world.admissions += 1;
+                    flow.admitted();
+                }
+                ArchiveAndAdmit => {
+                    world.kept_archives += 1;
+                    world.waiting = true;
+                    flow.archived(true);
                     world.admissions += 1;
                     flow.admitted();
                 }
@@ -230,15 +256,14 @@ mod tests {
         let world = process(&[], (true, false));
         assert_eq!(
             world.steps,
-            [Read, Archive, Admit, Settle, AwaitDurable, Complete]
+            [Read, ArchiveAndAdmit, Settle, AwaitDurable, Complete]
         );
         let removed = process(&[], (true, true));
         assert_eq!(
             removed.steps,
             [
                 Read,
-                Archive,
-                Admit,
+                ArchiveAndAdmit,
                 Settle,
                 NoteRemoval,
                 AwaitDurable,
@@ -274,14 +299,45 @@ mod tests {
 
     #[test]
     fn a_lost_fsync_archives_the_page_again_and_nothing_else_twice() {
-        // Run 1: Read, Archive, Admit, Settle, AwaitDurable (fails).
-        let world = process(&[4], (true, false));
+        // Run 1: Read, ArchiveAndAdmit, Settle, AwaitDurable (fails).
+        let world = process(&[3], (true, false));
         assert_eq!((world.kept_archives, world.lost_archives), (1, 1));
         assert_eq!(world.admissions, 1);
         assert_eq!(
-            world.steps[5..],
+            world.steps[4..],
             [Read, Archive, Settle, AwaitDurable, Complete]
         );
+    }
+
+    #[test]
+    fn a_half_failed_archive_and_admission_redoes_only_the_half_that_failed() {
+        // Step 1 (ArchiveAndAdmit at an odd count: both halves fail).
+        let both = process(&[1], (true, false));
+        assert_eq!(both.steps[2..4], [Read, ArchiveAndAdmit]);
+        // Counted from 1, ArchiveAndAdmit is step 2 (even: the links went
+        // in, the archive did not).
+        let mut flow = PageFlow::new();
+        let (mut world, mut counter) = (World::default(), 1);
+        assert!(!run_once(
+            &mut flow,
+            &mut world,
+            &mut counter,
+            &[2],
+            (true, false)
+        ));
+        assert_eq!(world.admissions, 1);
+        assert!(run_once(
+            &mut flow,
+            &mut world,
+            &mut counter,
+            &[],
+            (true, false)
+        ));
+        assert_eq!(
+            world.steps[2..],
+            [Read, Archive, Settle, AwaitDurable, Complete]
+        );
+        assert_eq!((world.admissions, world.kept_archives), (1, 1));
     }
 
     #[test]

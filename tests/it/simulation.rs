@@ -1378,10 +1378,13 @@ impl Sim {
                     let Some(machine) = local.hosts[host].as_mut() else {
                         return Err(format!("n{n} p{p} h{host}: a request from no machine"));
                     };
-                    // As the host actor writes it: the hold of every
-                    // request the host has out.
-                    let hold = machine.hold().unwrap_or(hold);
-                    local.state.hosts.entry(host).or_default().hold = Some(hold);
+                    // As the host actor writes it: the hold the machine
+                    // asks for (of every request the host has out), unless
+                    // the one on record covers this request already.
+                    if let Some(hold) = hold {
+                        local.state.hosts.entry(host).or_default().hold = Some(hold);
+                        machine.hold_written(hold);
+                    }
                     if !open {
                         let queue = local.state.pages(host);
                         work.extend(machine.fetch_lost(id, false, &queue, now));

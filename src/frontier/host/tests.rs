@@ -1264,9 +1264,9 @@ fn robots_txt_is_read_through_its_coding_or_as_it_came() {
 
 // ---------------------------------------------------------------- the hold
 
-/// The hold of the one request in `fx`.
-fn hold_of(fx: &[Effect]) -> (Hold, Instant) {
-    let holds: Vec<(Hold, Instant)> = fx
+/// The hold to write (if any) and the deadline of the one request in `fx`.
+fn hold_of(fx: &[Effect]) -> (Option<Hold>, Instant) {
+    let holds: Vec<(Option<Hold>, Instant)> = fx
         .iter()
         .filter_map(|e| match e {
             Effect::Fetch { hold, deadline, .. } => Some((*hold, *deadline)),
@@ -1277,7 +1277,8 @@ fn hold_of(fx: &[Effect]) -> (Hold, Instant) {
     holds[0]
 }
 
-/// A host whose robots.txt was read, its page request just sent.
+/// A host whose robots.txt was read, its page request just sent, the
+/// hold it asked for written (as the host actor does before sending it).
 fn page_in_flight(s: HostSettings) -> (Harness, TaskId, Hold, Instant) {
     let mut h = Harness::new(s);
     h.q.push("http://a.test/1", Priority::SEED);
@@ -1288,6 +1289,8 @@ fn page_in_flight(s: HostSettings) -> (Harness, TaskId, Hold, Instant) {
     let (id, url) = only_fetch(&fx);
     assert_eq!(url, "http://a.test/1");
     let (hold, deadline) = hold_of(&fx);
+    let hold = hold.expect("no claim on record yet: one to write");
+    h.m.hold_written(hold);
     (h, id, hold, deadline)
 }
 
@@ -1300,13 +1303,72 @@ fn a_request_carries_its_deadline_and_its_hold_which_the_state_keeps_while_it_ru
         hold,
         Hold {
             sent_ms: sent.unix_ms(),
-            until_ms: sent.unix_ms() + 30_000
+            // A quarter of the timeout past the deadline.
+            until_ms: sent.unix_ms() + 30_000 + 7_500
         }
     );
     assert_eq!(h.m.state(sent).hold, Some(hold), "saved while it runs");
     let fx = h.answer(id, ms(200), Ok(html()));
     h.settle_tasks(fx);
     assert_eq!(h.m.state(h.now()).hold, None, "answered: no claim left");
+}
+
+#[test]
+fn a_written_hold_lets_the_requests_it_reaches_go_at_once_until_a_state_without_one_is_saved() {
+    let (mut h, id, hold, _) = page_in_flight(settings());
+    h.q.push("http://a.test/3", Priority::SEED);
+    // /1 answered; /2 leaves a second later, within the hold on record:
+    // nothing to write first.
+    let fx = h.answer(id, ms(200), Ok(html()));
+    h.settle_tasks(fx);
+    h.clock.advance(secs(2));
+    let fx = h.timer();
+    let (id, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/2");
+    let (write, deadline) = hold_of(&fx);
+    assert_eq!(write, None, "covered by {hold:?}");
+    assert!(h.now().ms_at(deadline) <= hold.until_ms);
+    // A state saved meanwhile keeps the claim on record whole.
+    assert_eq!(
+        h.m.state(h.now()).hold.map(|h| h.until_ms),
+        Some(hold.until_ms)
+    );
+    // /3 leaves past the hold's reach (its deadline beyond the hold's
+    // end): it writes a new one, reaching past its own deadline again.
+    let fx = h.answer(id, ms(200), Ok(html()));
+    h.settle_tasks(fx);
+    h.clock.advance(secs(8));
+    let fx = h.timer();
+    let (_, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/3");
+    let (write, deadline) = hold_of(&fx);
+    let write = write.expect("past the hold on record");
+    assert_eq!(write.until_ms, h.now().ms_at(deadline) + 7_500);
+}
+
+#[test]
+fn a_saved_state_without_a_claim_makes_the_next_request_write_one() {
+    let mut h = Harness::new(settings());
+    h.q.push("http://a.test/1", Priority::SEED);
+    let fx = h.wake();
+    let (id, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/robots.txt");
+    let hold = hold_of(&fx).0.expect("the first request writes a hold");
+    h.m.hold_written(hold);
+    // robots.txt read: the host's state is saved with no request out, so
+    // the claim on record is deleted with it.
+    let fx = h.answer(id, ms(10), Ok(response(200, &[], "")));
+    let fx = h.settle_tasks(fx);
+    assert!(
+        fx.iter()
+            .any(|e| matches!(e, Effect::Save(state) if state.hold.is_none())),
+        "{fx:?}"
+    );
+    h.clock.advance(secs(1));
+    let fx = h.timer();
+    let (_, url) = only_fetch(&fx);
+    assert_eq!(url, "http://a.test/1");
+    assert!(hold_of(&fx).0.is_some(), "nothing on record: written again");
 }
 
 #[test]
@@ -1406,8 +1468,9 @@ fn a_host_opened_with_a_hold_waits_for_its_deadline_and_the_delay_whatever_opene
     let fx = revived.wake(Arrivals::levels(u8::MAX), &h.q, clock.now());
     assert!(fetches(&fx).is_empty(), "held: {fx:?}");
     let at = wake_at(&fx).expect("a timer");
-    // Until the deadline, then the delay after a 30 s request (20 s).
-    let expected = deadline + secs(20);
+    // Until the hold's end (a quarter of the timeout past the deadline),
+    // then the delay after a 37.5 s request (max_delay: 20 s).
+    let expected = deadline + ms(7_500) + secs(20);
     assert!(
         at >= expected && at <= expected + ms(2),
         "{at:?} vs {expected:?}"
