@@ -91,8 +91,14 @@ impl FetcherPool {
             client: Rc::new(HttpClient::new(config, tls, metrics.clone(), clock)),
             slots: Rc::new(Semaphore::new(slot_count)),
             slot_count,
+            // Under "auto", from the floor, not the start's guess of slots
+            // (`inflight::START`): the first window moves them.
             pipeline: PipelineBound::new(
-                slot_count.saturating_add(processing_places),
+                match sizing {
+                    Some(_) => slot_count.min(inflight::FLOOR),
+                    None => slot_count,
+                }
+                .saturating_add(processing_places),
                 config.fetch.max_pipeline_bytes,
                 metrics.pipeline_pages.clone(),
                 metrics.pipeline_bytes.clone(),

@@ -112,8 +112,10 @@ if [ -z "$trawl_bin" ]; then
   cargo build --profile "$profile" --locked --bin trawl
   trawl_bin=$target/$profile/trawl
 fi
-cargo build --profile "$profile" --locked --manifest-path "$here/spider-bench/Cargo.toml" \
-  --target-dir "$target/spider-bench"
+if [ "$only" != trawl ]; then
+  cargo build --profile "$profile" --locked --manifest-path "$here/spider-bench/Cargo.toml" \
+    --target-dir "$target/spider-bench"
+fi
 spider_bin=$target/spider-bench/$profile/spider-bench
 
 port=$(python3 "$here/bench.py" port)

@@ -54,6 +54,21 @@ pub const REQUEST_COST: usize = 40 * 1024;
 /// (the fetcher's thread, the hosts' turns) still need some in flight to
 /// stay busy. 256 saturated the side-by-side bench's loopback web.
 pub const FLOOR: usize = 256;
+/// The limit before anything is measured. A crawl starts with every
+/// active host asking for its robots.txt at once; a host whose request
+/// waits for a slot there waits a whole round trip of the web, and that
+/// wait is on its critical path to the end of the crawl. At [`FLOOR`], on
+/// the side-by-side bench's 100 ms web (500 hosts), half the hosts sent
+/// their first request 100 ms after the others and the crawl ended ~4 %
+/// later (`docs/benchmarks.md`). 1,024 is about what that web settles at
+/// (Little's law with the measured latency). It is a guess, dropped at the
+/// first window that measures a latency: the limit is then the estimate
+/// (or grows, if requests waited), so a fast web is back at its floor a
+/// quarter second in. The pipeline's places do not follow the guess (the
+/// fetcher pool starts them at [`FLOOR`]): robots.txt requests take no
+/// place, and on a fast web pages fetched by a thousand slots would pile
+/// up in memory before the first window ends.
+pub const START: usize = 1024;
 /// While requests wait for slots, the limit grows by this factor a window
 /// (see [`InFlightSizer::observe`]).
 const GROWTH: f64 = 1.25;
@@ -131,17 +146,21 @@ pub struct InFlightSizer {
     cpu_per_page: f64,
     body_bytes: f64,
     limit: usize,
+    /// The limit is still [`START`]'s guess: no latency measured and no
+    /// request waited yet.
+    guessing: bool,
 }
 
 impl InFlightSizer {
-    /// A sizer starting at [`FLOOR`].
+    /// A sizer starting at [`START`] (within the memory budget).
     pub fn new(bounds: AutoBounds) -> Self {
         InFlightSizer {
             bounds,
             latency: None,
             cpu_per_page: PRIOR_CPU_PER_PAGE,
             body_bytes: PRIOR_BODY_BYTES,
-            limit: FLOOR.min(bounds.max_ceiling()),
+            limit: START.min(bounds.max_ceiling()),
+            guessing: true,
         }
     }
 
@@ -175,8 +194,16 @@ impl InFlightSizer {
         }
         let estimate = self.target();
         let ceiling = self.ceiling();
+        if self.guessing && self.latency.is_some() {
+            // The start's guess, measured at last: the estimate stands in.
+            self.limit = estimate.min(ceiling);
+        }
+        // Measured, or moved by requests that waited: no guess any more.
+        self.guessing &= self.latency.is_none() && window.waiting == 0;
         self.limit = if window.waiting > 0 {
             estimate.max(scale(self.limit, GROWTH)).min(ceiling)
+        } else if self.guessing {
+            self.limit
         } else {
             estimate.max(scale(self.limit, DECAY)).min(ceiling)
         };
@@ -308,7 +335,7 @@ mod tests {
     #[test]
     fn the_limit_is_littles_law_with_headroom() {
         let mut sizer = InFlightSizer::new(bounds());
-        assert_eq!(sizer.limit(), FLOOR, "nothing measured yet");
+        assert_eq!(sizer.limit(), START, "nothing measured yet");
         // 0.4 ms a page on 2 cores: 5,000 pages/s; 100 ms each: 500 in
         // flight, twice that as the limit.
         let limit = settle(&mut sizer, window(0.1, 0.0004, 500));
@@ -330,7 +357,7 @@ mod tests {
             ..Window::default()
         };
         let mut limits = vec![sizer.limit()];
-        for _ in 0..12 {
+        for _ in 0..6 {
             limits.push(sizer.observe(&stuck));
         }
         assert!(limits.windows(2).all(|w| w[1] > w[0]), "{limits:?}");
@@ -344,6 +371,34 @@ mod tests {
         let next = sizer.observe(&fast);
         assert!(next < high && next * 10 >= high * 8, "{high} -> {next}");
         assert_eq!(settle(&mut sizer, fast), FLOOR);
+    }
+
+    #[test]
+    fn the_limit_starts_at_start_within_the_budget() {
+        assert_eq!(InFlightSizer::new(bounds()).limit(), START);
+        let few = AutoBounds {
+            descriptors: 700,
+            ..bounds()
+        };
+        assert_eq!(InFlightSizer::new(few).limit(), 700);
+    }
+
+    #[test]
+    fn the_start_guess_gives_way_to_the_first_measure() {
+        // A fast web: at its estimate (the floor) after one window.
+        let mut fast = InFlightSizer::new(bounds());
+        assert_eq!(fast.observe(&window(0.001, 0.0003, 2000)), FLOOR);
+        // Requests waiting then: grown from the estimate, not the guess.
+        let mut waited = window(0.001, 0.0003, 2000);
+        waited.waiting = 10;
+        let mut busy = InFlightSizer::new(bounds());
+        assert_eq!(busy.observe(&waited), scale(FLOOR, GROWTH));
+        // Windows in which nothing ended keep the guess until one does.
+        let mut slow = InFlightSizer::new(bounds());
+        assert_eq!(slow.observe(&Window::default()), START);
+        let limit = slow.observe(&window(0.1, 0.0004, 500));
+        assert!(limit < START);
+        assert_eq!(limit, slow.target(), "the estimate, not a decay");
     }
 
     #[test]
