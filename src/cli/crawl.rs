@@ -9,6 +9,7 @@ use trawl::actors::messages::ArchiveSnapshot;
 use trawl::actors::messages::UrlOutcome;
 use trawl::actors::{GetStatus, Node, SeedEach, Shutdown, WhenIdle};
 use trawl::config::{Config, CrawlConfig};
+use trawl::error::Failure;
 use trawl::metrics::Metrics;
 
 use super::progress::Progress;
@@ -264,6 +265,47 @@ impl SeedCounts {
     }
 }
 
+/// How long a batch of seeds is offered again while its partitions change
+/// hands (a cluster forming or rebalancing as the node starts).
+const SEED_REROUTE_FOR: Duration = Duration::from_secs(60);
+/// The first wait before a batch is offered again (doubling to 2 s).
+const SEED_REROUTE_WAIT: Duration = Duration::from_millis(50);
+
+/// Whether a seed batch refused with `failure` is offered again: a
+/// partition changed hands while the batch was admitted (not held here,
+/// or no owner yet), which the next view of the cluster routes. Offering a
+/// batch twice is safe: the URL-seen set admits each URL once, and those
+/// that went in the first time count as seen the second.
+fn reroutable(failure: &Failure) -> bool {
+    matches!(failure, Failure::NotHeld { .. } | Failure::Peer(_))
+}
+
+/// Offers one batch of seeds, again while [`reroutable`] (for
+/// [`SEED_REROUTE_FOR`] at most).
+async fn offer_batch(
+    node: &actix::Addr<Node>,
+    batch: &[String],
+    reseed: bool,
+) -> anyhow::Result<Vec<UrlOutcome>> {
+    let started = Instant::now();
+    let mut wait = SEED_REROUTE_WAIT;
+    loop {
+        let seeds = SeedEach {
+            urls: batch.to_vec(),
+            reseed,
+        };
+        match node.send(seeds).await.context("node mailbox")? {
+            Ok(outcomes) => return Ok(outcomes),
+            Err(failure) if reroutable(&failure) && started.elapsed() < SEED_REROUTE_FOR => {
+                tracing::info!(error = %failure, "a seed batch's partition changed hands: offering it again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(failure) => return Err(failure).context("admitting seeds"),
+        }
+    }
+}
+
 /// Offers `seeds` in batches of [`SEED_BATCH`] (as changed now with
 /// `reseed`), naming in the log each one refused and why; the counts of
 /// them all.
@@ -280,14 +322,7 @@ async fn offer_seeds(
         for seed in seeds.by_ref().take(SEED_BATCH) {
             batch.push(seed?);
         }
-        let outcomes = node
-            .send(SeedEach {
-                urls: batch.clone(),
-                reseed,
-            })
-            .await
-            .context("node mailbox")?
-            .context("admitting seeds")?;
+        let outcomes = offer_batch(node, &batch, reseed).await?;
         for (url, outcome) in batch.iter().zip(outcomes) {
             if let UrlOutcome::Filtered(reason) = outcome {
                 tracing::warn!(seed = %url, reason, "seed refused");
@@ -325,6 +360,27 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
         #[cfg(not(unix))]
         {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_batch_is_offered_again_only_when_its_partition_changed_hands() {
+        assert!(reroutable(&Failure::NotHeld { partition: 7 }));
+        assert!(reroutable(&Failure::Peer(
+            "a seed's partition has no owner yet".into()
+        )));
+        for kept in [
+            Failure::Store("disk full".into()),
+            Failure::Archive("disk full".into()),
+            Failure::Mailbox("closed".into()),
+            Failure::Invalid("no".into()),
+        ] {
+            assert!(!reroutable(&kept), "{kept}");
         }
     }
 }

@@ -112,6 +112,7 @@ impl DedupIndex {
     /// Opens (or creates) the index in `dir` and loads the simhashes.
     pub fn open(dir: &Path) -> Result<Self, DedupError> {
         let mut opts = Options::default();
+        opts.set_info_logger(crate::store::rocks_logger());
         opts.create_if_missing(true);
         // One file-opening thread: RocksDB starts the extra ones even when
         // there is nothing to load (see the partition stores' options).

@@ -58,6 +58,7 @@ pub use outbox::{OutboxBatch, Pending};
 pub use queue::{Completion, QueueEntry};
 pub use record::{Lifecycle, Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
 pub use recrawl::DueCounts;
+pub(crate) use schema::rocks_logger;
 pub use schema::StoreEnv;
 
 use crate::frontier::budget::BudgetSettings;

@@ -249,9 +249,30 @@ impl StoreEnv {
     }
 }
 
+/// RocksDB's own log, into trawl's: its warnings and errors (target
+/// `rocksdb`), nothing else. RocksDB's default, a `LOG` file in each
+/// store, opens with every option of every column family, ~1,300 lines a
+/// partition written one by one, each with a syscall for its thread's id:
+/// ~22,000 syscalls for a node's 16 partitions, a large share of its
+/// start's CPU (`strace -f -c` of `trawl run` on an empty data
+/// directory). The options are in each store's `OPTIONS-*` file anyway;
+/// the periodic statistics (info level) are dropped with them.
+pub(crate) fn rocks_logger() -> rocksdb::InfoLogger {
+    use rocksdb::LogLevel;
+    rocksdb::InfoLogger::new_callback_logger(LogLevel::Warn, |level, msg| match level {
+        LogLevel::Warn => tracing::warn!(target: "rocksdb", "{}", msg.trim_end()),
+        LogLevel::Error | LogLevel::Fatal => {
+            tracing::error!(target: "rocksdb", "{}", msg.trim_end())
+        }
+        // The header (the options, the build) passes any level.
+        LogLevel::Header | LogLevel::Info | LogLevel::Debug => {}
+    })
+}
+
 /// The options a store opens with, sharing `cache` and `write_buffers`.
 fn db_options(cache: &Cache, write_buffers: &WriteBufferManager) -> Options {
     let mut opts = Options::default();
+    opts.set_info_logger(rocks_logger());
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     opts.set_write_buffer_manager(write_buffers);
@@ -562,6 +583,19 @@ impl PartitionStore {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_store_writes_no_log_file_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        drop(store);
+        let files: Vec<String> = std::fs::read_dir(PartitionStore::dir(dir.path(), 0))
+            .unwrap()
+            .map(|f| f.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(files.iter().any(|f| f.starts_with("OPTIONS-")), "{files:?}");
+        assert!(!files.iter().any(|f| f.starts_with("LOG")), "{files:?}");
+    }
 
     use super::*;
     use crate::frontier::{EntryKind, Priority};
