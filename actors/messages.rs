@@ -294,6 +294,15 @@ pub struct Forward {
     pub outbox: Vec<crate::store::OutboxBatch>,
 }
 
+/// A partition's queue ran empty (nothing of it queued or in flight): the
+/// node looks at once whether the crawl is over rather than at its next
+/// poll, up to 50 ms later (`actors/node/idle.rs`): the end of a crawl
+/// that a caller waits for (`--until-idle`) is its last response plus the
+/// last page's processing, not plus a poll interval.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct QueueEmptied;
+
 /// A host has nothing to do (`due_ms` is `None`) or nothing it may do
 /// before `due_ms`. The partition passivates it (saving `state`, and
 /// entering it in the due index until `due_ms`) unless work arrived after

@@ -55,8 +55,8 @@ use super::fetcher::FetcherPool;
 use super::messages::{
     Admission, AdmitBatch, ArchiveOpened, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive,
     CloseConnections, ClusterIdle, DigestQuery, Discover, Drain, Failure, FinishUploads,
-    GetPartitionSnapshot, Hold, Holding, LocalWork, PipelineLinks, RemoteAdmit, RemoteDigest,
-    SendBatch, SendDigest, UrlOutcome,
+    GetPartitionSnapshot, Hold, Holding, LocalWork, PipelineLinks, QueueEmptied, RemoteAdmit,
+    RemoteDigest, SendBatch, SendDigest, UrlOutcome,
 };
 use super::ownership::{NodeOrders, OwnershipActor, OwnershipSettings};
 use super::parser::ParserPool;

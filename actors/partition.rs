@@ -30,7 +30,7 @@ use super::host::HostActor;
 use super::messages::{
     AdmitBatch, AdmitMarked, AdmitReply, Checkpointed, Complete, Crash, CrashHost, DigestQuery,
     Drain, DrainHost, Failure, GetPartitionSnapshot, HoldHost, HostIdle, HostLinks,
-    PartitionSnapshot, PipelineLinks, SaveHostState, TakeCheckpoint, Wake, YieldSlot,
+    PartitionSnapshot, PipelineLinks, QueueEmptied, SaveHostState, TakeCheckpoint, Wake, YieldSlot,
 };
 use crate::clock::SharedClock;
 use crate::dedup::exact::{ClaimBook, DigestReply};
@@ -83,6 +83,8 @@ pub struct PartitionSetup {
     /// partition, which its hosts and the fetcher check before every
     /// request (`None` without one).
     pub lease: Option<Arc<crate::cluster::gate::LeaseGate>>,
+    /// Told when the partition's queue runs empty.
+    pub emptied: Recipient<QueueEmptied>,
 }
 
 /// One partition.
@@ -94,6 +96,8 @@ pub struct PartitionActor {
     clock: SharedClock,
     /// The actors of the active hosts.
     hosts: HashMap<String, Addr<HostActor>>,
+    /// Told when the queue runs empty (the node, which ends the crawl).
+    emptied: Recipient<QueueEmptied>,
     /// Which hosts are active, and when dormant ones start: the
     /// decisions, with no I/O (`src/frontier/activation.rs`).
     activation: Activation,
@@ -182,6 +186,7 @@ impl PartitionActor {
             hold_until_ms,
             covers,
             lease,
+            emptied,
         } = setup;
         let request_timeout = settings.request_timeout;
         // A crashed last life makes each host it left owe its last delay
@@ -205,6 +210,7 @@ impl PartitionActor {
             pipeline,
             clock,
             hosts: HashMap::new(),
+            emptied,
             activation,
             reported: (0, 0),
             due_timer: None,
@@ -738,6 +744,9 @@ impl PartitionActor {
             self.writes += 1;
             let n = PartitionStore::new_urls_done(&pending.completions);
             self.queued = self.queued.saturating_sub(n);
+            if n > 0 && self.queued == 0 {
+                self.emptied.do_send(QueueEmptied);
+            }
             self.metrics.frontier_size.sub(n as i64);
             self.report_partition();
             self.completed += pending

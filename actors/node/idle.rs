@@ -58,6 +58,18 @@ impl Node {
     }
 }
 
+impl Handler<QueueEmptied> for Node {
+    type Result = ();
+
+    /// A partition ran out of work: whoever waits for the end hears of it
+    /// from a poll now, not from the next one.
+    fn handle(&mut self, _: QueueEmptied, ctx: &mut Self::Context) {
+        if !self.idle_waiters.is_empty() {
+            self.poll_partitions(ctx);
+        }
+    }
+}
+
 impl Handler<ClusterIdle> for Node {
     type Result = ();
 

@@ -144,6 +144,7 @@ impl Node {
             .hold_until_ms,
             covers: 0,
             lease: None,
+            emptied: node_ctx.address().recipient(),
         };
         let restart_setup = setup.clone();
         let partitions: Vec<Option<Held>> = stores
