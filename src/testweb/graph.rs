@@ -1011,9 +1011,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_polite_crawl_fetches_a_host_once_a_round_and_starts_it_a_round_late() {
-        // Seed a.test/ links to a.test/1, a.test/2 and b.test/.
+    /// Seed a.test/ linking to a.test/1, a.test/2 and b.test/: the graph
+    /// and those four pages.
+    fn two_hosts() -> (LinkGraph, [u32; 4]) {
         let mut g = LinkGraph::new();
         let a = g.add_page("a.test", "/");
         let a1 = g.add_page("a.test", "/1");
@@ -1023,6 +1023,12 @@ mod tests {
             g.add_link(a, to);
         }
         g.add_seed(a);
+        (g, [a, a1, a2, b])
+    }
+
+    #[test]
+    fn a_polite_crawl_fetches_a_host_once_a_round_and_starts_it_a_round_late() {
+        let (g, [a, a1, a2, b]) = two_hosts();
         assert_eq!(polite_order(&g, HostPick::Fifo), [a, a1, b, a2]);
         // The oracle takes a.test/2 first when it ranks higher.
         let rank = [0.4, 0.1, 0.3, 0.2];
@@ -1041,16 +1047,8 @@ mod tests {
         // Seed a.test/ links to a.test/1, a.test/2 and b.test/, which
         // links to a.test/2: once b.test/ is fetched, a.test/2 holds more
         // than a.test/1 and is fetched first, though learnt later.
-        let mut g = LinkGraph::new();
-        let a = g.add_page("a.test", "/");
-        let a1 = g.add_page("a.test", "/1");
-        let a2 = g.add_page("a.test", "/2");
-        let b = g.add_page("b.test", "/");
-        for to in [a1, a2, b] {
-            g.add_link(a, to);
-        }
+        let (mut g, [a, a1, a2, b]) = two_hosts();
         g.add_link(b, a2);
-        g.add_seed(a);
         // a's cash: 1/6 to each of its own pages, 4/6 to b.test/ (another
         // host weighs 4). Without the credit a.test/1 and a.test/2 tie and
         // the first learnt goes first; b.test/ (the richest head) is
