@@ -91,14 +91,11 @@ impl FetcherPool {
             client: Rc::new(HttpClient::new(config, tls, metrics.clone(), clock)),
             slots: Rc::new(Semaphore::new(slot_count)),
             slot_count,
-            // Under "auto", from the floor, not the start's guess of slots
-            // (`inflight::START`): the first window moves them.
             pipeline: PipelineBound::new(
-                match sizing {
-                    Some(_) => slot_count.min(inflight::FLOOR),
-                    None => slot_count,
-                }
-                .saturating_add(processing_places),
+                sizing
+                    .as_ref()
+                    .map_or(slot_count, |s| s.sizer.pipeline_start())
+                    .saturating_add(processing_places),
                 config.fetch.max_pipeline_bytes,
                 metrics.pipeline_pages.clone(),
                 metrics.pipeline_bytes.clone(),

@@ -169,6 +169,13 @@ impl InFlightSizer {
         self.limit
     }
 
+    /// The fetch slots the pipeline's places start with
+    /// ([`super::pipeline`]): the floor, not [`START`]'s guess, so a fast
+    /// web piles up no pages before the first window measures it.
+    pub fn pipeline_start(&self) -> usize {
+        self.limit.min(FLOOR)
+    }
+
     /// Takes in one window and returns the new limit.
     ///
     /// Little's law needs the latency of requests that ended; requests
@@ -376,6 +383,8 @@ mod tests {
     #[test]
     fn the_limit_starts_at_start_within_the_budget() {
         assert_eq!(InFlightSizer::new(bounds()).limit(), START);
+        // The pipeline's places do not start from the guess.
+        assert_eq!(InFlightSizer::new(bounds()).pipeline_start(), FLOOR);
         let few = AutoBounds {
             descriptors: 700,
             ..bounds()

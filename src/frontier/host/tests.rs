@@ -1313,16 +1313,22 @@ fn a_request_carries_its_deadline_and_its_hold_which_the_state_keeps_while_it_ru
     assert_eq!(h.m.state(h.now()).hold, None, "answered: no claim left");
 }
 
+/// Answers request `id` with a page after 200 ms, runs its tasks, and
+/// fires the timer `wait` later: the effects of that timer.
+fn answer_then_wait(h: &mut Harness, id: TaskId, wait: Duration) -> Vec<Effect> {
+    let fx = h.answer(id, ms(200), Ok(html()));
+    h.settle_tasks(fx);
+    h.clock.advance(wait);
+    h.timer()
+}
+
 #[test]
 fn a_written_hold_lets_the_requests_it_reaches_go_at_once_until_a_state_without_one_is_saved() {
     let (mut h, id, hold, _) = page_in_flight(settings());
     h.q.push("http://a.test/3", Priority::SEED);
     // /1 answered; /2 leaves a second later, within the hold on record:
     // nothing to write first.
-    let fx = h.answer(id, ms(200), Ok(html()));
-    h.settle_tasks(fx);
-    h.clock.advance(secs(2));
-    let fx = h.timer();
+    let fx = answer_then_wait(&mut h, id, secs(2));
     let (id, url) = only_fetch(&fx);
     assert_eq!(url, "http://a.test/2");
     let (write, deadline) = hold_of(&fx);
@@ -1335,10 +1341,7 @@ fn a_written_hold_lets_the_requests_it_reaches_go_at_once_until_a_state_without_
     );
     // /3 leaves past the hold's reach (its deadline beyond the hold's
     // end): it writes a new one, reaching past its own deadline again.
-    let fx = h.answer(id, ms(200), Ok(html()));
-    h.settle_tasks(fx);
-    h.clock.advance(secs(8));
-    let fx = h.timer();
+    let fx = answer_then_wait(&mut h, id, secs(8));
     let (_, url) = only_fetch(&fx);
     assert_eq!(url, "http://a.test/3");
     let (write, deadline) = hold_of(&fx);
