@@ -97,16 +97,9 @@ const CLOSE_WAIT: Duration = Duration::from_secs(30);
 /// How often a cluster node sends what waits in its outboxes.
 const OUTBOX_POLL: Duration = Duration::from_millis(100);
 
-/// How often the node checks whether the crawl ran out of work.
-const IDLE_POLL: Duration = Duration::from_millis(50);
 /// How often the data directory's free space is read (a Prometheus scrape
 /// interval).
 const STORAGE_POLL: Duration = Duration::from_secs(15);
-/// How soon a single node checks again when its scheduler says the end
-/// is near (`scheduler::idle`): the end of a crawl is seen within a few
-/// milliseconds instead of half an [`IDLE_POLL`] on average (~25 ms of a
-/// 4.5 s bench crawl).
-const NEAR_IDLE_POLL: Duration = Duration::from_millis(5);
 
 /// Errors starting a node.
 #[derive(Debug, thiserror::Error)]
@@ -332,7 +325,8 @@ impl Actor for Node {
             .set(i64::from(self.schedule.partitions()));
         self.measure_storage();
         ctx.run_interval(STORAGE_POLL, |act, _| act.measure_storage());
-        ctx.run_interval(IDLE_POLL, |act, ctx| act.poll_partitions(ctx));
+        let every = crate::scheduler::idle::poll_every(self.cluster.is_none());
+        ctx.run_interval(every, |act, ctx| act.poll_partitions(ctx));
         if self.cluster.is_some() {
             ctx.run_interval(OUTBOX_POLL, |act, ctx| act.send_outboxes(ctx));
         }

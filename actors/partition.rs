@@ -52,7 +52,11 @@ use crate::url::Fingerprint;
 const STRAY_WORK_DELAY_MS: u64 = 1_000;
 /// Messages waiting for a partition before senders wait in turn.
 const PARTITION_MAILBOX: usize = 1024;
-/// How often active host actors are checked for having died.
+/// How often the partition looks after itself: host actors that died,
+/// due hosts its timer may have missed, its gauges, expired digest claims.
+/// Its one periodic wakeup (the rest are deadlines: the due timer, the
+/// pending batch's): a partition waiting on slow hosts costs a wakeup a
+/// second, whatever the number of hosts.
 const SUPERVISE_EVERY: Duration = Duration::from_secs(1);
 /// Seeded domains cut short by a budget that one partition names in the
 /// log (the metric counts every URL).
@@ -155,8 +159,6 @@ struct Digests {
 /// one that takes this long has died or is cut off, and its waiters store
 /// the payload in full rather than wait longer.
 const CLAIM_TTL_MS: u64 = 10_000;
-/// How often expired claims are looked for.
-const CLAIM_SWEEP: Duration = Duration::from_secs(1);
 
 /// Completions written together, as `frontier::batching` decides.
 #[derive(Default)]
@@ -399,6 +401,9 @@ impl PartitionActor {
         self.activate_due(ctx);
         self.report_refresh_due();
         self.report_partition();
+        for (asker, reply) in self.digests.claims.expire(now_ms) {
+            let _ = asker.send(reply);
+        }
     }
 
     /// Moves the node's due and active host gauges by this partition's
@@ -471,12 +476,6 @@ impl Actor for PartitionActor {
             tracing::error!(partition = self.id, error = %err, "cannot read the queue");
         }
         ctx.run_interval(SUPERVISE_EVERY, |act, ctx| act.supervise(ctx));
-        ctx.run_interval(CLAIM_SWEEP, |act, _| {
-            let now_ms = act.clock.now().unix_ms();
-            for (asker, reply) in act.digests.claims.expire(now_ms) {
-                let _ = asker.send(reply);
-            }
-        });
         self.activate_due(ctx);
     }
 
@@ -742,12 +741,7 @@ impl PartitionActor {
         }
         if result.is_ok() {
             self.writes += 1;
-            let n = PartitionStore::new_urls_done(&pending.completions);
-            self.queued = self.queued.saturating_sub(n);
-            if n > 0 && self.queued == 0 {
-                self.emptied.do_send(QueueEmptied);
-            }
-            self.metrics.frontier_size.sub(n as i64);
+            self.dequeued(PartitionStore::new_urls_done(&pending.completions));
             self.report_partition();
             self.completed += pending
                 .completions
@@ -797,6 +791,16 @@ impl Handler<HoldHost> for PartitionActor {
 }
 
 impl PartitionActor {
+    /// `n` URLs left the queue (fetched, or dropped): a queue that ran
+    /// empty tells the node, which looks at once whether the crawl is over.
+    fn dequeued(&mut self, n: u64) {
+        self.queued = self.queued.saturating_sub(n);
+        self.metrics.frontier_size.sub(n as i64);
+        if n > 0 && self.queued == 0 {
+            self.emptied.do_send(QueueEmptied);
+        }
+    }
+
     /// Writes the pending batch now if it is full, or arms its timer.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
         let pending =

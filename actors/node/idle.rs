@@ -1,6 +1,7 @@
 //! The end of a crawl: a single node decides it from its partitions'
-//! snapshots (the node machine's `IdleWatch`); a cluster node reports its
-//! work and hears the cluster's end.
+//! snapshots, asked for when a partition's queue runs empty
+//! (`QueueEmptied`) and on a slow safety poll (`scheduler::idle`); a
+//! cluster node reports its work and hears the cluster's end.
 
 use super::*;
 
@@ -13,7 +14,7 @@ impl Node {
             .map(|h| h.addr.send(GetPartitionSnapshot))
             .collect();
         let gather = futures_util::future::join_all(asks);
-        ctx.spawn(gather.into_actor(self).map(|snaps, act, ctx| {
+        ctx.spawn(gather.into_actor(self).map(|snaps, act, _| {
             let mut totals = Totals::default();
             // A partition that did not answer (it failed, and is being
             // restarted) may hold work: the node is not idle then.
@@ -23,23 +24,9 @@ impl Node {
                 totals.completed += snap.completed;
                 totals.active_hosts += snap.active_hosts;
             }
-            // Only a single node decides the end itself (a cluster's end
-            // is the cluster's).
-            let single = act.cluster.is_none();
-            let awaited = !act.idle_waiters.is_empty();
-            let verdict = act
-                .schedule
-                .idle()
-                .observe(totals, all_answered, single, awaited);
-            let idle = verdict.idle;
+            let idle = totals.idle(all_answered);
             if idle {
                 act.hurry_checkpoints();
-            }
-            if verdict.poll_soon {
-                ctx.run_later(NEAR_IDLE_POLL, |act, ctx| {
-                    act.schedule.idle().polled_soon();
-                    act.poll_partitions(ctx);
-                });
             }
             match &act.cluster {
                 // A cluster node is idle when the cluster is (ClusterIdle).

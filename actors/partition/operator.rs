@@ -97,8 +97,7 @@ impl PartitionActor {
             Failure::Store(e.to_string())
         })?;
         let n = dropped.len();
-        self.queued = self.queued.saturating_sub(n as u64);
-        self.metrics.frontier_size.sub(n as i64);
+        self.dequeued(n as u64);
         for d in dropped {
             let Ok(url) = url::Url::parse(&d.url) else {
                 continue;

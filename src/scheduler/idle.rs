@@ -1,16 +1,32 @@
 //! When a node has run out of work, from its partitions' snapshots.
 //!
-//! The node polls its partitions on a slow interval. A single node ends
-//! its crawl itself once nothing is queued, due or in flight; a cluster
-//! node only reports its own state and counter, and the cluster decides
-//! (see `cluster::idle`). Near the end of a single node's crawl (a few
-//! URLs left, and fewer than at the last poll) while someone waits for
-//! it, the next poll comes sooner: the end is seen within milliseconds
-//! instead of half a slow interval on average, for at most one extra poll
-//! per URL completed at the very end.
+//! A single node ends its crawl itself once nothing is queued, due or in
+//! flight; a cluster node only reports its own state and counter, and the
+//! cluster decides (see `cluster::idle`). The end of a single node's
+//! crawl is announced, not polled for: a partition whose queue runs empty
+//! says so (`QueueEmptied`), and the node then asks every partition. Its
+//! poll is a safety net, slow on purpose, for the ends no such event
+//! announces (a partition restarted after a failure with nothing queued,
+//! the last due refresh fetched: refreshes are not counted in the queue).
+//! A waiting crawler so spends no CPU on a poll it does not need.
 
-/// URLs left (queued or in flight) below which the end is near.
-pub const NEAR_IDLE_URLS: u64 = 64;
+use std::time::Duration;
+
+/// How often a single node polls its partitions (the safety net above;
+/// it also finds failed partitions to restart).
+pub const SINGLE_POLL: Duration = Duration::from_millis(250);
+
+/// How often a cluster node polls its partitions: it reports its work to
+/// the cluster, which decides the end from every node's reports.
+pub const CLUSTER_POLL: Duration = Duration::from_millis(50);
+
+/// How often a node polls its partitions.
+pub fn poll_every(single: bool) -> Duration {
+    match single {
+        true => SINGLE_POLL,
+        false => CLUSTER_POLL,
+    }
+}
 
 /// What the partitions' snapshots of one poll add up to.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,46 +40,11 @@ pub struct Totals {
     pub active_hosts: usize,
 }
 
-/// One poll's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    /// Nothing is queued or in flight on this node (every partition
-    /// answered).
-    pub idle: bool,
-    /// Poll again soon (the end of a single node's crawl is near).
-    pub poll_soon: bool,
-}
-
-/// Successive polls of one node.
-#[derive(Debug, Default)]
-pub struct IdleWatch {
-    last: Totals,
-    /// A soon poll is pending.
-    soon: bool,
-}
-
-impl IdleWatch {
-    /// A poll of every partition gave `totals`; `all_answered` is false if
-    /// a partition did not answer (it failed and is being restarted: it
-    /// may hold work). `single`: the node decides the crawl's end itself;
-    /// `awaited`: someone waits for that end.
-    pub fn observe(
-        &mut self,
-        totals: Totals,
-        all_answered: bool,
-        single: bool,
-        awaited: bool,
-    ) -> Verdict {
-        let before = std::mem::replace(&mut self.last, totals).queued;
-        let idle = all_answered && totals.queued == 0;
-        let closing = single && !idle && totals.queued <= NEAR_IDLE_URLS && totals.queued < before;
-        let poll_soon = closing && awaited && !self.soon;
-        self.soon |= poll_soon;
-        Verdict { idle, poll_soon }
-    }
-
-    /// The soon poll asked for is running.
-    pub fn polled_soon(&mut self) {
-        self.soon = false;
+impl Totals {
+    /// Nothing is queued, due or in flight on this node; `all_answered`
+    /// is false if a partition did not answer (it failed and is being
+    /// restarted: it may hold work).
+    pub fn idle(&self, all_answered: bool) -> bool {
+        all_answered && self.queued == 0
     }
 }

@@ -54,7 +54,6 @@ use std::time::Duration;
 use crate::cluster::holders::{HeldElsewhere, KnownHolders};
 use crate::cluster::lease::Watermarks;
 
-use idle::IdleWatch;
 use outbox::OutboxSchedule;
 use view::ClusterView;
 
@@ -162,7 +161,6 @@ pub struct NodeScheduler<H, T, K = OutboxKey> {
     holders: KnownHolders,
     /// Partitions refused because another node holds their state.
     waiting_for: BTreeSet<u16>,
-    idle: IdleWatch,
     /// On a cluster node: its view of the cluster (`view`).
     cluster: Option<ClusterView>,
 }
@@ -189,7 +187,6 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
             opened_holds: vec![0; n],
             holders,
             waiting_for: BTreeSet::new(),
-            idle: IdleWatch::default(),
             cluster: None,
         }
     }
@@ -476,10 +473,5 @@ impl<H, T, K: Ord + Copy> NodeScheduler<H, T, K> {
     /// The outboxes' delivery schedule, to move on.
     pub fn outbox_mut(&mut self) -> &mut OutboxSchedule<K> {
         &mut self.outbox
-    }
-
-    /// The node's idleness, poll by poll.
-    pub fn idle(&mut self) -> &mut IdleWatch {
-        &mut self.idle
     }
 }

@@ -1,7 +1,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::idle::{IdleWatch, Totals};
+use super::idle::Totals;
 use super::outbox::{Batch, OutboxSchedule, FULL_PASS_EVERY, PAGE};
 use super::view::{Assigned, AssignmentEffect, ClusterView};
 use super::*;
@@ -469,27 +469,15 @@ fn every_batch_is_delivered_once_on_its_way_whatever_the_order() {
 }
 
 #[test]
-fn the_end_is_polled_for_sooner_only_on_a_single_node_that_is_awaited() {
-    let mut watch = IdleWatch::default();
+fn a_node_is_idle_only_with_nothing_queued_and_every_partition_answering() {
     let totals = |queued| Totals {
         queued,
         ..Totals::default()
     };
-    let v = watch.observe(totals(100), true, true, true);
-    assert!(!v.idle && !v.poll_soon);
-    // Near the end and going down: once, until that poll runs.
-    assert!(watch.observe(totals(10), true, true, true).poll_soon);
-    assert!(!watch.observe(totals(5), true, true, true).poll_soon);
-    watch.polled_soon();
-    assert!(watch.observe(totals(3), true, true, true).poll_soon);
-    watch.polled_soon();
-    // Not going down, nobody waiting, or a cluster node: no soon poll.
-    assert!(!watch.observe(totals(3), true, true, true).poll_soon);
-    assert!(!watch.observe(totals(2), true, true, false).poll_soon);
-    assert!(!watch.observe(totals(1), true, false, true).poll_soon);
+    assert!(!totals(1).idle(true));
     // A partition that did not answer may hold work.
-    assert!(!watch.observe(totals(0), false, true, true).idle);
-    assert!(watch.observe(totals(0), true, true, true).idle);
+    assert!(!totals(0).idle(false));
+    assert!(totals(0).idle(true));
 }
 
 #[test]
