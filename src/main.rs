@@ -9,7 +9,10 @@ mod cli;
 
 // mimalloc: the parse tree, URLs and records allocate and free small
 // objects at a high rate; it cuts CPU per page by about a fifth against
-// glibc's malloc (see docs/benchmarks.md).
+// glibc's malloc (see docs/benchmarks.md). The `system-allocator` feature
+// leaves glibc's malloc in place, for heap profilers that hook it
+// (heaptrack: see docs/benchmarks.md).
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

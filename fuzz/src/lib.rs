@@ -562,7 +562,7 @@ pub fn warc_record(data: &[u8]) {
             .and_then(|v| v.parse().ok())
             .expect("a record has a Content-Length");
         assert_eq!(view.block.len(), length);
-        let mut lines = trawl::warc::cdxj::IndexLines::default();
+        let mut lines = trawl::warc::cdxj::IndexLines::new("f.warc.gz", &std::env::temp_dir());
         lines.push(&view, 0, data.len() as u64);
     }
 
@@ -588,7 +588,7 @@ pub fn warc_record(data: &[u8]) {
     assert_eq!(view.block.len(), record.block_len());
     assert_eq!(&view.block[..block.len()], block);
     assert_eq!(&view.block[block.len()..], payload);
-    let mut lines = trawl::warc::cdxj::IndexLines::default();
+    let mut lines = trawl::warc::cdxj::IndexLines::new("f.warc.gz", &std::env::temp_dir());
     lines.push(&view, 0, bytes.len() as u64);
 }
 

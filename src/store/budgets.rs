@@ -37,12 +37,13 @@ use rocksdb::{Direction, IteratorMode, WriteBatch};
 
 use super::schema::CF_BUDGETS;
 use super::{codec, AdmitEntry, PartitionStore, StoreError};
-use crate::frontier::budget::{DomainBudget, OverBudget};
+use crate::frontier::budget::{linker_id, DomainBudget, OverBudget};
 use crate::url::registrable_domain;
 
 /// What the cache may hold before its older generation is dropped: a
 /// weight of one per host, and one per domain plus one per linking domain
-/// remembered (about 40 bytes each).
+/// remembered (a fingerprint: about 16 bytes each with the hash set's
+/// slack).
 const CACHE_WEIGHT: usize = 500_000;
 
 /// Linking domains a partition keeps unwritten at most (see the module
@@ -385,15 +386,15 @@ impl PartitionStore {
             };
             loaded
                 .linkers
-                .insert(String::from_utf8_lossy(linker).into_owned());
+                .insert(linker_id(&String::from_utf8_lossy(linker)));
             if !v.is_empty() {
                 let more: Vec<String> =
                     codec::decode_value(LINKERS, &v).map_err(|e| self.codec(e))?;
-                loaded.linkers.extend(more);
+                loaded.linkers.extend(more.iter().map(|l| linker_id(l)));
             }
         }
         if let Some(unsaved) = book.unsaved.get(domain) {
-            loaded.linkers.extend(unsaved.iter().cloned());
+            loaded.linkers.extend(unsaved.iter().map(|l| linker_id(l)));
         }
         book.weight += domain_weight(&loaded);
         Ok(book.domains.insert(domain, loaded))

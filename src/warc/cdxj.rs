@@ -20,7 +20,7 @@
 
 use std::cmp::Ordering;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use super::surt::surt;
@@ -62,50 +62,208 @@ impl<'a> From<&'a super::Record<'_>> for RecordView<'a> {
 /// The record types the default index holds.
 const INDEXED: [&str; 4] = ["response", "revisit", "resource", "metadata"];
 
-/// The index lines of one WARC file, kept until the file closes.
+/// Bytes of index lines an open file keeps in memory before it sorts them
+/// and spills them to disk as a run (see [`IndexLines`]).
+pub const RUN_BYTES: usize = 4 << 20;
+
+/// The index lines of one WARC file, until the file closes.
 ///
 /// Every line of a file's index ends with the same field, the file's name,
 /// so a line is kept without it (its stem) and in a boxed `str` of its
 /// exact size: ~250 bytes a record, where whole lines in `String`s grown
-/// while formatting took ~620 (50 MB of an 80,000-page crawl's heap, and a
-/// 1 GB WARC file holds ~200,000 pages of 15 KB).
-#[derive(Debug, Default)]
+/// while formatting took ~620.
+///
+/// Memory is bounded: once the stems held reach [`RUN_BYTES`], they are
+/// sorted and written as a run to an unnamed temporary file beside the
+/// WARC file (`O_TMPFILE`: a crash leaves nothing behind, and recovery
+/// indexes the WARC file again anyway); closing merges the runs and what
+/// is still in memory into the sorted index. Kept whole, a 1 GB WARC file
+/// of 15 KB pages (~200,000 records) held ~50 MB of lines until it
+/// closed, 20 MB of a 2,000-host crawl's heap at its peak. The merge is
+/// written here rather than taken from an external-sort crate because
+/// lines sort by an order that depends on the file's name (the common
+/// end) and repeated lines are dropped as they merge; runs are few (one
+/// per 4 MB of lines), so each line is chosen by a scan of the runs'
+/// heads. A run that cannot be written (a full disk) leaves its lines in
+/// memory: the index stays whole, and the WARC file's own writes report
+/// the disk.
+#[derive(Debug)]
 pub struct IndexLines {
     stems: Vec<Box<str>>,
+    /// Bytes the stems in memory take, their boxes included.
+    held: usize,
+    /// What ends every line: the file's name (see [`line_end`]).
+    end: String,
+    /// Where runs are spilled; `None` once a spill failed.
+    spill_dir: Option<PathBuf>,
+    /// The spilled runs, each sorted and without repeats.
+    runs: Vec<File>,
+    run_bytes: usize,
 }
 
 impl IndexLines {
-    /// Adds the line of `record`, stored at `offset` with `length` bytes
-    /// (nothing for a record the index leaves out).
-    pub fn push(&mut self, record: &RecordView<'_>, offset: u64, length: u64) {
-        if let Some(stem) = line_stem(record, offset, length) {
-            self.stems.push(stem.into_boxed_str());
+    /// The lines of the WARC file named `file_name`, spilling runs in
+    /// `spill_dir` (the WARC file's directory).
+    pub fn new(file_name: &str, spill_dir: &Path) -> Self {
+        Self::with_run_bytes(file_name, spill_dir, RUN_BYTES)
+    }
+
+    /// [`IndexLines::new`] that spills once `run_bytes` are held.
+    pub fn with_run_bytes(file_name: &str, spill_dir: &Path, run_bytes: usize) -> Self {
+        IndexLines {
+            stems: Vec::new(),
+            held: 0,
+            end: line_end(file_name),
+            spill_dir: Some(spill_dir.to_owned()),
+            runs: Vec::new(),
+            run_bytes,
         }
     }
 
-    /// Writes the sorted index of the WARC file at `warc`, named
-    /// `file_name` in its lines: into a temporary file, synced, then
+    /// Adds the line of `record`, stored at `offset` with `length` bytes
+    /// (nothing for a record the index leaves out).
+    pub fn push(&mut self, record: &RecordView<'_>, offset: u64, length: u64) {
+        let Some(stem) = line_stem(record, offset, length) else {
+            return;
+        };
+        self.held += stem.len() + std::mem::size_of::<Box<str>>();
+        self.stems.push(stem.into_boxed_str());
+        if self.held >= self.run_bytes {
+            self.spill();
+        }
+    }
+
+    /// Runs spilled so far.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Sorts the stems in memory and writes them as a run.
+    fn spill(&mut self) {
+        if self.spill_dir.is_none() {
+            return;
+        }
+        self.sort_held();
+        let dir = self.spill_dir.as_deref().expect("checked above");
+        match write_run(dir, &self.stems) {
+            Ok(run) => {
+                self.runs.push(run);
+                self.stems.clear();
+                self.held = 0;
+            }
+            Err(err) => {
+                tracing::warn!(dir = %dir.display(), %err,
+                    "cannot spill a WARC file's index lines; keeping them in memory");
+                self.spill_dir = None;
+            }
+        }
+    }
+
+    fn sort_held(&mut self) {
+        let end = &self.end;
+        self.stems.sort_unstable_by(|a, b| cmp_with_end(a, b, end));
+        self.stems.dedup();
+    }
+
+    /// Writes the sorted index of the WARC file at `warc` (the file named
+    /// at [`IndexLines::new`]): into a temporary file, synced, then
     /// renamed, so a crash never leaves half an index under the final
     /// name.
-    pub fn write(mut self, warc: &Path, file_name: &str) -> io::Result<PathBuf> {
-        let end = line_end(file_name);
-        // Sorted as whole lines: stems compared with the common end.
-        self.stems.sort_unstable_by(|a, b| cmp_with_end(a, b, &end));
-        self.stems.dedup();
+    pub fn write(mut self, warc: &Path) -> io::Result<PathBuf> {
+        self.sort_held();
         let path = index_path(warc);
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
         let mut out = io::BufWriter::new(File::create(&tmp)?);
-        for stem in &self.stems {
+        let end = self.end.clone();
+        self.merge(|stem| {
             out.write_all(stem.as_bytes())?;
             out.write_all(end.as_bytes())?;
-            out.write_all(b"\n")?;
-        }
+            out.write_all(b"\n")
+        })?;
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_all()?;
         std::fs::rename(&tmp, &path)?;
         Ok(path)
+    }
+
+    /// Calls `emit` with every stem, runs and memory merged, in order,
+    /// each once.
+    fn merge(self, mut emit: impl FnMut(&str) -> io::Result<()>) -> io::Result<()> {
+        let mut sources: Vec<Source> = self.runs.into_iter().map(Source::run).collect();
+        sources.push(Source::Memory(self.stems.into_iter()));
+        let mut heads: Vec<Option<Box<str>>> = Vec::with_capacity(sources.len());
+        for source in &mut sources {
+            heads.push(source.next()?);
+        }
+        let mut last: Option<Box<str>> = None;
+        loop {
+            let mut least: Option<usize> = None;
+            for (i, head) in heads.iter().enumerate() {
+                let Some(head) = head else { continue };
+                let smaller = least.is_none_or(|l| {
+                    let l = heads[l].as_deref().expect("a chosen head is there");
+                    cmp_with_end(head, l, &self.end) == Ordering::Less
+                });
+                if smaller {
+                    least = Some(i);
+                }
+            }
+            let Some(i) = least else {
+                return Ok(());
+            };
+            let stem = std::mem::replace(&mut heads[i], sources[i].next()?);
+            let stem = stem.expect("the least head is there");
+            if last.as_deref() != Some(&*stem) {
+                emit(&stem)?;
+                last = Some(stem);
+            }
+        }
+    }
+}
+
+/// Writes sorted `stems` to an unnamed temporary file in `dir`, each as
+/// its length (u32, little-endian) and bytes (a stem read back from a
+/// damaged file may hold any byte), and rewinds it for reading.
+fn write_run(dir: &Path, stems: &[Box<str>]) -> io::Result<File> {
+    let mut out = io::BufWriter::new(tempfile::tempfile_in(dir)?);
+    for stem in stems {
+        let len = u32::try_from(stem.len()).map_err(io::Error::other)?;
+        out.write_all(&len.to_le_bytes())?;
+        out.write_all(stem.as_bytes())?;
+    }
+    let mut file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    file.seek(SeekFrom::Start(0))?;
+    Ok(file)
+}
+
+/// One sorted sequence of stems being merged.
+enum Source {
+    Run(io::BufReader<File>),
+    Memory(std::vec::IntoIter<Box<str>>),
+}
+
+impl Source {
+    fn run(file: File) -> Source {
+        Source::Run(io::BufReader::with_capacity(64 * 1024, file))
+    }
+
+    fn next(&mut self) -> io::Result<Option<Box<str>>> {
+        match self {
+            Source::Memory(stems) => Ok(stems.next()),
+            Source::Run(reader) => {
+                let mut len = [0u8; 4];
+                match reader.read_exact(&mut len) {
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                    other => other?,
+                }
+                let mut bytes = vec![0u8; u32::from_le_bytes(len) as usize];
+                reader.read_exact(&mut bytes)?;
+                let stem = String::from_utf8(bytes).map_err(io::Error::other)?;
+                Ok(Some(stem.into_boxed_str()))
+            }
+        }
     }
 }
 
@@ -396,7 +554,7 @@ mod tests {
         assert!(parse_record(b"WARC/1.1\r\nContent-Length: 9\r\n\r\nabc").is_none());
         let dir = tempfile::tempdir().unwrap();
         let warc = dir.path().join("a.warc.gz");
-        let mut lines = IndexLines::default();
+        let mut lines = IndexLines::new("a.warc.gz", dir.path());
         let response = |url: &str, date: &str| {
             format!(
                 "WARC/1.1\r\nWARC-Type: response\r\nWARC-Target-URI: {url}\r\n\
@@ -409,7 +567,7 @@ mod tests {
         for (record, offset) in [(&b, 0), (&a, 100), (&a_again, 200), (&a, 100)] {
             lines.push(&parse_record(record.as_bytes()).unwrap(), offset, 50);
         }
-        let path = lines.write(&warc, "a.warc.gz").unwrap();
+        let path = lines.write(&warc).unwrap();
         assert_eq!(path, dir.path().join("a.warc.gz.cdxj"));
         let end = r#", "filename": "a.warc.gz"}"#;
         assert_eq!(
@@ -421,6 +579,55 @@ mod tests {
             ),
             "sorted by key then time, the repeated line once"
         );
+    }
+
+    /// An index spilled as many runs is the index kept whole: every line
+    /// once, sorted as whole lines (the oracle sorts full lines as
+    /// strings), with repeats that fall in different runs, keys that are
+    /// prefixes of others and non-ASCII paths.
+    #[test]
+    fn an_index_spilled_in_runs_is_the_index_sorted_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let warc = dir.path().join("b.warc.gz");
+        let mut lines = IndexLines::with_run_bytes("b.warc.gz", dir.path(), 600);
+        let mut expected = Vec::new();
+        let mut state = 7u64;
+        for n in 0..400u64 {
+            // A small LCG: a shuffled order that repeats itself.
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (state >> 33) % 150;
+            let url = match pick % 3 {
+                0 => format!("http://h{}.test/p", pick),
+                1 => format!("http://h{}.test/p?q={}", pick / 3, pick),
+                _ => format!("http://h{}.test/é{}", pick % 7, pick),
+            };
+            let record = RecordView {
+                headers: vec![
+                    ("WARC-Type", "response"),
+                    ("WARC-Date", "2026-11-30T10:00:00Z"),
+                    ("WARC-Target-URI", &url),
+                ],
+                block: b"",
+            };
+            let (offset, length) = (pick * 10, 5 + n % 2);
+            lines.push(&record, offset, length);
+            expected.push(line_stem(&record, offset, length).unwrap() + &line_end("b.warc.gz"));
+        }
+        assert!(lines.runs() > 10, "spilled {} runs", lines.runs());
+        expected.sort();
+        expected.dedup();
+        assert!(expected.len() < 400, "the input repeats lines");
+        let path = lines.write(&warc).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        let written: Vec<&str> = written.lines().collect();
+        assert_eq!(written, expected);
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["b.warc.gz.cdxj"], "runs leave no file behind");
     }
 
     #[test]

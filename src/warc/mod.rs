@@ -372,7 +372,7 @@ impl WarcWriter {
         let inner = file.out.into_inner().map_err(|e| io(e.into_error()))?;
         let (synced, indexed) = std::thread::scope(|scope| {
             let synced = scope.spawn(|| inner.sync_all());
-            let indexed = file.index.write(&final_path, &file.name);
+            let indexed = file.index.write(&final_path);
             let synced = synced
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -500,7 +500,7 @@ impl WarcWriter {
             out: BufWriter::with_capacity(256 * 1024, file),
             offset: 0,
             info_end: 0,
-            index: cdxj::IndexLines::default(),
+            index: cdxj::IndexLines::new(&name, &self.settings.dir),
             sync_handle: None,
             writeback: crate::durable::Writeback::default(),
         });

@@ -110,7 +110,8 @@ pub(super) fn recover_file(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut lines = cdxj::IndexLines::default();
+    let dir = final_path.parent().unwrap_or(Path::new("."));
+    let mut lines = cdxj::IndexLines::new(&file_name, dir);
     let good = scan(path, codec, |unit| {
         if let Some(view) = cdxj::parse_record(&unit.record) {
             lines.push(&view, unit.offset, unit.length);
@@ -125,7 +126,7 @@ pub(super) fn recover_file(
     let file = OpenOptions::new().write(true).open(path)?;
     file.set_len(good)?;
     file.sync_all()?;
-    lines.write(final_path, &file_name)?;
+    lines.write(final_path)?;
     std::fs::rename(path, final_path)?;
     Ok(good)
 }
