@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use rocksdb::{IteratorMode, WriteBatch};
+use rocksdb::WriteBatch;
 
 use super::schema::CF_DUE;
 use super::{HostState, PartitionStore, StoreError};
@@ -16,7 +16,7 @@ impl PartitionStore {
     /// Every persisted due time.
     pub fn due_times(&self) -> Result<HashMap<String, u64>, StoreError> {
         let mut due = HashMap::new();
-        for item in self.db.iterator_cf(self.cf(CF_DUE), IteratorMode::Start) {
+        for item in self.scan(self.cf(CF_DUE)) {
             let (key, value) = item.map_err(|e| self.rocks(e))?;
             let ms = <[u8; 8]>::try_from(value.as_ref())
                 .map(u64::from_be_bytes)

@@ -177,6 +177,22 @@ impl PartitionStore {
         self.db.get_cf(self.cf(cf), key).map_err(|e| self.rocks(e))
     }
 
+    /// Every entry of `cf` in order, read past the block cache: the scans
+    /// that open a store (the seen filter's fingerprints, the queue
+    /// counts, the due times, the refresh book) read each block once, and
+    /// cached they filled the shared cache with blocks nothing reads again
+    /// (39 MB of a resumed 1 M-URL crawl's 158 MB heap, up to the whole
+    /// cache on a larger one) and pushed out the ones the crawl uses.
+    fn scan(&self, cf: &rocksdb::ColumnFamily) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
+        self.db
+            .iterator_cf_opt(cf, scan_options(), rocksdb::IteratorMode::Start)
+    }
+
+    /// [`PartitionStore::scan`] as a raw iterator (for scans that seek).
+    fn raw_scan(&self, cf: &rocksdb::ColumnFamily) -> rocksdb::DBRawIteratorWithThreadMode<'_, DB> {
+        self.db.raw_iterator_cf_opt(cf, scan_options())
+    }
+
     fn cf(&self, name: &str) -> &rocksdb::ColumnFamily {
         self.db
             .cf_handle(name)
@@ -307,4 +323,12 @@ mod heap_tests {
             assert_eq!(enabled, "0");
         }
     }
+}
+
+/// Read options of a scan that reads each block once: past the block
+/// cache (see [`PartitionStore::scan`]).
+fn scan_options() -> rocksdb::ReadOptions {
+    let mut opts = rocksdb::ReadOptions::default();
+    opts.fill_cache(false);
+    opts
 }

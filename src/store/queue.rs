@@ -178,7 +178,7 @@ impl PartitionStore {
             return self.count_queue();
         }
         let mut hosts = BTreeMap::new();
-        for item in self.db.iterator_cf(self.cf(CF_QUEUED), IteratorMode::Start) {
+        for item in self.scan(self.cf(CF_QUEUED)) {
             let (key, value) = item.map_err(|e| self.rocks(e))?;
             let n = <[u8; 8]>::try_from(value.as_ref())
                 .map(i64::from_be_bytes)
@@ -195,7 +195,7 @@ impl PartitionStore {
     /// before counts were kept; once).
     fn count_queue(&self) -> Result<BTreeMap<String, u64>, StoreError> {
         let mut hosts = BTreeMap::new();
-        for item in self.db.iterator_cf(self.queue_cf(), IteratorMode::Start) {
+        for item in self.scan(self.queue_cf()) {
             let (key, _) = item.map_err(|e| self.rocks(e))?;
             let host = codec::queue_key_host(&key).ok_or_else(|| self.corrupt("queue key"))?;
             *hosts.entry(host.to_owned()).or_insert(0u64) += 1;

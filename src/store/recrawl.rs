@@ -196,7 +196,7 @@ impl PartitionStore {
         let Some(cf) = family(self) else {
             return Ok(hosts);
         };
-        let mut iter = self.db.raw_iterator_cf(cf);
+        let mut iter = self.raw_scan(cf);
         iter.seek_to_first();
         while iter.valid() {
             let key = iter.key().unwrap_or_default();
@@ -215,7 +215,7 @@ impl PartitionStore {
     /// Counts the scheduled refreshes into the [`DueBook`] (at open).
     pub(super) fn load_due_book(&self) -> Result<(), StoreError> {
         let mut book = DueBook::default();
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_RECRAWL));
+        let mut iter = self.raw_scan(self.cf(CF_RECRAWL));
         iter.seek_to_first();
         while iter.valid() {
             let key = iter.key().unwrap_or_default();

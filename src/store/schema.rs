@@ -7,8 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch,
-    WriteBufferManager, DB,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, Options, WriteBatch, WriteBufferManager, DB,
 };
 
 use super::codec::QueueValue;
@@ -469,7 +468,7 @@ impl PartitionStore {
     fn rebuild_seen_filter(&self) -> Result<(), StoreError> {
         let started = std::time::Instant::now();
         let mut count = 0u64;
-        for item in self.db.iterator_cf(self.cf(CF_URLS), IteratorMode::Start) {
+        for item in self.scan(self.cf(CF_URLS)) {
             let (key, _) = item.map_err(|e| self.rocks(e))?;
             if let Some(fp) = Fingerprint::from_bytes(&key) {
                 self.seen.insert(fp);
@@ -495,7 +494,7 @@ impl PartitionStore {
         {
             let (old, new) = (self.cf(CF_LEGACY_QUEUE), self.cf(CF_QUEUE));
             let mut batch = WriteBatch::default();
-            for item in self.db.iterator_cf(old, IteratorMode::Start) {
+            for item in self.scan(old) {
                 let (key, value) = item.map_err(|e| self.rocks(e))?;
                 let value = QueueValue::decode_legacy(&value).map_err(|e| self.codec(e))?;
                 batch.put_cf(new, key, value.encode().map_err(|e| self.codec(e))?);
@@ -851,7 +850,9 @@ mod tests {
             assert_eq!(queued(&store), urls, "order kept");
             assert_eq!(store.queued_by_host().unwrap()["a.test"], 3);
             assert_eq!(store.host_state("a.test").unwrap(), old_host_state());
-            let raw = store.db.iterator_cf(store.queue_cf(), IteratorMode::Start);
+            let raw = store
+                .db
+                .iterator_cf(store.queue_cf(), rocksdb::IteratorMode::Start);
             for item in raw {
                 assert_eq!(item.unwrap().1[0], codec::VERSION);
             }
