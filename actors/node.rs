@@ -196,6 +196,8 @@ pub struct Node {
     /// Threads of the partitions; stopped after shutdown.
     store_arbiters: Vec<Arbiter>,
     idle_waiters: Vec<oneshot::Sender<()>>,
+    /// How often the partitions are polled (`scheduler::idle`).
+    idle_poll: Duration,
     shutting_down: bool,
     /// This actor's own address (futures it spawns send back to it).
     self_addr: Addr<Node>,
@@ -325,8 +327,7 @@ impl Actor for Node {
             .set(i64::from(self.schedule.partitions()));
         self.measure_storage();
         ctx.run_interval(STORAGE_POLL, |act, _| act.measure_storage());
-        let every = crate::scheduler::idle::poll_every(self.cluster.is_none());
-        ctx.run_interval(every, |act, ctx| act.poll_partitions(ctx));
+        ctx.run_interval(self.idle_poll, |act, ctx| act.poll_partitions(ctx));
         if self.cluster.is_some() {
             ctx.run_interval(OUTBOX_POLL, |act, ctx| act.send_outboxes(ctx));
         }

@@ -14,9 +14,24 @@ impl Node {
     /// [`Node::start`] on an injected clock: every time decision of the
     /// node's actors reads it.
     pub fn start_with_clock(
+        config: Config,
+        metrics: Arc<Metrics>,
+        clock: SharedClock,
+    ) -> Result<Addr<Node>, NodeError> {
+        let idle_poll = crate::scheduler::idle::poll_every(!config.cluster.enabled);
+        Self::start_with_idle_poll(config, metrics, clock, idle_poll)
+    }
+
+    /// [`Node::start_with_clock`] whose partitions are polled every
+    /// `idle_poll` instead of `scheduler::idle::poll_every`'s period. A
+    /// single node's end is announced (`QueueEmptied`), so a test that
+    /// sets this beyond its deadline shows the announcement alone ends a
+    /// crawl; the poll's timer is actix's, not the injected clock.
+    pub fn start_with_idle_poll(
         mut config: Config,
         metrics: Arc<Metrics>,
         clock: SharedClock,
+        idle_poll: Duration,
     ) -> Result<Addr<Node>, NodeError> {
         let tls = crate::fetch::tls::client_config(&config.fetch.extra_root_certificates)?;
         let started = clock.now();
@@ -228,6 +243,7 @@ impl Node {
             shutdown_timeout: config.crawl.shutdown_timeout,
             store_arbiters,
             idle_waiters: Vec::new(),
+            idle_poll,
             shutting_down: false,
             controls,
             controls_path,

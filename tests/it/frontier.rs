@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::common::*;
 use trawl::actors::{GetStatus, Node, NodeStatus, Seed, Shutdown, WhenIdle};
@@ -92,6 +93,38 @@ fn crawl_under_a_cap_of_three(extra: &str) -> Arc<Metrics> {
         );
     }
     metrics
+}
+
+/// A single node's crawl ends when its partitions' queues run empty and
+/// they say so (`QueueEmptied`), not when a poll finds it: with the poll
+/// an hour apart, the crawl still ends, whole, within the deadline. (Were
+/// the announcement lost, `WhenIdle` would wait for the hour's poll.)
+#[test]
+fn a_crawl_ends_when_its_queues_run_empty_not_at_the_next_poll() {
+    let (web, server) = start_web(6, 5, 21);
+    let port = server.addr().port();
+    let data = tempfile::tempdir().unwrap();
+    let config = config_with(data.path(), 5, 4, "");
+    let seeds = web.seeds(port);
+    let status = actix_rt::System::new().block_on(async move {
+        let clock = Arc::new(trawl::clock::SystemClock);
+        let hour = Duration::from_secs(3600);
+        let node = Node::start_with_idle_poll(config, Arc::new(Metrics::new()), clock, hour)
+            .expect("node starts");
+        node.send(Seed { urls: seeds }).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(120), node.send(WhenIdle))
+            .await
+            .expect("the crawl's end was announced, not left to the hourly poll")
+            .unwrap();
+        let status = node.send(GetStatus).await.unwrap();
+        node.send(Shutdown).await.unwrap().unwrap();
+        status
+    });
+    let log = server.log().records();
+    server.stop();
+    assert_eq!(status.queued, 0);
+    let fetched: BTreeSet<String> = page_requests(&log, port).into_keys().collect();
+    assert_same_urls(&fetched, &web.ground_truth(port));
 }
 
 #[test]
