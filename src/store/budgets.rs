@@ -40,11 +40,31 @@ use super::{codec, AdmitEntry, PartitionStore, StoreError};
 use crate::frontier::budget::{linker_id, DomainBudget, OverBudget};
 use crate::url::registrable_domain;
 
-/// What the cache may hold before its older generation is dropped: a
-/// weight of one per host, and one per domain plus one per linking domain
-/// remembered (a fingerprint: about 16 bytes each with the hash set's
-/// slack).
-const CACHE_WEIGHT: usize = 500_000;
+/// What a partition's cache may hold, in bytes, before its older
+/// generation is dropped (so at most about twice this): 4 MiB, 128 MiB
+/// for a node of 16 partitions at the most.
+///
+/// Weighed in bytes, not entries: a linking domain costs 16 bytes (a
+/// fingerprint), a host or a domain ~100; at one entry each, a bound low
+/// enough to matter for a million hosts (32,000 entries a partition:
+/// −126 MB of RSS seeding 10 M URLs over 1 M hosts) made the 2,000-host
+/// crawl, whose domains each remember ~190 linking domains, reload them
+/// over and over (+1–3 % CPU a page). In bytes that crawl's budgets take
+/// well under a MiB a partition and never rotate, while a partition of
+/// 60,000 hosts (a million on a node) rotates its cache.
+const CACHE_BYTES: usize = 4 << 20;
+
+/// What a cached host costs besides its name: its `String` and count in
+/// the map, with the table's slack.
+const HOST_BYTES: usize = 64;
+
+/// What a cached domain costs besides its name and linking domains: its
+/// `String` and [`DomainBudget`] in the map, with the table's slack.
+const DOMAIN_BYTES: usize = 112;
+
+/// What a remembered linking domain costs: its fingerprint in the
+/// domain's set, with the set's slack.
+const LINKER_BYTES: usize = 16;
 
 /// Linking domains a partition keeps unwritten at most (see the module
 /// doc): the most a crash forgets, ~40 bytes each in memory.
@@ -53,7 +73,7 @@ pub(super) const UNSAVED_MAX: usize = 8192;
 /// A cache in two generations: entries are read and written in the hot
 /// one; when it is full it becomes the cold one (the old cold one is
 /// dropped), and a cold entry used again moves back to the hot one. So
-/// memory stays within about twice [`CACHE_WEIGHT`], and what is in use
+/// memory stays within about twice [`CACHE_BYTES`], and what is in use
 /// survives a rotation.
 #[derive(Debug)]
 struct Generations<V> {
@@ -102,7 +122,7 @@ impl<V> Generations<V> {
 pub(super) struct Book {
     domains: Generations<DomainBudget>,
     hosts: Generations<u64>,
-    /// Weight of the hot generations.
+    /// Bytes of the hot generations (see [`CACHE_BYTES`]).
     weight: usize,
     /// Linking domains noted and not written yet, by the domain they link
     /// to; each is in that domain's set too, whether the set is cached or
@@ -155,7 +175,7 @@ impl Book {
     /// Keeps the cache bounded; called before a batch, never during one
     /// (a batch's pending counts live only here until it is written).
     pub(super) fn trim(&mut self) {
-        if self.weight > CACHE_WEIGHT {
+        if self.weight > CACHE_BYTES {
             self.domains.rotate();
             self.hosts.rotate();
             self.weight = 0;
@@ -163,8 +183,12 @@ impl Book {
     }
 }
 
-fn domain_weight(d: &DomainBudget) -> usize {
-    1 + d.linkers.len()
+fn domain_weight(name: &str, d: &DomainBudget) -> usize {
+    DOMAIN_BYTES + name.len() + LINKER_BYTES * d.linkers.len()
+}
+
+fn host_weight(name: &str) -> usize {
+    HOST_BYTES + name.len()
 }
 
 /// The hosts and domains a batch charged, whose counts it must write.
@@ -209,7 +233,7 @@ impl PartitionStore {
             return Ok(());
         };
         if self.domain(book, own)?.note_linker(own, linker) {
-            book.weight += 1;
+            book.weight += LINKER_BYTES;
             book.note_unsaved(own, linker);
         }
         Ok(())
@@ -346,12 +370,14 @@ impl PartitionStore {
     fn host_count(&self, book: &mut Book, host: &str) -> Result<u64, StoreError> {
         if let Some((n, moved)) = book.hosts.get_mut(host) {
             let n = *n;
-            book.weight += usize::from(moved);
+            if moved {
+                book.weight += host_weight(host);
+            }
             return Ok(n);
         }
         let n = self.read_u64(&key(b'h', &[host]))?;
         book.hosts.insert(host, n);
-        book.weight += 1;
+        book.weight += host_weight(host);
         Ok(n)
     }
 
@@ -366,7 +392,7 @@ impl PartitionStore {
             return Ok(book.domains.hot.get_mut(domain).expect("just found"));
         }
         if let Some(cold) = book.domains.cold.remove(domain) {
-            book.weight += domain_weight(&cold);
+            book.weight += domain_weight(domain, &cold);
             return Ok(book.domains.insert(domain, cold));
         }
         let mut loaded = DomainBudget {
@@ -396,7 +422,7 @@ impl PartitionStore {
         if let Some(unsaved) = book.unsaved.get(domain) {
             loaded.linkers.extend(unsaved.iter().map(|l| linker_id(l)));
         }
-        book.weight += domain_weight(&loaded);
+        book.weight += domain_weight(domain, &loaded);
         Ok(book.domains.insert(domain, loaded))
     }
 
@@ -415,7 +441,7 @@ impl PartitionStore {
 mod tests {
     use std::path::Path;
 
-    use super::{Generations, UNSAVED_MAX};
+    use super::{Generations, CACHE_BYTES, DOMAIN_BYTES, HOST_BYTES, LINKER_BYTES, UNSAVED_MAX};
     use crate::config::Config;
     use crate::frontier::budget::BudgetSettings;
     use crate::store::schema::CF_BUDGETS;
@@ -550,6 +576,49 @@ mod tests {
         assert_eq!(admitted(&store, seen), 0);
         assert_eq!(store.book.lock().unwrap().unsaved_count, 2);
         assert_eq!(room(&store, 5), 2, "1 + 2 linking domains, 1 taken");
+    }
+
+    /// The cache weighs what its entries take: a domain remembering many
+    /// linking domains is 16 bytes a linker, and only hosts enough to
+    /// fill [`CACHE_BYTES`] rotate it; a host dropped from it is counted
+    /// on from the store.
+    #[test]
+    fn the_cache_weighs_bytes_and_a_host_dropped_from_it_counts_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let linkers: Vec<_> = (0..2_000)
+            .map(|i| link(0, Some(&format!("l{i}.test"))))
+            .collect();
+        assert_eq!(admitted(&store, linkers), 1);
+        let expected = DOMAIN_BYTES
+            + "target.test".len()
+            + 2_000 * LINKER_BYTES
+            + HOST_BYTES
+            + "target.test".len();
+        assert_eq!(store.book.lock().unwrap().weight, expected);
+
+        // Hosts of their own domains, past the bound: the cache rotates.
+        let per_host = HOST_BYTES + DOMAIN_BYTES + 2 * "h00000.test".len();
+        let hosts = 3 * CACHE_BYTES / per_host;
+        for chunk in (0..hosts).collect::<Vec<_>>().chunks(5_000) {
+            let entries = chunk
+                .iter()
+                .map(|i| {
+                    let host = format!("h{i:05}.test");
+                    entry(&format!("http://{host}/"), &host)
+                })
+                .collect();
+            assert_eq!(admitted(&store, entries), chunk.len());
+        }
+        {
+            let mut book = store.book.lock().unwrap();
+            book.trim();
+            assert!(book.weight <= CACHE_BYTES, "{} bytes", book.weight);
+            assert!(book.hosts.get_mut("target.test").is_none(), "rotated out");
+        }
+        // Its count and its domain's linking domains come back from the
+        // store: 1 + 2,000 pages, 1 taken.
+        assert_eq!(room(&store, 2_005), 2_000);
     }
 
     #[test]
