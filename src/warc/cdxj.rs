@@ -109,7 +109,7 @@ impl IndexLines {
     }
 
     /// [`IndexLines::new`] that spills once `run_bytes` are held.
-    pub fn with_run_bytes(file_name: &str, spill_dir: &Path, run_bytes: usize) -> Self {
+    fn with_run_bytes(file_name: &str, spill_dir: &Path, run_bytes: usize) -> Self {
         IndexLines {
             stems: Vec::new(),
             held: 0,
@@ -134,18 +134,18 @@ impl IndexLines {
     }
 
     /// Runs spilled so far.
-    pub fn runs(&self) -> usize {
+    #[cfg(test)]
+    fn runs(&self) -> usize {
         self.runs.len()
     }
 
     /// Sorts the stems in memory and writes them as a run.
     fn spill(&mut self) {
-        if self.spill_dir.is_none() {
+        let Some(dir) = self.spill_dir.clone() else {
             return;
-        }
+        };
         self.sort_held();
-        let dir = self.spill_dir.as_deref().expect("checked above");
-        match write_run(dir, &self.stems) {
+        match write_run(&dir, &self.stems) {
             Ok(run) => {
                 self.runs.push(run);
                 self.stems.clear();
