@@ -30,6 +30,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Child;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::moto::Moto;
@@ -98,6 +100,9 @@ struct Run {
 struct SmallDisk {
     path: PathBuf,
     filler: PathBuf,
+    /// The thread keeping the disk full while it is ([`SmallDisk::fill`]),
+    /// and its stop flag.
+    keeper: Option<(Arc<AtomicBool>, std::thread::JoinHandle<()>)>,
 }
 
 impl SmallDisk {
@@ -113,37 +118,64 @@ impl SmallDisk {
         SmallDisk {
             path: path.to_owned(),
             filler: path.join("filler"),
+            keeper: None,
         }
     }
 
     /// Takes every byte left on the disk (chunk by chunk, down to a
-    /// page, while the node writes on): its writes fail with ENOSPC.
-    fn fill(&self) {
-        use std::os::fd::AsRawFd;
+    /// page, while the node writes on), and keeps taking what the node
+    /// frees (RocksDB deletes obsolete files, uploaded WARC files go)
+    /// until [`SmallDisk::free`]: its writes fail with ENOSPC for as long
+    /// as the disk is full, not just until its next deletion.
+    fn fill(&mut self) {
         let file = std::fs::File::create(&self.filler).unwrap();
-        let mut len: i64 = 0;
-        for chunk in [1 << 20, 1 << 16, 1 << 12] {
-            // SAFETY: fallocate(2) on a file this test just created.
-            while unsafe { libc::fallocate(file.as_raw_fd(), 0, len, chunk) } == 0 {
-                len += chunk;
-            }
-        }
-        assert!(len > 0, "the disk was full already");
+        let taken = take_free_space(&file, 0);
+        assert!(taken > 0, "the disk was full already");
         eprintln!(
-            "{} filled {}: {len} bytes taken",
+            "{} filled {}: {taken} bytes taken",
             chrono::Utc::now().format("%H:%M:%S%.3f"),
             self.path.display()
         );
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let keeper = std::thread::spawn(move || {
+            let mut len = taken;
+            while !stopped.load(Ordering::Acquire) {
+                len = take_free_space(&file, len);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        self.keeper = Some((stop, keeper));
     }
 
     /// Frees what [`SmallDisk::fill`] took.
-    fn free(&self) {
+    fn free(&mut self) {
+        if let Some((stop, keeper)) = self.keeper.take() {
+            stop.store(true, Ordering::Release);
+            keeper.join().unwrap();
+        }
         std::fs::remove_file(&self.filler).unwrap();
     }
 }
 
+/// Extends `file` from `len` bytes over every page its file system has
+/// left; its new length.
+fn take_free_space(file: &std::fs::File, mut len: i64) -> i64 {
+    use std::os::fd::AsRawFd;
+    for chunk in [1 << 20, 1 << 16, 1 << 12] {
+        // SAFETY: fallocate(2) on a file this test created and holds.
+        while unsafe { libc::fallocate(file.as_raw_fd(), 0, len, chunk) } == 0 {
+            len += chunk;
+        }
+    }
+    len
+}
+
 impl Drop for SmallDisk {
     fn drop(&mut self) {
+        if let Some((stop, _)) = &self.keeper {
+            stop.store(true, Ordering::Release);
+        }
         let _ = std::process::Command::new("umount")
             .arg("-l")
             .arg(&self.path)
@@ -777,13 +809,19 @@ fn a_disk_filling_up_during_slow_requests_hands_its_partitions_on_and_loses_noth
         small_disk: Some((1, 256)),
         ..SLOW
     };
-    let run = Run::start_shaped(lab, 59, 12, 40, shape);
+    let mut run = Run::start_shaped(lab, 59, 12, 40, shape);
     // n2's disk fills while its first slow requests are on the wire, most
     // of its work ahead: no checkpoint, WARC record or store write of it
     // can be made. Its partitions must go to the others within a lease or
     // so (it gives them up, and gossip passes them on while it shuns
     // them), their requests waited out; freed, the disk takes writes
     // again and the crawl completes, every record in object storage.
+    // Filled once n2 has checkpointed (its stores are open and written:
+    // the fault meets a node at work, not one still starting).
+    assert!(
+        eventually_true(Duration::from_secs(60), || run.moto.checkpointed_by("n2")),
+        "n2 published no checkpoint"
+    );
     let n2 = run.node_addr(1);
     assert!(
         eventually_true(Duration::from_secs(60), || run

@@ -55,10 +55,7 @@ fn node_files(
     state: Option<&Path>,
 ) -> NodeFiles {
     let id = format!("n{i}");
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let admin = crate::common::reserved_port();
     let peers: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
     let state = state.map_or(String::new(), |s| {
         format!(

@@ -17,7 +17,7 @@ use std::process::{Child, Command};
 use std::time::Duration;
 
 use crate::common::{
-    archived_uris, assert_same_urls, audit_log_with_factor, eventually_true, gossip_addr,
+    archived_uris, assert_same_urls, audit_log_with_factor, eventually_true, gossip_addr, log_tail,
     logged_within, page_requests, segment_files, wait_exit, warc_files_in, ANY_BRIDGE,
 };
 use trawl::testweb::{SyntheticWeb, TestWebServer, WebSpec};
@@ -225,7 +225,8 @@ fn a_node_lost_with_its_disk_loses_no_queued_url() {
     // fetched is in object storage.
     assert!(
         wait_for_checkpoint_by(&state, "n2", Duration::from_secs(30)),
-        "n2 published no checkpoint"
+        "n2 published no checkpoint; {}",
+        log_tail(&logs[1], 40)
     );
     // A reclaimed spot instance: the process and its disk are gone.
     n2.kill().unwrap();
@@ -382,10 +383,7 @@ fn a_seed_answered_outlives_the_node_and_its_disk() {
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
     let gossip = [gossip_addr(), gossip_addr()];
-    let admin = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let admin = crate::common::reserved_port();
     let configs = [
         format!("[admin]\nenabled = true\nlisten = \"{admin}\"\n"),
         "[admin]\nenabled = false\n".to_owned(),
@@ -510,7 +508,8 @@ fn a_rolling_restart_hands_partitions_back_and_forth_through_the_chain() {
     let truth = web.ground_truth(port);
     assert!(
         wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),
-        "n2 published no checkpoint"
+        "n2 published no checkpoint; {}",
+        log_tail(&logs[1], 40)
     );
     // SAFETY: a signal to a child process this test started.
     assert_eq!(
@@ -582,7 +581,8 @@ fn a_claim_that_cannot_be_restored_is_handed_back_and_tried_again() {
     let truth = web.ground_truth(port);
     assert!(
         wait_for_checkpoint_by(&state, "n2", Duration::from_secs(60)),
-        "n2 published no checkpoint"
+        "n2 published no checkpoint; {}",
+        log_tail(&logs[1], 40)
     );
     n2.kill().unwrap();
     let _ = n2.wait();

@@ -4,7 +4,6 @@
 //! hosts once printed 200,000 lines in 76 s). And a log written to a
 //! file or a pipe holds plain lines, without colour codes, unless asked.
 
-use std::net::TcpListener;
 use std::process::{Command, Stdio};
 
 use crate::common::*;
@@ -15,10 +14,7 @@ const HOSTS: usize = 40;
 /// layered on the test config, stderr piped; returns the log.
 fn crawl_dead_hosts(hosts: usize, extra: &str) -> String {
     // A loopback port with nothing listening: every connection is refused.
-    let port = {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
+    let port = crate::common::reserved_port().port();
     let data = tempfile::tempdir().unwrap();
     let config_path = data.path().join("trawl.toml");
     let seeds_path = data.path().join("seeds.txt");

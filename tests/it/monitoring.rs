@@ -5,7 +5,7 @@
 //! `config/monitoring/grafana-dashboard.json` returns data over it.
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
@@ -134,10 +134,7 @@ fn the_alert_rules_are_valid_and_pass_their_unit_tests() {
 }
 
 fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    crate::common::reserved_port()
 }
 
 /// Starts Prometheus scraping `targets`, on a free loopback port.

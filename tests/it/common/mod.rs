@@ -27,17 +27,42 @@ use trawl::testweb::{
 /// know it beforehand.
 pub const ANY_BRIDGE: &str = "127.0.0.1:0";
 
-/// A loopback UDP address for a node's gossip, free when probed. The
-/// gossip library binds it itself (and tells peers that port), so the
-/// probe socket is closed before the node starts. That leaves the window
-/// TCP ports had (the port given to another socket in between:
-/// `AddrInUse` at the node's start), but only to UDP sockets, which the
-/// tests open far fewer of than TCP connections.
+/// A loopback address for a server a child process binds itself (a
+/// node's gossip, its admin API, a port with nothing listening): a port
+/// below the kernel's ephemeral range (`ip_local_port_range`, from 32768
+/// by default), handed out once per test process and free for both TCP
+/// and UDP when probed. A port probed free in the ephemeral range could
+/// be given to any socket the moment the probe closed (another test's
+/// connection, a DNS query): the node then failed to start with
+/// `AddrInUse`, a flake no test could tell from a bug. Below the range
+/// only explicit binds take ports, and this counter is the only one
+/// handing them out; the start depends on the process id, so two test
+/// processes on one machine rarely meet either.
+pub fn reserved_port() -> SocketAddr {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        (std::process::id() % 60) * 200,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    );
+    for _ in 0..SPAN {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::AcqRel) % SPAN) as u16;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        if TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok() {
+            return addr;
+        }
+    }
+    panic!("no free loopback port in {FIRST}..{}", FIRST + SPAN);
+}
+
+/// A loopback address for a node's gossip, which the gossip library
+/// binds itself (see [`reserved_port`]).
 pub fn gossip_addr() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    reserved_port()
 }
 
 /// A bound loopback listener for an admin server
@@ -451,6 +476,15 @@ pub fn logged_within(logs: &[impl AsRef<Path>], line: &str, limit: Duration) -> 
         logs.iter()
             .any(|p| std::fs::read_to_string(p).is_ok_and(|l| l.contains(line)))
     })
+}
+
+/// The last `lines` lines of a log another process writes, for a failed
+/// assertion's message: what the process said before the test gave up.
+pub fn log_tail(log: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| format!("<{e}>"));
+    let all: Vec<&str> = text.lines().collect();
+    let tail = all[all.len().saturating_sub(lines)..].join("\n");
+    format!("{} (last {lines} lines):\n{tail}", log.display())
 }
 
 /// Waits for a child process to exit, at most `timeout` (then kills it and

@@ -32,11 +32,15 @@ impl Moto {
     /// On a free port of `ip`, an address of this network namespace.
     pub fn start_on(ip: IpAddr) -> Moto {
         let python = std::env::var("TRAWL_PYTHON").unwrap_or_else(|_| "python3".into());
-        let port = TcpListener::bind((ip, 0))
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // On loopback, a port no ephemeral socket can take meanwhile.
+        let port = match ip.is_loopback() {
+            true => super::reserved_port().port(),
+            false => TcpListener::bind((ip, 0))
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port(),
+        };
         let child = Command::new(&python)
             .args(["-m", "moto.server", "-H", &ip.to_string(), "-p"])
             .arg(port.to_string())
