@@ -38,7 +38,7 @@ use crate::frontier::activation::{Activation, Step};
 use crate::frontier::batching::{CompletionBatching, Flush};
 use crate::frontier::blocks::BlockList;
 use crate::frontier::budget::OverBudget;
-use crate::frontier::due::ActiveSlots;
+use crate::frontier::due::{ActiveSlots, Moves, Window};
 use crate::frontier::host::{HostMachine, HostSettings, RECRAWL_BIT};
 use crate::frontier::importance::Arrivals;
 use crate::metrics::Metrics;
@@ -107,6 +107,8 @@ pub struct PartitionActor {
     activation: Activation,
     /// The due and active host counts last added to the node's gauges.
     reported: (usize, usize),
+    /// The due index's moves last added to the node's counter.
+    reported_moves: Moves,
     /// The armed activation timer and its Unix ms.
     due_timer: Option<(u64, SpawnHandle)>,
     /// Store writes that failed since start (shown in status).
@@ -193,9 +195,13 @@ impl PartitionActor {
         let request_timeout = settings.request_timeout;
         // A crashed last life makes each host it left owe its last delay
         // at its first start (the activation's), not at every start.
+        // Dormant hosts beyond the window wait in the store, not memory.
+        let tier = Box::new(crate::store::DueTier::new(store.clone()));
+        let window = Window::of(settings.dormant_in_memory);
         let mut activation = Activation::new(slots, hold_until_ms, request_timeout)
             .with_lead(settings.passivate_after)
-            .with_cycle(settings.host_cycle);
+            .with_cycle(settings.host_cycle)
+            .with_due_tier(tier, window);
         let settings = match settings.crashed {
             true => {
                 activation = activation.after_crash();
@@ -215,6 +221,7 @@ impl PartitionActor {
             emptied,
             activation,
             reported: (0, 0),
+            reported_moves: Moves::default(),
             due_timer: None,
             store_errors: 0,
             idle_waits_until_ms: 0,
@@ -417,6 +424,16 @@ impl PartitionActor {
             .active_hosts
             .add(now.1 as i64 - self.reported.1 as i64);
         self.reported = now;
+        let moves = self.activation.due_moves();
+        let moved = |to: &str, n: u64, before: u64| {
+            self.metrics
+                .due_host_moves
+                .with_label_values(&[to])
+                .inc_by(n - before);
+        };
+        moved("store", moves.stored, self.reported_moves.stored);
+        moved("memory", moves.loaded, self.reported_moves.loaded);
+        self.reported_moves = moves;
     }
 
     /// Shows this partition's queue size and active hosts on its own
@@ -981,7 +998,12 @@ impl Handler<Drain> for PartitionActor {
             // Hosts that passivated (a queue run dry has no due time)
             // and those waiting in the due index.
             let idle = std::iter::once(act.idle_waits_until_ms);
-            let dormant = act.activation.politeness_dues().chain(idle);
+            // Due times that cannot be read owe the most a hand-back owes.
+            let dues = act.activation.politeness_dues();
+            let dormant = dues
+                .unwrap_or_else(|| vec![u64::MAX])
+                .into_iter()
+                .chain(idle);
             Some(owed_after_drain(
                 act.clock.now().unix_ms(),
                 waits.into_iter().chain(dormant),

@@ -306,6 +306,17 @@ pub struct FrontierConfig {
     /// `Activation::with_cycle`); zero (the default) never asks.
     #[serde(default, with = "humantime_serde")]
     pub host_cycle: Duration,
+    /// Dormant hosts each partition's due index keeps in memory, of each
+    /// kind (those coming due first, those due and waiting for a slot);
+    /// the others wait in the partition's store
+    /// (`frontier/due.rs`, `Window`).
+    #[serde(default = "default_dormant_hosts_in_memory")]
+    pub dormant_hosts_in_memory: usize,
+}
+
+/// `[frontier] dormant_hosts_in_memory` when a config leaves it out.
+fn default_dormant_hosts_in_memory() -> usize {
+    4_096
 }
 
 impl FrontierConfig {

@@ -64,6 +64,10 @@ pub struct Metrics {
     /// Active hosts asked to give their slot up to hosts waiting for one
     /// (`[frontier] host_cycle`; `trawl_host_slot_yields_total`).
     pub host_slot_yields: IntCounter,
+    /// Dormant hosts moved between a partition's memory and its store
+    /// (`[frontier] dormant_hosts_in_memory`; `trawl_due_host_moves_total`,
+    /// `to` = `store` or `memory`).
+    pub due_host_moves: IntCounterVec,
     /// Fetches that produced no response, by error kind.
     pub fetch_errors: IntCounterVec,
     /// URLs queued and not yet completed.
@@ -425,6 +429,11 @@ impl Metrics {
             host_slot_yields: counter(
                 "trawl_host_slot_yields_total",
                 "Active hosts asked to give their slot up to hosts waiting for one after holding it for [frontier] host_cycle.",
+            ),
+            due_host_moves: counter_vec(
+                "trawl_due_host_moves_total",
+                "Dormant hosts moved out of a partition's memory to its store (beyond [frontier] dormant_hosts_in_memory) and read back, by destination.",
+                "to",
             ),
             urls_credited: counter(
                 "trawl_urls_credited_total",

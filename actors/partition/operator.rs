@@ -70,8 +70,8 @@ impl PartitionActor {
         let mut hosts: std::collections::BTreeSet<String> = self
             .activation
             .hosts()
+            .into_iter()
             .filter(|h| target.covers(h))
-            .map(str::to_owned)
             .collect();
         if let Ok(queued) = self.store.queued_by_host() {
             hosts.extend(queued.into_keys().filter(|h| target.covers(h)));
@@ -183,7 +183,8 @@ impl Handler<ListHosts> for PartitionActor {
         let now = self.clock.now();
         let now_ms = now.unix_ms();
         let mut rows = Vec::new();
-        for host in self.activation.dormant_hosts() {
+        for (host, due_ms) in self.activation.dormant_hosts() {
+            let host = host.as_str();
             let snapshot = match self.stored_snapshot(host, false, now) {
                 Ok(snapshot) => snapshot,
                 Err(err) => {
@@ -191,10 +192,7 @@ impl Handler<ListHosts> for PartitionActor {
                     continue;
                 }
             };
-            let due_in = self
-                .activation
-                .due_ms(host)
-                .map_or(0, |d| d.saturating_sub(now_ms));
+            let due_in = due_ms.map_or(0, |d| d.saturating_sub(now_ms));
             let mut row = HostRow::of(&snapshot, self.blocks.blocks(host), due_in);
             row.queued = queued.get(host).copied().unwrap_or(0);
             rows.push(row);

@@ -35,7 +35,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::due::{ActiveSlots, DueIndex};
+use super::due::{ActiveSlots, ColdTier, DueIndex, Moves, Window};
 use super::host::RECRAWL_BIT;
 use super::importance::Rank;
 
@@ -158,6 +158,15 @@ impl Activation {
         self.lead_ms
     }
 
+    /// Keeps `window` of the dormant hosts in memory and the rest in
+    /// `tier` (the partition's store): memory bounded by the window, not
+    /// by the hosts the partition knows (see [`DueIndex`]). Before
+    /// [`Activation::open`].
+    pub fn with_due_tier(mut self, tier: Box<dyn ColdTier>, window: Window) -> Self {
+        self.due = DueIndex::with_tier(tier, window);
+        self
+    }
+
     /// The partition's last life did not end cleanly (a crash, a kill,
     /// a takeover as after one): each host [`Activation::open`] finds owes
     /// its last delay at its *first* start. Only then: a host started
@@ -180,7 +189,7 @@ impl Activation {
     ) {
         for host in queued {
             let at = due_times.get(host).copied().unwrap_or(0);
-            self.due.insert(host, at.max(self.hold_ms));
+            self.due.insert_new(host, at.max(self.hold_ms));
             if self.crashed {
                 self.restarted.insert(host.to_owned());
             }
@@ -400,13 +409,16 @@ impl Activation {
         self.active.contains_key(host)
     }
 
-    /// Every host it knows of (active, dormant, held back).
-    pub fn hosts(&self) -> impl Iterator<Item = &str> {
-        self.active
-            .keys()
-            .map(String::as_str)
-            .chain(self.due.hosts())
-            .chain(self.held_back.iter().map(String::as_str))
+    /// Every host it knows of: active, dormant (in memory or the store's
+    /// tier; a tier that cannot be read gives what was read), held back.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = self.active.keys().cloned().collect();
+        let listed = self.due.each(|host, _| hosts.push(host.to_owned()));
+        if let Err(err) = listed {
+            tracing::warn!(%err, "cannot list every dormant host");
+        }
+        hosts.extend(self.held_back.iter().cloned());
+        hosts
     }
 
     /// Dormant hosts that are neither active nor due: held back.
@@ -414,22 +426,41 @@ impl Activation {
         self.held_back.iter().map(String::as_str)
     }
 
-    /// Hosts without an actor: due, or held back.
-    pub fn dormant_hosts(&self) -> impl Iterator<Item = &str> {
-        self.due
-            .hosts()
-            .filter(|h| !self.active.contains_key(*h))
-            .chain(self.held_back())
+    /// Hosts without an actor and when each comes due: due (in memory or
+    /// in the store's tier), or held back (`None`). A tier that cannot be
+    /// read lists what was read.
+    pub fn dormant_hosts(&self) -> Vec<(String, Option<u64>)> {
+        let mut hosts = Vec::new();
+        let listed = self.due.each(|host, due_ms| {
+            if !self.active.contains_key(host) {
+                hosts.push((host.to_owned(), Some(due_ms)));
+            }
+        });
+        if let Err(err) = listed {
+            tracing::warn!(%err, "cannot list every dormant host");
+        }
+        hosts.extend(self.held_back().map(|h| (h.to_owned(), None)));
+        hosts
     }
 
     /// When each dormant host that waits on politeness (not for its next
     /// refresh) comes due (Unix ms): what a hand-back owes for them
-    /// ([`crate::politeness::handover`]).
-    pub fn politeness_dues(&self) -> impl Iterator<Item = u64> + '_ {
-        self.due
-            .hosts()
-            .filter(|h| !self.active.contains_key(*h) && !self.refresh_waiting.contains(*h))
-            .filter_map(|h| self.due.due_ms(h))
+    /// ([`crate::politeness::handover`]). `None` if the tier could not
+    /// be read: what they owe is not known.
+    pub fn politeness_dues(&self) -> Option<Vec<u64>> {
+        let mut dues = Vec::new();
+        let read = self.due.each(|host, due_ms| {
+            if !self.active.contains_key(host) && !self.refresh_waiting.contains(host) {
+                dues.push(due_ms);
+            }
+        });
+        match read {
+            Ok(()) => Some(dues),
+            Err(err) => {
+                tracing::error!(%err, "cannot read the dormant hosts' due times");
+                None
+            }
+        }
     }
 
     /// When dormant `host` comes due, if it does.
@@ -440,6 +471,11 @@ impl Activation {
     /// Active hosts.
     pub fn active_len(&self) -> usize {
         self.active.len()
+    }
+
+    /// Dormant hosts moved between memory and the store so far.
+    pub fn due_moves(&self) -> Moves {
+        self.due.moves()
     }
 
     /// Dormant hosts with work.

@@ -10,9 +10,22 @@
 //! [`ActiveSlots`] has room, so a million known hosts cost an index entry
 //! each, not an actor each.
 //!
-//! The index in memory is rebuilt at open from the store (hosts with
-//! queued work, and the due times persisted when hosts passivated), so it
-//! is as durable as the queue itself.
+//! **Memory bounded by a window, not by the known web.** With a
+//! [`ColdTier`] (the partition's store: `store/due.rs`), the index keeps
+//! in memory only a [`Window`]: the dormant hosts that come due first
+//! (at most [`Window::hot`]) and those found due and waiting for a slot
+//! (at most [`Window::ready`]); every other dormant host is in the tier,
+//! ordered the same way, and is read back in batches as the window
+//! empties. Seed 000's "the frontier must hold a long backlog per host on
+//! disk", for hosts: a node that knows ten million hosts holds a few
+//! thousand of them in memory. The price is a point read in the tier for
+//! work arriving at a host that is not in the window, and a write for
+//! each host that moves between memory and the tier.
+//!
+//! The index is rebuilt at open from the store (hosts with queued work,
+//! and the due times persisted when hosts passivated), so it is as
+//! durable as the queue itself; the tier holds no truth of its own and
+//! starts empty.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,16 +44,124 @@ use super::importance::{Cash, Rank};
 /// `activation.rs`) queues behind the hosts found before it.
 pub const AGING_MS_PER_DOUBLING: u64 = 1_000;
 
+/// A dormant host as the [`ColdTier`] keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColdEntry {
+    /// When it comes due (Unix ms).
+    pub due_ms: u64,
+    /// The rank of its best queued URL, as last told.
+    pub rank: Rank,
+}
+
+impl ColdEntry {
+    /// Its place in the tier's order: by due time, then rank (most
+    /// important first), then name; the order the window is cut in.
+    pub fn order_key(&self) -> (u64, Rank) {
+        (self.due_ms, self.rank)
+    }
+}
+
+/// The tier could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("the due index's store: {0}")]
+pub struct ColdError(pub String);
+
+/// Where the dormant hosts beyond the [`Window`] are kept, ordered by
+/// (due time, rank, host name). It holds a host at most once; the index
+/// only deletes what it put.
+pub trait ColdTier: Send {
+    /// `host`'s entry, if it is in the tier.
+    fn get(&self, host: &str) -> Result<Option<ColdEntry>, ColdError>;
+    /// Enters `host`, which is not in the tier.
+    fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError>;
+    /// Takes out `hosts`, each in the tier at the entry given, at once.
+    fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError>;
+    /// The first `n` entries in order.
+    fn first(&self, n: usize) -> Result<Vec<(String, ColdEntry)>, ColdError>;
+    /// Every entry, in order.
+    fn each(&self, f: &mut dyn FnMut(&str, ColdEntry)) -> Result<(), ColdError>;
+}
+
+/// How many dormant hosts a partition's index keeps in memory when it has
+/// a [`ColdTier`] (`[frontier] dormant_hosts_in_memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Hosts not yet found due: the ones due first.
+    pub hot: usize,
+    /// Hosts found due and not yet started: the partition looks no
+    /// further while this many wait for a slot (further hosts are found
+    /// due, in due-time and rank order, as these start).
+    pub ready: usize,
+}
+
+impl Window {
+    /// Nothing moves to a tier: every dormant host in memory.
+    pub const UNBOUNDED: Window = Window {
+        hot: usize::MAX,
+        ready: usize::MAX,
+    };
+
+    /// `hosts` of each kind.
+    pub fn of(hosts: usize) -> Window {
+        Window {
+            hot: hosts.max(2),
+            ready: hosts.max(1),
+        }
+    }
+}
+
 /// Dormant hosts with work: by the time they come due, then, once due,
 /// by their best queued URL's importance aged by how long they have been
 /// due ([`AGING_MS_PER_DOUBLING`]).
-#[derive(Debug, Default)]
 pub struct DueIndex {
-    /// Hosts not yet found due, by due time.
-    waiting: BTreeSet<(u64, Arc<str>)>,
+    /// Hosts not yet found due and in memory, by (due time, rank): every
+    /// one of them before every host in the tier.
+    waiting: BTreeSet<(u64, Rank, Arc<str>)>,
     /// Hosts found due, by [`Dormant::ready_key`].
     ready: BTreeSet<(u64, Arc<str>)>,
+    /// The hosts in memory (`waiting` and `ready`).
     by_host: HashMap<Arc<str>, Dormant>,
+    cold: Option<Cold>,
+    window: Window,
+}
+
+/// The tier, how many hosts it holds, and how many moved there and back.
+struct Cold {
+    tier: Box<dyn ColdTier>,
+    len: usize,
+    moves: Moves,
+}
+
+/// Hosts moved between memory and the tier since the index was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moves {
+    /// Into the tier.
+    pub stored: u64,
+    /// Read back into memory.
+    pub loaded: u64,
+}
+
+impl std::fmt::Debug for DueIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DueIndex")
+            .field("in_memory", &self.by_host.len())
+            .field("ready", &self.ready.len())
+            .field("in_tier", &self.cold_len())
+            .field("window", &self.window)
+            .finish()
+    }
+}
+
+impl Default for DueIndex {
+    fn default() -> Self {
+        DueIndex {
+            waiting: BTreeSet::new(),
+            ready: BTreeSet::new(),
+            by_host: HashMap::new(),
+            cold: None,
+            window: Window::UNBOUNDED,
+        }
+    }
 }
 
 /// One dormant host.
@@ -61,12 +182,40 @@ impl Dormant {
         found_ms.saturating_mul(steps_per_doubling) / AGING_MS_PER_DOUBLING
             + u64::from(self.rank.steps())
     }
+
+    fn cold(&self) -> ColdEntry {
+        ColdEntry {
+            due_ms: self.due_ms,
+            rank: self.rank,
+        }
+    }
+}
+
+/// Logs a failure of the tier: the index goes on with what it has in
+/// memory (a write that failed keeps its host there), and the store
+/// rebuilds the index at the partition's next open.
+fn tier_failed(what: &str, err: &ColdError) {
+    tracing::error!(%err, "{what}: the due index keeps the host where it was");
 }
 
 impl DueIndex {
-    /// An empty index.
+    /// An empty index, all in memory.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty index keeping `window` in memory and the rest in `tier`,
+    /// which must be empty.
+    pub fn with_tier(tier: Box<dyn ColdTier>, window: Window) -> Self {
+        DueIndex {
+            cold: Some(Cold {
+                tier,
+                len: 0,
+                moves: Moves::default(),
+            }),
+            window,
+            ..Self::default()
+        }
     }
 
     /// The rank of a host whose queue's importance is not known (read
@@ -78,16 +227,31 @@ impl DueIndex {
     /// Enters `host` as due at `due_ms`, replacing an earlier entry (its
     /// rank is kept).
     pub fn insert(&mut self, host: &str, due_ms: u64) {
-        let rank = self
-            .remove_entry(host)
-            .map_or(Self::unknown_rank(), |d| d.rank);
-        self.enter(Arc::from(host), due_ms, rank);
+        match self.remove_entry(host) {
+            Ok(old) => {
+                let rank = old.map_or(Self::unknown_rank(), |(d, _)| d.rank);
+                let in_memory = self.enter(host, due_ms, rank);
+                self.count_load(old.is_some_and(|(_, from_tier)| from_tier) && in_memory);
+            }
+            Err(err) => tier_failed("cannot move a dormant host", &err),
+        }
+    }
+
+    /// Enters `host`, which is not in the index, as due at `due_ms` (the
+    /// index being filled at open: no lookup of an earlier entry).
+    pub fn insert_new(&mut self, host: &str, due_ms: u64) {
+        debug_assert!(!self.by_host.contains_key(host));
+        self.enter(host, due_ms, Self::unknown_rank());
     }
 
     /// `host`'s best queued URL is now at least as important as `rank`
     /// (work arrived, or its actor passivated with that loaded).
     pub fn prefer(&mut self, host: &str, rank: Rank) {
-        if self.by_host.get(host).is_some_and(|d| rank < d.rank) {
+        let better = match self.by_host.get(host) {
+            Some(d) => rank < d.rank,
+            None => self.cold_get(host).is_some_and(|e| rank < e.rank),
+        };
+        if better {
             self.set_rank(host, rank);
         }
     }
@@ -95,38 +259,194 @@ impl DueIndex {
     /// `host`'s best queued URL is at `rank` (its actor passivated with
     /// that loaded: the better ones were fetched).
     pub fn set_rank(&mut self, host: &str, rank: Rank) {
-        let Some((key, old)) = self.by_host.remove_entry(host) else {
+        if let Some((key, old)) = self.by_host.remove_entry(host) {
+            self.unlink(&key, &old);
+            match old.found_ms {
+                Some(_) => self.link(key, Dormant { rank, ..old }),
+                None => {
+                    self.enter(host, old.due_ms, rank);
+                }
+            }
+            return;
+        }
+        let Some(entry) = self.cold_get(host) else {
             return;
         };
-        self.unlink(&key, &old);
-        self.link(key, Dormant { rank, ..old });
+        match self.cold_delete(&[(host, entry)]) {
+            Ok(()) => {
+                let in_memory = self.enter(host, entry.due_ms, rank);
+                self.count_load(in_memory);
+            }
+            Err(err) => tier_failed("cannot rank a dormant host", &err),
+        }
     }
 
     /// Takes `host` out of the index; its due time if it was in.
     pub fn remove(&mut self, host: &str) -> Option<u64> {
-        self.remove_entry(host).map(|d| d.due_ms)
+        match self.remove_entry(host) {
+            Ok(d) => d.map(|(d, _)| d.due_ms),
+            Err(err) => {
+                tier_failed("cannot take a dormant host out", &err);
+                None
+            }
+        }
     }
 
-    fn remove_entry(&mut self, host: &str) -> Option<Dormant> {
-        let (key, dormant) = self.by_host.remove_entry(host)?;
-        self.unlink(&key, &dormant);
-        Some(dormant)
+    /// Takes `host` out of memory or the tier; its entry if it was in,
+    /// and whether it was in the tier.
+    fn remove_entry(&mut self, host: &str) -> Result<Option<(Dormant, bool)>, ColdError> {
+        if let Some((key, dormant)) = self.by_host.remove_entry(host) {
+            self.unlink(&key, &dormant);
+            return Ok(Some((dormant, false)));
+        }
+        let Some(cold) = self.cold.as_ref().filter(|c| c.len > 0) else {
+            return Ok(None);
+        };
+        let Some(entry) = cold.tier.get(host)? else {
+            return Ok(None);
+        };
+        self.cold_delete(&[(host, entry)])?;
+        let dormant = Dormant {
+            due_ms: entry.due_ms,
+            rank: entry.rank,
+            found_ms: None,
+        };
+        Ok(Some((dormant, true)))
     }
 
-    fn enter(&mut self, host: Arc<str>, due_ms: u64, rank: Rank) {
+    /// Enters `host`, in no set, as waiting: in memory if it comes before
+    /// the tier's first host, else in the tier; then keeps the window.
+    /// Whether it went to memory.
+    fn enter(&mut self, host: &str, due_ms: u64, rank: Rank) -> bool {
         let dormant = Dormant {
             due_ms,
             rank,
             found_ms: None,
         };
-        self.link(host, dormant);
+        if self.belongs_in_tier(host, &dormant) {
+            match self.cold_put(host, dormant.cold()) {
+                Ok(()) => return false,
+                Err(err) => tier_failed("cannot move a dormant host to the store", &err),
+            }
+        }
+        let host: Arc<str> = Arc::from(host);
+        self.link(host.clone(), dormant);
+        self.evict();
+        self.by_host.contains_key(&host)
+    }
+
+    /// Counts a host read back from the tier into memory, if `loaded`.
+    fn count_load(&mut self, loaded: bool) {
+        if let Some(cold) = self.cold.as_mut().filter(|_| loaded) {
+            cold.moves.loaded += 1;
+        }
+    }
+
+    /// Whether a waiting host entered now goes to the tier: the tier
+    /// holds hosts and this one comes after every host in memory (so
+    /// every host in memory still comes before every one in the tier),
+    /// or memory is full and it would be the one to leave.
+    fn belongs_in_tier(&self, host: &str, dormant: &Dormant) -> bool {
+        let Some(cold) = &self.cold else {
+            return false;
+        };
+        let after_memory = self.waiting.last().is_none_or(|(due, rank, last)| {
+            (dormant.due_ms, dormant.rank, host) > (*due, *rank, &**last)
+        });
+        after_memory && (cold.len > 0 || self.waiting.len() >= self.window.hot)
+    }
+
+    /// Moves the last waiting hosts in memory to the tier while memory
+    /// holds more than the window.
+    fn evict(&mut self) {
+        while self.cold.is_some() && self.waiting.len() > self.window.hot {
+            let (due, rank, host) = self.waiting.pop_last().expect("over the window");
+            let entry = ColdEntry { due_ms: due, rank };
+            if let Err(err) = self.cold_put(&host, entry) {
+                tier_failed("cannot move a dormant host to the store", &err);
+                self.waiting.insert((due, rank, host));
+                return;
+            }
+            self.by_host.remove(&host);
+        }
+    }
+
+    /// Reads the tier's first hosts back into memory when fewer than half
+    /// the window wait there; whether any came.
+    fn refill(&mut self) -> bool {
+        let want = self.window.hot.saturating_sub(self.waiting.len());
+        let Some(cold) = &self.cold else {
+            return false;
+        };
+        if cold.len == 0 || self.waiting.len() > self.window.hot / 2 || want == 0 {
+            return false;
+        }
+        let batch = match cold.tier.first(want) {
+            Ok(batch) => batch,
+            Err(err) => {
+                tier_failed("cannot read dormant hosts back from the store", &err);
+                return false;
+            }
+        };
+        let taken: Vec<(&str, ColdEntry)> = batch.iter().map(|(h, e)| (h.as_str(), *e)).collect();
+        if let Err(err) = self.cold_delete(&taken) {
+            tier_failed("cannot read dormant hosts back from the store", &err);
+            return false;
+        }
+        if let Some(cold) = &mut self.cold {
+            cold.moves.loaded += batch.len() as u64;
+        }
+        for (host, entry) in &batch {
+            let dormant = Dormant {
+                due_ms: entry.due_ms,
+                rank: entry.rank,
+                found_ms: None,
+            };
+            self.link(Arc::from(host.as_str()), dormant);
+        }
+        !batch.is_empty()
+    }
+
+    fn cold_get(&self, host: &str) -> Option<ColdEntry> {
+        let cold = self.cold.as_ref()?;
+        if cold.len == 0 {
+            return None;
+        }
+        cold.tier.get(host).unwrap_or_else(|err| {
+            tier_failed("cannot read a dormant host", &err);
+            None
+        })
+    }
+
+    fn cold_put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
+        let cold = self.cold.as_mut().expect("a tier");
+        cold.tier.put(host, entry)?;
+        cold.len += 1;
+        cold.moves.stored += 1;
+        Ok(())
+    }
+
+    fn cold_delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
+        if hosts.is_empty() {
+            return Ok(());
+        }
+        let cold = self.cold.as_mut().expect("a tier");
+        cold.tier.delete(hosts)?;
+        cold.len -= hosts.len();
+        Ok(())
+    }
+
+    fn cold_len(&self) -> usize {
+        self.cold.as_ref().map_or(0, |c| c.len)
     }
 
     /// Puts `host` in the set its entry says and in the map.
     fn link(&mut self, host: Arc<str>, dormant: Dormant) {
         match dormant.found_ms {
             Some(found) => self.ready.insert((dormant.ready_key(found), host.clone())),
-            None => self.waiting.insert((dormant.due_ms, host.clone())),
+            None => self
+                .waiting
+                .insert((dormant.due_ms, dormant.rank, host.clone())),
         };
         self.by_host.insert(host, dormant);
     }
@@ -134,31 +454,48 @@ impl DueIndex {
     fn unlink(&mut self, host: &Arc<str>, dormant: &Dormant) {
         match dormant.found_ms {
             Some(found) => self.ready.remove(&(dormant.ready_key(found), host.clone())),
-            None => self.waiting.remove(&(dormant.due_ms, host.clone())),
+            None => self
+                .waiting
+                .remove(&(dormant.due_ms, dormant.rank, host.clone())),
         };
     }
 
     /// Whether `host` is dormant with work.
     pub fn contains(&self, host: &str) -> bool {
-        self.by_host.contains_key(host)
+        self.by_host.contains_key(host) || self.cold_get(host).is_some()
     }
 
-    /// The hosts in the index.
-    pub fn hosts(&self) -> impl Iterator<Item = &str> {
-        self.by_host.keys().map(|h| &**h)
+    /// Every host in the index and when it comes due: those in memory,
+    /// then those in the tier (an error of the tier ends the walk there).
+    pub fn each(&self, mut f: impl FnMut(&str, u64)) -> Result<(), ColdError> {
+        for (host, dormant) in &self.by_host {
+            f(host, dormant.due_ms);
+        }
+        match &self.cold {
+            Some(cold) if cold.len > 0 => cold.tier.each(&mut |host, e| f(host, e.due_ms)),
+            _ => Ok(()),
+        }
     }
 
     /// When `host` comes due, if it is in the index.
     pub fn due_ms(&self, host: &str) -> Option<u64> {
-        self.by_host.get(host).map(|d| d.due_ms)
+        match self.by_host.get(host) {
+            Some(d) => Some(d.due_ms),
+            None => self.cold_get(host).map(|e| e.due_ms),
+        }
     }
 
     /// When the next host may be started: the earliest due time of those
     /// not yet found due, or, if some were found due and not yet taken,
     /// a time already past (the due time of the first of them).
-    pub fn next_due_ms(&self) -> Option<u64> {
-        let ready = self.ready.iter().filter_map(|(_, h)| self.due_ms(h)).next();
-        let waiting = self.waiting.first().map(|(due, _)| *due);
+    pub fn next_due_ms(&mut self) -> Option<u64> {
+        self.refill();
+        let ready = self
+            .ready
+            .first()
+            .and_then(|(_, h)| self.by_host.get(h))
+            .map(|d| d.due_ms);
+        let waiting = self.waiting.first().map(|(due, _, _)| *due);
         match (ready, waiting) {
             (Some(r), Some(w)) => Some(r.min(w)),
             (r, w) => r.or(w),
@@ -176,31 +513,51 @@ impl DueIndex {
         Some(host.to_string())
     }
 
-    /// Finds the hosts due at or before `until_ms` due at `until_ms`:
-    /// from then on they age. The partition looks when it starts hosts,
-    /// and while it waits for a slot (so a host waiting for one is older
-    /// than a host that passivates meanwhile to give its slot up).
+    /// Finds the hosts due at or before `until_ms` due at `until_ms`
+    /// (earliest due first, then the most important), while fewer than
+    /// [`Window::ready`] are: from then on they age. The partition looks
+    /// when it starts hosts, and while it waits for a slot (so a host
+    /// waiting for one is older than a host that passivates meanwhile to
+    /// give its slot up).
     pub fn find_due(&mut self, until_ms: u64) {
-        while let Some((due, _)) = self.waiting.first() {
-            if *due > until_ms {
-                break;
+        loop {
+            while self.ready.len() < self.window.ready {
+                let Some((due, _, _)) = self.waiting.first() else {
+                    break;
+                };
+                if *due > until_ms {
+                    return;
+                }
+                let (_, _, host) = self.waiting.pop_first().expect("just seen");
+                let dormant = self.by_host.get_mut(&host).expect("indexed");
+                dormant.found_ms = Some(until_ms);
+                let key = dormant.ready_key(until_ms);
+                self.ready.insert((key, host));
             }
-            let (_, host) = self.waiting.pop_first().expect("just seen");
-            let dormant = self.by_host.get_mut(&host).expect("indexed");
-            dormant.found_ms = Some(until_ms);
-            let key = dormant.ready_key(until_ms);
-            self.ready.insert((key, host));
+            if self.ready.len() >= self.window.ready || !self.refill() {
+                return;
+            }
         }
     }
 
     /// Dormant hosts with work.
     pub fn len(&self) -> usize {
+        self.by_host.len() + self.cold_len()
+    }
+
+    /// Hosts moved to the tier and back so far.
+    pub fn moves(&self) -> Moves {
+        self.cold.as_ref().map_or(Moves::default(), |c| c.moves)
+    }
+
+    /// Dormant hosts with work in memory (the rest are in the tier).
+    pub fn in_memory(&self) -> usize {
         self.by_host.len()
     }
 
     /// Whether no host is dormant with work.
     pub fn is_empty(&self) -> bool {
-        self.by_host.is_empty()
+        self.len() == 0
     }
 }
 
@@ -349,6 +706,172 @@ mod tests {
             "its rank was kept"
         );
         assert_eq!(due.remove("b.test"), Some(6));
+        assert!(due.is_empty());
+    }
+
+    /// A tier in memory: what the store's does, for the index's tests.
+    #[derive(Default)]
+    struct MemTier {
+        order: BTreeSet<(u64, Rank, String)>,
+        by_host: HashMap<String, ColdEntry>,
+    }
+
+    impl ColdTier for MemTier {
+        fn get(&self, host: &str) -> Result<Option<ColdEntry>, ColdError> {
+            Ok(self.by_host.get(host).copied())
+        }
+        fn put(&mut self, host: &str, e: ColdEntry) -> Result<(), ColdError> {
+            assert!(
+                self.by_host.insert(host.to_owned(), e).is_none(),
+                "{host} twice"
+            );
+            self.order.insert((e.due_ms, e.rank, host.to_owned()));
+            Ok(())
+        }
+        fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
+            for (host, e) in hosts {
+                assert_eq!(self.by_host.remove(*host), Some(*e), "{host}");
+                assert!(self.order.remove(&(e.due_ms, e.rank, (*host).to_owned())));
+            }
+            Ok(())
+        }
+        fn first(&self, n: usize) -> Result<Vec<(String, ColdEntry)>, ColdError> {
+            Ok(self
+                .order
+                .iter()
+                .take(n)
+                .map(|(due_ms, rank, h)| {
+                    (
+                        h.clone(),
+                        ColdEntry {
+                            due_ms: *due_ms,
+                            rank: *rank,
+                        },
+                    )
+                })
+                .collect())
+        }
+        fn each(&self, f: &mut dyn FnMut(&str, ColdEntry)) -> Result<(), ColdError> {
+            for (due_ms, rank, h) in &self.order {
+                f(
+                    h,
+                    ColdEntry {
+                        due_ms: *due_ms,
+                        rank: *rank,
+                    },
+                );
+            }
+            Ok(())
+        }
+    }
+
+    /// A deterministic stream of numbers (xorshift), for random steps.
+    struct Steps(u64);
+
+    impl Steps {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Hosts moved between memory and the tier are invisible: an index
+    /// keeping 4 hosts in memory answers every step of a random run as
+    /// one keeping all in memory (the same bound on hosts found due), and
+    /// never holds more than its window.
+    #[test]
+    fn a_window_over_a_tier_answers_as_all_in_memory_and_holds_no_more() {
+        let ready = 3;
+        for seed in 1..=40u64 {
+            let mut all = DueIndex::with_tier(
+                Box::new(MemTier::default()),
+                Window {
+                    hot: usize::MAX,
+                    ready,
+                },
+            );
+            let window = Window { hot: 4, ready };
+            let mut tiered = DueIndex::with_tier(Box::new(MemTier::default()), window);
+            let mut steps = Steps(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut now = 0u64;
+            let rank = |steps: &mut Steps| Rank::of(Cash::new(0.5f32.powi(steps.below(12) as i32)));
+            for step in 0..600 {
+                let host = format!("h{}.test", steps.below(30));
+                let what = steps.below(10);
+                let context = format!("seed {seed}, step {step}: {what} on {host} at {now}");
+                match what {
+                    0..=2 => {
+                        let due = now + steps.below(3) * 500;
+                        all.insert(&host, due);
+                        tiered.insert(&host, due);
+                    }
+                    3 => {
+                        let r = rank(&mut steps);
+                        all.prefer(&host, r);
+                        tiered.prefer(&host, r);
+                    }
+                    4 => {
+                        let r = rank(&mut steps);
+                        all.set_rank(&host, r);
+                        tiered.set_rank(&host, r);
+                    }
+                    5 => assert_eq!(all.remove(&host), tiered.remove(&host), "{context}"),
+                    6 => {
+                        all.find_due(now);
+                        tiered.find_due(now);
+                    }
+                    7 | 8 => assert_eq!(all.pop_due(now), tiered.pop_due(now), "{context}"),
+                    _ => now += steps.below(700),
+                }
+                assert_eq!(all.next_due_ms(), tiered.next_due_ms(), "{context}");
+                assert_eq!(all.len(), tiered.len(), "{context}");
+                assert_eq!(all.due_ms(&host), tiered.due_ms(&host), "{context}");
+                assert_eq!(all.contains(&host), tiered.contains(&host), "{context}");
+                assert!(
+                    tiered.in_memory() <= window.hot + window.ready,
+                    "{context}: {tiered:?}"
+                );
+            }
+            let listed = |index: &DueIndex| {
+                let mut hosts = Vec::new();
+                index
+                    .each(|h, due| hosts.push((h.to_owned(), due)))
+                    .unwrap();
+                hosts.sort();
+                hosts
+            };
+            assert_eq!(listed(&all), listed(&tiered), "seed {seed}");
+            while let Some(host) = all.pop_due(u64::MAX) {
+                assert_eq!(tiered.pop_due(u64::MAX), Some(host), "seed {seed}");
+            }
+            assert!(tiered.is_empty(), "seed {seed}: {tiered:?}");
+        }
+    }
+
+    /// Hosts due at once beyond the window are found due in rank order:
+    /// with 1,000 hosts due and 8 in memory, the richest go first.
+    #[test]
+    fn beyond_the_window_the_richest_due_hosts_are_found_first() {
+        let mut due = DueIndex::with_tier(Box::new(MemTier::default()), Window::of(8));
+        for i in 0..1_000u32 {
+            let host = format!("h{i:04}.test");
+            due.insert_new(&host, 0);
+            due.set_rank(&host, Rank::from_steps((i * 7919 % 1_000) as u16 + 1));
+        }
+        assert!(due.in_memory() <= 16, "{due:?}");
+        assert_eq!(due.len(), 1_000);
+        let ranks: Vec<u16> = (0..1_000)
+            .map(|_| {
+                let host = due.pop_due(0).expect("a due host");
+                let i: u32 = host[1..5].parse().unwrap();
+                (i * 7919 % 1_000) as u16 + 1
+            })
+            .collect();
+        let mut sorted = ranks.clone();
+        sorted.sort();
+        assert_eq!(ranks, sorted, "most important first");
         assert!(due.is_empty());
     }
 

@@ -112,6 +112,8 @@ pub struct HostSettings {
     /// `[frontier] host_cycle`: how long a host may hold its slot while
     /// others wait for one (zero: until it has nothing to do soon).
     pub host_cycle: Duration,
+    /// `[frontier] dormant_hosts_in_memory`: the due index's window.
+    pub dormant_in_memory: usize,
 }
 
 impl HostSettings {
@@ -151,6 +153,7 @@ impl HostSettings {
             recrawl: RecrawlSettings::from_config(&config.recrawl),
             ordering: config.frontier.ordering,
             host_cycle: config.frontier.host_cycle,
+            dormant_in_memory: config.frontier.dormant_hosts_in_memory,
         }
     }
 }

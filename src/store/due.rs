@@ -4,13 +4,19 @@
 //!
 //! `due`: host name → due time (Unix ms, u64 BE). A host with queued work
 //! and no entry here is due at once.
+//!
+//! `due.tier`: the dormant hosts the index keeps out of memory
+//! ([`DueTier`]), scratch rebuilt at every open.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use rocksdb::WriteBatch;
+use rocksdb::{WriteBatch, WriteOptions};
 
-use super::schema::CF_DUE;
+use super::schema::{CF_DUE, CF_DUE_TIER};
 use super::{HostState, PartitionStore, StoreError};
+use crate::frontier::due::{ColdEntry, ColdError, ColdTier};
+use crate::frontier::importance::Rank;
 
 impl PartitionStore {
     /// Every persisted due time.
@@ -42,5 +48,219 @@ impl PartitionStore {
             None => batch.delete_cf(self.cf(CF_DUE), host.as_bytes()),
         }
         self.write(batch)
+    }
+}
+
+/// The key of `host` in the tier's order: `o` ‖ due ms (BE) ‖ rank (BE)
+/// ‖ name, so that key order is (due time, rank, name).
+fn order_key(host: &str, entry: ColdEntry) -> Vec<u8> {
+    let mut key = Vec::with_capacity(11 + host.len());
+    key.push(ORDER);
+    key.extend_from_slice(&entry.due_ms.to_be_bytes());
+    key.extend_from_slice(&entry.rank.to_bytes());
+    key.extend_from_slice(host.as_bytes());
+    key
+}
+
+/// The key of `host`'s entry by name: `h` ‖ name → due ms ‖ rank.
+fn host_key(host: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + host.len());
+    key.push(BY_HOST);
+    key.extend_from_slice(host.as_bytes());
+    key
+}
+
+const ORDER: u8 = b'o';
+const BY_HOST: u8 = b'h';
+
+/// An order key's host and entry.
+fn decode_order(key: &[u8]) -> Option<(&str, ColdEntry)> {
+    let rest = key.strip_prefix(&[ORDER])?;
+    let due_ms = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+    let rank = Rank::from_bytes(rest.get(8..10)?.try_into().ok()?);
+    let host = std::str::from_utf8(rest.get(10..)?).ok()?;
+    Some((host, ColdEntry { due_ms, rank }))
+}
+
+/// The dormant hosts a partition's due index keeps out of memory (see
+/// [`crate::frontier::due`]): the `due.tier` family of its store, both
+/// in due order (to read the next hosts back) and by name (to find one).
+///
+/// Scratch, not truth: written without the WAL (a crash loses what the
+/// index rebuilds anyway) and emptied at every open
+/// ([`PartitionStore::open`]) before the index is filled from the queue
+/// and the `due` family. It travels in checkpoints like every family,
+/// where the next owner's open empties it too.
+pub struct DueTier {
+    store: Arc<PartitionStore>,
+}
+
+impl DueTier {
+    /// The tier in `store` (emptied when the store opened).
+    pub fn new(store: Arc<PartitionStore>) -> Self {
+        DueTier { store }
+    }
+
+    fn failed(&self, err: StoreError) -> ColdError {
+        ColdError(err.to_string())
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<(), ColdError> {
+        let store = &self.store;
+        let mut opts = WriteOptions::default();
+        opts.disable_wal(true);
+        store
+            .db
+            .write_opt(batch, &opts)
+            .map_err(|e| self.failed(store.rocks(e)))
+    }
+}
+
+impl ColdTier for DueTier {
+    fn get(&self, host: &str) -> Result<Option<ColdEntry>, ColdError> {
+        let Some(value) = self
+            .store
+            .get(CF_DUE_TIER, &host_key(host))
+            .map_err(|e| self.failed(e))?
+        else {
+            return Ok(None);
+        };
+        let entry = (value.len() == 10).then(|| ColdEntry {
+            due_ms: u64::from_be_bytes(value[..8].try_into().expect("8 bytes")),
+            rank: Rank::from_bytes([value[8], value[9]]),
+        });
+        entry
+            .map(Some)
+            .ok_or_else(|| self.failed(self.store.corrupt("due tier entry")))
+    }
+
+    fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
+        let cf = self.store.cf(CF_DUE_TIER);
+        let mut value = [0u8; 10];
+        value[..8].copy_from_slice(&entry.due_ms.to_be_bytes());
+        value[8..].copy_from_slice(&entry.rank.to_bytes());
+        let mut batch = WriteBatch::default();
+        batch.put_cf(cf, order_key(host, entry), []);
+        batch.put_cf(cf, host_key(host), value);
+        self.write(batch)
+    }
+
+    fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
+        let cf = self.store.cf(CF_DUE_TIER);
+        let mut batch = WriteBatch::default();
+        for (host, entry) in hosts {
+            batch.delete_cf(cf, order_key(host, *entry));
+            batch.delete_cf(cf, host_key(host));
+        }
+        self.write(batch)
+    }
+
+    fn first(&self, n: usize) -> Result<Vec<(String, ColdEntry)>, ColdError> {
+        let mut out = Vec::with_capacity(n.min(4_096));
+        self.walk(&mut |host, entry| {
+            out.push((host.to_owned(), entry));
+            out.len() < n
+        })?;
+        Ok(out)
+    }
+
+    fn each(&self, f: &mut dyn FnMut(&str, ColdEntry)) -> Result<(), ColdError> {
+        self.walk(&mut |host, entry| {
+            f(host, entry);
+            true
+        })
+    }
+}
+
+impl DueTier {
+    /// Calls `f` on the entries in order while it answers true.
+    fn walk(&self, f: &mut dyn FnMut(&str, ColdEntry) -> bool) -> Result<(), ColdError> {
+        let mut it = self.store.raw_scan(self.store.cf(CF_DUE_TIER));
+        it.seek([ORDER]);
+        while it.valid() {
+            let Some(key) = it.key() else { break };
+            if key.first() != Some(&ORDER) {
+                break;
+            }
+            let (host, entry) =
+                decode_order(key).ok_or_else(|| self.failed(self.store.corrupt("due tier key")))?;
+            if !f(host, entry) {
+                return Ok(());
+            }
+            it.next();
+        }
+        it.status().map_err(|e| self.failed(self.store.rocks(e)))
+    }
+}
+
+impl PartitionStore {
+    /// Empties the due index's tier (at open: it holds no truth). An
+    /// empty one is left alone: no write, so a store opened and closed
+    /// again is unchanged for its next checkpoint.
+    pub(super) fn clear_due_tier(&self) -> Result<(), StoreError> {
+        let cf = self.cf(CF_DUE_TIER);
+        let mut it = self.raw_scan(cf);
+        it.seek_to_first();
+        let empty = !it.valid();
+        it.status().map_err(|e| self.rocks(e))?;
+        drop(it);
+        if empty {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(cf, [0u8].as_slice(), [0xffu8; 2].as_slice());
+        self.write(batch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontier::importance::Cash;
+
+    fn entry(due_ms: u64, cash: f32) -> ColdEntry {
+        ColdEntry {
+            due_ms,
+            rank: Rank::of(Cash::new(cash)),
+        }
+    }
+
+    #[test]
+    fn the_tier_reads_back_in_due_then_rank_order_and_is_empty_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(super::super::test_support::open(dir.path()));
+        let mut tier = DueTier::new(store.clone());
+        tier.put("late.test", entry(900, 1.0)).unwrap();
+        tier.put("poor.test", entry(100, 0.01)).unwrap();
+        tier.put("rich.test", entry(100, 0.5)).unwrap();
+        tier.put("early.test", entry(5, 0.001)).unwrap();
+        assert_eq!(tier.get("rich.test").unwrap(), Some(entry(100, 0.5)));
+        assert_eq!(tier.get("absent.test").unwrap(), None);
+        let names = |v: Vec<(String, ColdEntry)>| v.into_iter().map(|(h, _)| h).collect::<Vec<_>>();
+        assert_eq!(
+            names(tier.first(3).unwrap()),
+            ["early.test", "rich.test", "poor.test"]
+        );
+        tier.delete(&[
+            ("rich.test", entry(100, 0.5)),
+            ("early.test", entry(5, 0.001)),
+        ])
+        .unwrap();
+        assert_eq!(tier.get("rich.test").unwrap(), None);
+        let mut all = Vec::new();
+        tier.each(&mut |h, e| all.push((h.to_owned(), e))).unwrap();
+        assert_eq!(
+            all,
+            [
+                ("poor.test".to_owned(), entry(100, 0.01)),
+                ("late.test".to_owned(), entry(900, 1.0))
+            ]
+        );
+        drop(tier);
+        drop(Arc::into_inner(store).expect("the last handle"));
+        let store = Arc::new(super::super::test_support::open(dir.path()));
+        let tier = DueTier::new(store);
+        assert_eq!(tier.first(10).unwrap(), [], "scratch: emptied at open");
+        assert_eq!(tier.get("late.test").unwrap(), None);
     }
 }

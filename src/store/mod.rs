@@ -51,6 +51,7 @@ pub use blocks::DroppedUrl;
 pub use checkpoint::{CheckpointError, CheckpointFile};
 pub use codec::{CodecError, QueueValue};
 pub use digests::DigestEntry;
+pub use due::DueTier;
 pub use files::{Manifest, RunMarker};
 pub use host_state::HostState;
 pub use inspect::{HostQueue, QueuedUrl};

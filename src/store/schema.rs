@@ -50,7 +50,10 @@ pub(super) const CF_OUTBOX: &str = "outbox";
 /// Payload digests whose partition this is → where the payload is stored
 /// in full (`digests.rs`).
 pub(super) const CF_DIGESTS: &str = "digests";
-pub(super) const ALL_CFS: [&str; 11] = [
+/// The due index's hosts kept out of memory (`due.rs`, [`super::DueTier`]):
+/// scratch, emptied at every open.
+pub(super) const CF_DUE_TIER: &str = "due.tier";
+pub(super) const ALL_CFS: [&str; 12] = [
     CF_URLS,
     CF_QUEUE,
     CF_HOSTS,
@@ -62,6 +65,7 @@ pub(super) const ALL_CFS: [&str; 11] = [
     CF_RECRAWL,
     CF_OUTBOX,
     CF_DIGESTS,
+    CF_DUE_TIER,
 ];
 
 /// Where a store's queue is, and in which layout.
@@ -459,6 +463,7 @@ impl PartitionStore {
         store.budget = env.budget;
         store.ordering = env.ordering;
         store.rebuild_seen_filter()?;
+        store.clear_due_tier()?;
         store.load_due_book()?;
         store.load_outbox_seq()?;
         Ok(store)

@@ -17,12 +17,16 @@ fn crawl_status(config: Config, seeds: Vec<String>) -> NodeStatus {
     crawl_status_with(config, seeds, Arc::new(Metrics::new()))
 }
 
-/// [`crawl_status`] with the node's metrics.
+/// [`crawl_status`] with the node's metrics. A crawl that stalls (work
+/// queued that nothing starts) fails after three minutes.
 fn crawl_status_with(config: Config, seeds: Vec<String>, metrics: Arc<Metrics>) -> NodeStatus {
     actix_rt::System::new().block_on(async move {
         let node = Node::start(config, metrics).expect("node starts");
         node.send(Seed { urls: seeds }).await.unwrap().unwrap();
-        node.send(WhenIdle).await.unwrap();
+        tokio::time::timeout(Duration::from_secs(180), node.send(WhenIdle))
+            .await
+            .expect("the crawl stalled: queued work that never started")
+            .unwrap();
         let status = node.send(GetStatus).await.unwrap();
         node.send(Shutdown).await.unwrap().unwrap();
         status
@@ -48,6 +52,20 @@ fn with_a_host_cycle_hosts_take_turns_for_the_slots_and_the_crawl_completes() {
         metrics.host_slot_yields.get() > 0,
         "no host gave its slot up"
     );
+}
+
+/// With the 24 hosts in one partition that keeps two dormant hosts of
+/// each kind in memory, the others wait in the store's tier and are read
+/// back as slots free: the crawl is the same, whole and polite, each page
+/// stored once (the checks of [`crawl_under_a_cap_of_three`]), and hosts
+/// moved both ways.
+#[test]
+fn with_a_window_of_two_dormant_hosts_the_rest_wait_in_the_store_and_the_crawl_completes() {
+    let metrics =
+        crawl_under_a_cap_of_three("dormant_hosts_in_memory = 2\n[storage]\npartitions = 1\n");
+    let moved = |to: &str| metrics.due_host_moves.with_label_values(&[to]).get();
+    assert!(moved("store") > 0, "no dormant host left memory");
+    assert!(moved("memory") > 0, "no dormant host was read back");
 }
 
 /// Crawls 24 hosts with at most 3 active (`[frontier]` settings `extra`

@@ -188,6 +188,7 @@ fn settings() -> HostSettings {
         },
         ordering: crate::frontier::importance::Ordering::Importance,
         host_cycle: Duration::ZERO,
+        dormant_in_memory: 4_096,
     }
 }
 

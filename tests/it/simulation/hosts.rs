@@ -78,6 +78,7 @@ pub(super) fn settings(request_timeout: Duration) -> Arc<HostSettings> {
         recrawl: RecrawlSettings::from_config(&Config::defaults().recrawl),
         ordering: Config::defaults().frontier.ordering,
         host_cycle: Duration::ZERO,
+        dormant_in_memory: 4_096,
     })
 }
 
