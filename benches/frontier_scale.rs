@@ -4,6 +4,7 @@
 //! cargo bench --bench frontier_scale                 # 1,000,000 URLs over 100,000 hosts
 //! TRAWL_SCALE=large cargo bench --bench frontier_scale  # 10,000,000 over 1,000,000
 //! TRAWL_SCALE_URLS=200000 TRAWL_SCALE_HOSTS=20000 cargo bench --bench frontier_scale
+//! TRAWL_BIN=/path/to/other/trawl cargo bench --bench frontier_scale  # another build
 //! ```
 //!
 //! What a new user would try: a seeds file of N URLs over H hosts, all of

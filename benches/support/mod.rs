@@ -133,7 +133,9 @@ pub fn metric_sum(admin: SocketAddr, name: &str, labels: &str) -> Option<f64> {
 
 /// `trawl run` on `config`, with a seeds file or one seed URL.
 pub fn trawl_run(config: &Path, seeds: Option<&Path>, seed: Option<&str>) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    // TRAWL_BIN: another build of trawl, to compare two on one machine.
+    let bin = std::env::var_os("TRAWL_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_trawl").into());
+    let mut cmd = Command::new(bin);
     cmd.args(["run", "--config"]).arg(config);
     if let Some(seeds) = seeds {
         cmd.arg("--seeds").arg(seeds);
