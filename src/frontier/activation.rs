@@ -35,7 +35,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::due::{ActiveSlots, ColdTier, DueIndex, Moves, Window};
+use super::due::{ActiveSlots, ColdTier, DueIndex, Marks, Moves, Window};
 use super::host::RECRAWL_BIT;
 use super::importance::Rank;
 
@@ -70,16 +70,17 @@ pub enum Step {
 /// One partition's active and dormant hosts.
 #[derive(Debug)]
 pub struct Activation {
+    /// Dormant hosts (their marks: refresh-waiting, owing their delay).
     due: DueIndex,
-    /// Dormant hosts whose due time is their next refresh.
-    refresh_waiting: HashSet<String>,
     /// Blocked hosts with work left: started again on an unblock.
     held_back: HashSet<String>,
     /// Active hosts, by the generation of their last start or wake.
     active: HashMap<String, u64>,
     generations: u64,
-    /// Hosts to be started owing their last delay (once: their next
-    /// start, not every start of this life).
+    /// Held-back hosts to be started owing their last delay (once: their
+    /// next start, not every start of this life); a dormant host in the
+    /// index carries [`Marks::owes_delay`] instead, so this set does not
+    /// grow with the hosts a crashed partition opens with.
     restarted: HashSet<String>,
     /// The partition's last life did not end cleanly: every host it
     /// opens with owes its last delay at its first start.
@@ -106,7 +107,6 @@ impl Activation {
     pub fn new(slots: Arc<ActiveSlots>, hold_until_ms: u64, request_timeout: Duration) -> Self {
         Activation {
             due: DueIndex::new(),
-            refresh_waiting: HashSet::new(),
             held_back: HashSet::new(),
             active: HashMap::new(),
             generations: 0,
@@ -187,27 +187,25 @@ impl Activation {
         due_times: &HashMap<String, u64>,
         refreshes: impl IntoIterator<Item = (&'a String, &'a u64)>,
     ) {
+        // After a crash a request (a refresh too) may have been in flight.
+        let owes_delay = self.crashed;
         for host in queued {
             let at = due_times.get(host).copied().unwrap_or(0);
-            self.due.insert_new(host, at.max(self.hold_ms));
-            if self.crashed {
-                self.restarted.insert(host.to_owned());
-            }
+            let marks = Marks {
+                refresh: false,
+                owes_delay,
+            };
+            self.due.insert_new(host, at.max(self.hold_ms), marks);
         }
         for (host, first) in refreshes {
             // Its politeness still applies once it is active.
-            let at = match self.due.due_ms(host) {
-                Some(queued) => queued.min(*first),
-                None => {
-                    self.refresh_waiting.insert(host.clone());
-                    *first
-                }
+            let queued = self.due.due_ms(host);
+            let at = queued.map_or(*first, |queued| queued.min(*first));
+            let marks = Marks {
+                refresh: queued.is_none(),
+                owes_delay,
             };
-            self.due.insert(host, at.max(self.hold_ms));
-            if self.crashed {
-                // A refresh may have been in flight too.
-                self.restarted.insert(host.clone());
-            }
+            self.due.insert_marked(host, at.max(self.hold_ms), marks);
         }
     }
 
@@ -230,7 +228,7 @@ impl Activation {
                 levels,
             });
         }
-        let waits_for_refresh = self.refresh_waiting.remove(host);
+        let waits_for_refresh = self.due.unmark_refresh(host);
         // "At once" is never before the partition's hold: a host that had
         // no work at a takeover may still have a request of the former
         // owner on the wire.
@@ -271,19 +269,21 @@ impl Activation {
                 });
                 return steps;
             }
-            let Some(host) = self.due.pop_due(now_ms + self.lead_ms) else {
+            let Some((host, marks)) = self.due.pop_due(now_ms + self.lead_ms) else {
                 self.slots.give_back();
                 return steps;
             };
-            self.refresh_waiting.remove(&host);
             if blocked(&host) {
-                // Its refreshes wait for an unblock.
+                // Its refreshes wait for an unblock, and its debt.
                 self.slots.give_back();
+                if marks.owes_delay {
+                    self.restarted.insert(host.clone());
+                }
                 self.held_back.insert(host);
                 continue;
             }
             let generation = self.next_generation();
-            let crashed = self.restarted.remove(&host);
+            let crashed = self.restarted.remove(&host) | marks.owes_delay;
             self.active.insert(host.clone(), generation);
             self.started.insert(host.clone(), now_ms);
             steps.push(Step::Start {
@@ -348,10 +348,11 @@ impl Activation {
     /// `host` is dormant with work due at `due_ms`; `refresh`: that is its
     /// next refresh, not a politeness wait.
     pub fn due_at(&mut self, host: &str, due_ms: u64, refresh: bool) {
-        self.due.insert(host, due_ms);
-        if refresh {
-            self.refresh_waiting.insert(host.to_owned());
-        }
+        let marks = Marks {
+            refresh,
+            owes_delay: false,
+        };
+        self.due.insert_marked(host, due_ms, marks);
     }
 
     /// `host`'s actor died at `now_ms`: it comes due once a request it
@@ -364,8 +365,11 @@ impl Activation {
         self.forget_active(host);
         self.slots.give_back();
         let hold = self.request_timeout.as_millis() as u64 + self.lead_ms;
-        self.due.insert(host, now_ms + hold);
-        self.restarted.insert(host.to_owned());
+        let marks = Marks {
+            refresh: false,
+            owes_delay: true,
+        };
+        self.due.insert_marked(host, now_ms + hold, marks);
         true
     }
 
@@ -375,11 +379,16 @@ impl Activation {
     pub fn block(&mut self, host: &str) -> bool {
         let was_active = self.active.remove(host).is_some();
         self.forget_active(host);
-        if was_active {
-            self.slots.give_back();
+        let owed = self
+            .due
+            .take(host)
+            .is_some_and(|(_, marks)| marks.owes_delay);
+        if was_active || owed {
             self.restarted.insert(host.to_owned());
         }
-        self.due.remove(host);
+        if was_active {
+            self.slots.give_back();
+        }
         self.held_back.insert(host.to_owned());
         was_active
     }
@@ -413,7 +422,7 @@ impl Activation {
     /// tier; a tier that cannot be read gives what was read), held back.
     pub fn hosts(&self) -> Vec<String> {
         let mut hosts: Vec<String> = self.active.keys().cloned().collect();
-        let listed = self.due.each(|host, _| hosts.push(host.to_owned()));
+        let listed = self.due.each(|host, _, _| hosts.push(host.to_owned()));
         if let Err(err) = listed {
             tracing::warn!(%err, "cannot list every dormant host");
         }
@@ -431,7 +440,7 @@ impl Activation {
     /// read lists what was read.
     pub fn dormant_hosts(&self) -> Vec<(String, Option<u64>)> {
         let mut hosts = Vec::new();
-        let listed = self.due.each(|host, due_ms| {
+        let listed = self.due.each(|host, due_ms, _| {
             if !self.active.contains_key(host) {
                 hosts.push((host.to_owned(), Some(due_ms)));
             }
@@ -449,8 +458,8 @@ impl Activation {
     /// be read: what they owe is not known.
     pub fn politeness_dues(&self) -> Option<Vec<u64>> {
         let mut dues = Vec::new();
-        let read = self.due.each(|host, due_ms| {
-            if !self.active.contains_key(host) && !self.refresh_waiting.contains(host) {
+        let read = self.due.each(|host, due_ms, marks| {
+            if !self.active.contains_key(host) && !marks.refresh {
                 dues.push(due_ms);
             }
         });
@@ -485,7 +494,7 @@ impl Activation {
 
     /// Dormant hosts waiting for a refresh.
     pub fn refresh_len(&self) -> usize {
-        self.refresh_waiting.len()
+        self.due.refresh_len()
     }
 
     /// Draining.

@@ -44,6 +44,42 @@ use super::importance::{Cash, Rank};
 /// `activation.rs`) queues behind the hosts found before it.
 pub const AGING_MS_PER_DOUBLING: u64 = 1_000;
 
+/// What a dormant host carries besides its due time and rank: kept with
+/// its entry (in memory or in the tier), so no set of host names beside
+/// the index grows with the hosts a partition knows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// Its due time is its next refresh, not a politeness wait: work
+    /// arriving makes it due at once.
+    pub refresh: bool,
+    /// It owes its last delay at its next start (a request of an earlier
+    /// life, or of an actor that died, may still be at its server).
+    pub owes_delay: bool,
+}
+
+impl Marks {
+    /// Both marks of `self` and `other`.
+    pub fn with(self, other: Marks) -> Marks {
+        Marks {
+            refresh: self.refresh || other.refresh,
+            owes_delay: self.owes_delay || other.owes_delay,
+        }
+    }
+
+    /// As one byte (the tier's encoding).
+    pub fn to_byte(self) -> u8 {
+        u8::from(self.refresh) | u8::from(self.owes_delay) << 1
+    }
+
+    /// From [`Marks::to_byte`].
+    pub fn from_byte(byte: u8) -> Marks {
+        Marks {
+            refresh: byte & 1 != 0,
+            owes_delay: byte & 2 != 0,
+        }
+    }
+}
+
 /// A dormant host as the [`ColdTier`] keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ColdEntry {
@@ -51,6 +87,8 @@ pub struct ColdEntry {
     pub due_ms: u64,
     /// The rank of its best queued URL, as last told.
     pub rank: Rank,
+    /// Its marks.
+    pub marks: Marks,
 }
 
 impl ColdEntry {
@@ -72,7 +110,8 @@ pub struct ColdError(pub String);
 pub trait ColdTier: Send {
     /// `host`'s entry, if it is in the tier.
     fn get(&self, host: &str) -> Result<Option<ColdEntry>, ColdError>;
-    /// Enters `host`, which is not in the tier.
+    /// Enters `host`, which is not in the tier (or is, at the same due
+    /// time and rank: its marks are replaced).
     fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError>;
     /// Takes out `hosts`, each in the tier at the entry given, at once.
     fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError>;
@@ -119,8 +158,11 @@ pub struct DueIndex {
     waiting: BTreeSet<(u64, Rank, Arc<str>)>,
     /// Hosts found due, by [`Dormant::ready_key`].
     ready: BTreeSet<(u64, Arc<str>)>,
-    /// The hosts in memory (`waiting` and `ready`).
+    /// The hosts in memory (`waiting` and `ready`); change it through
+    /// [`DueIndex::hold`] and [`DueIndex::release`], which count marks.
     by_host: HashMap<Arc<str>, Dormant>,
+    /// Hosts in memory marked [`Marks::refresh`].
+    refresh_in_memory: usize,
     cold: Option<Cold>,
     window: Window,
 }
@@ -129,6 +171,8 @@ pub struct DueIndex {
 struct Cold {
     tier: Box<dyn ColdTier>,
     len: usize,
+    /// Of them, marked [`Marks::refresh`].
+    refresh: usize,
     moves: Moves,
 }
 
@@ -158,6 +202,7 @@ impl Default for DueIndex {
             waiting: BTreeSet::new(),
             ready: BTreeSet::new(),
             by_host: HashMap::new(),
+            refresh_in_memory: 0,
             cold: None,
             window: Window::UNBOUNDED,
         }
@@ -172,6 +217,7 @@ struct Dormant {
     rank: Rank,
     /// When it was found due (in `ready`; else it is in `waiting`).
     found_ms: Option<u64>,
+    marks: Marks,
 }
 
 impl Dormant {
@@ -187,6 +233,17 @@ impl Dormant {
         ColdEntry {
             due_ms: self.due_ms,
             rank: self.rank,
+            marks: self.marks,
+        }
+    }
+
+    /// Waiting (not found due) with what the tier kept.
+    fn from_cold(entry: ColdEntry) -> Dormant {
+        Dormant {
+            due_ms: entry.due_ms,
+            rank: entry.rank,
+            found_ms: None,
+            marks: entry.marks,
         }
     }
 }
@@ -211,6 +268,7 @@ impl DueIndex {
             cold: Some(Cold {
                 tier,
                 len: 0,
+                refresh: 0,
                 moves: Moves::default(),
             }),
             window,
@@ -225,23 +283,59 @@ impl DueIndex {
     }
 
     /// Enters `host` as due at `due_ms`, replacing an earlier entry (its
-    /// rank is kept).
+    /// rank and marks are kept).
     pub fn insert(&mut self, host: &str, due_ms: u64) {
+        self.insert_marked(host, due_ms, Marks::default());
+    }
+
+    /// [`DueIndex::insert`], adding `marks` to those it had.
+    pub fn insert_marked(&mut self, host: &str, due_ms: u64, marks: Marks) {
         match self.remove_entry(host) {
             Ok(old) => {
-                let rank = old.map_or(Self::unknown_rank(), |(d, _)| d.rank);
-                let in_memory = self.enter(host, due_ms, rank);
+                let (rank, kept) = old
+                    .map_or((Self::unknown_rank(), Marks::default()), |(d, _)| {
+                        (d.rank, d.marks)
+                    });
+                let in_memory = self.enter(host, due_ms, rank, kept.with(marks));
                 self.count_load(old.is_some_and(|(_, from_tier)| from_tier) && in_memory);
             }
             Err(err) => tier_failed("cannot move a dormant host", &err),
         }
     }
 
-    /// Enters `host`, which is not in the index, as due at `due_ms` (the
-    /// index being filled at open: no lookup of an earlier entry).
-    pub fn insert_new(&mut self, host: &str, due_ms: u64) {
+    /// Enters `host`, which is not in the index, as due at `due_ms` with
+    /// `marks` (the index being filled at open: no lookup of an earlier
+    /// entry).
+    pub fn insert_new(&mut self, host: &str, due_ms: u64, marks: Marks) {
         debug_assert!(!self.by_host.contains_key(host));
-        self.enter(host, due_ms, Self::unknown_rank());
+        self.enter(host, due_ms, Self::unknown_rank(), marks);
+    }
+
+    /// Takes [`Marks::refresh`] off `host`; whether it had it.
+    pub fn unmark_refresh(&mut self, host: &str) -> bool {
+        if let Some(dormant) = self.by_host.get_mut(host) {
+            let had = dormant.marks.refresh;
+            dormant.marks.refresh = false;
+            self.refresh_in_memory -= usize::from(had);
+            return had;
+        }
+        let Some(entry) = self.cold_get(host).filter(|e| e.marks.refresh) else {
+            return false;
+        };
+        let unmarked = ColdEntry {
+            marks: Marks {
+                refresh: false,
+                ..entry.marks
+            },
+            ..entry
+        };
+        match self.cold_remark(host, unmarked) {
+            Ok(()) => true,
+            Err(err) => {
+                tier_failed("cannot unmark a dormant host", &err);
+                false
+            }
+        }
     }
 
     /// `host`'s best queued URL is now at least as important as `rank`
@@ -259,12 +353,11 @@ impl DueIndex {
     /// `host`'s best queued URL is at `rank` (its actor passivated with
     /// that loaded: the better ones were fetched).
     pub fn set_rank(&mut self, host: &str, rank: Rank) {
-        if let Some((key, old)) = self.by_host.remove_entry(host) {
-            self.unlink(&key, &old);
+        if let Some(old) = self.release(host) {
             match old.found_ms {
-                Some(_) => self.link(key, Dormant { rank, ..old }),
+                Some(_) => self.hold(Arc::from(host), Dormant { rank, ..old }),
                 None => {
-                    self.enter(host, old.due_ms, rank);
+                    self.enter(host, old.due_ms, rank, old.marks);
                 }
             }
             return;
@@ -274,17 +367,17 @@ impl DueIndex {
         };
         match self.cold_delete(&[(host, entry)]) {
             Ok(()) => {
-                let in_memory = self.enter(host, entry.due_ms, rank);
+                let in_memory = self.enter(host, entry.due_ms, rank, entry.marks);
                 self.count_load(in_memory);
             }
             Err(err) => tier_failed("cannot rank a dormant host", &err),
         }
     }
 
-    /// Takes `host` out of the index; its due time if it was in.
-    pub fn remove(&mut self, host: &str) -> Option<u64> {
+    /// Takes `host` out of the index; its due time and marks if it was in.
+    pub fn take(&mut self, host: &str) -> Option<(u64, Marks)> {
         match self.remove_entry(host) {
-            Ok(d) => d.map(|(d, _)| d.due_ms),
+            Ok(d) => d.map(|(d, _)| (d.due_ms, d.marks)),
             Err(err) => {
                 tier_failed("cannot take a dormant host out", &err);
                 None
@@ -292,11 +385,15 @@ impl DueIndex {
         }
     }
 
+    /// Takes `host` out of the index; its due time if it was in.
+    pub fn remove(&mut self, host: &str) -> Option<u64> {
+        self.take(host).map(|(due_ms, _)| due_ms)
+    }
+
     /// Takes `host` out of memory or the tier; its entry if it was in,
     /// and whether it was in the tier.
     fn remove_entry(&mut self, host: &str) -> Result<Option<(Dormant, bool)>, ColdError> {
-        if let Some((key, dormant)) = self.by_host.remove_entry(host) {
-            self.unlink(&key, &dormant);
+        if let Some(dormant) = self.release(host) {
             return Ok(Some((dormant, false)));
         }
         let Some(cold) = self.cold.as_ref().filter(|c| c.len > 0) else {
@@ -306,22 +403,18 @@ impl DueIndex {
             return Ok(None);
         };
         self.cold_delete(&[(host, entry)])?;
-        let dormant = Dormant {
-            due_ms: entry.due_ms,
-            rank: entry.rank,
-            found_ms: None,
-        };
-        Ok(Some((dormant, true)))
+        Ok(Some((Dormant::from_cold(entry), true)))
     }
 
     /// Enters `host`, in no set, as waiting: in memory if it comes before
     /// the tier's first host, else in the tier; then keeps the window.
     /// Whether it went to memory.
-    fn enter(&mut self, host: &str, due_ms: u64, rank: Rank) -> bool {
+    fn enter(&mut self, host: &str, due_ms: u64, rank: Rank, marks: Marks) -> bool {
         let dormant = Dormant {
             due_ms,
             rank,
             found_ms: None,
+            marks,
         };
         if self.belongs_in_tier(host, &dormant) {
             match self.cold_put(host, dormant.cold()) {
@@ -330,7 +423,7 @@ impl DueIndex {
             }
         }
         let host: Arc<str> = Arc::from(host);
-        self.link(host.clone(), dormant);
+        self.hold(host.clone(), dormant);
         self.evict();
         self.by_host.contains_key(&host)
     }
@@ -360,14 +453,14 @@ impl DueIndex {
     /// holds more than the window.
     fn evict(&mut self) {
         while self.cold.is_some() && self.waiting.len() > self.window.hot {
-            let (due, rank, host) = self.waiting.pop_last().expect("over the window");
-            let entry = ColdEntry { due_ms: due, rank };
-            if let Err(err) = self.cold_put(&host, entry) {
+            let (_, _, host) = self.waiting.last().expect("over the window");
+            let host = host.clone();
+            let dormant = self.by_host[&host];
+            if let Err(err) = self.cold_put(&host, dormant.cold()) {
                 tier_failed("cannot move a dormant host to the store", &err);
-                self.waiting.insert((due, rank, host));
                 return;
             }
-            self.by_host.remove(&host);
+            self.release(&host);
         }
     }
 
@@ -397,12 +490,7 @@ impl DueIndex {
             cold.moves.loaded += batch.len() as u64;
         }
         for (host, entry) in &batch {
-            let dormant = Dormant {
-                due_ms: entry.due_ms,
-                rank: entry.rank,
-                found_ms: None,
-            };
-            self.link(Arc::from(host.as_str()), dormant);
+            self.hold(Arc::from(host.as_str()), Dormant::from_cold(*entry));
         }
         !batch.is_empty()
     }
@@ -422,7 +510,17 @@ impl DueIndex {
         let cold = self.cold.as_mut().expect("a tier");
         cold.tier.put(host, entry)?;
         cold.len += 1;
+        cold.refresh += usize::from(entry.marks.refresh);
         cold.moves.stored += 1;
+        Ok(())
+    }
+
+    /// Rewrites the marks of `host`, in the tier at the same due time and
+    /// rank (`entry` carries the new marks, which drop refresh).
+    fn cold_remark(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
+        let cold = self.cold.as_mut().expect("a tier");
+        cold.tier.put(host, entry)?;
+        cold.refresh -= 1;
         Ok(())
     }
 
@@ -433,6 +531,7 @@ impl DueIndex {
         let cold = self.cold.as_mut().expect("a tier");
         cold.tier.delete(hosts)?;
         cold.len -= hosts.len();
+        cold.refresh -= hosts.iter().filter(|(_, e)| e.marks.refresh).count();
         Ok(())
     }
 
@@ -441,23 +540,28 @@ impl DueIndex {
     }
 
     /// Puts `host` in the set its entry says and in the map.
-    fn link(&mut self, host: Arc<str>, dormant: Dormant) {
+    fn hold(&mut self, host: Arc<str>, dormant: Dormant) {
         match dormant.found_ms {
             Some(found) => self.ready.insert((dormant.ready_key(found), host.clone())),
             None => self
                 .waiting
                 .insert((dormant.due_ms, dormant.rank, host.clone())),
         };
-        self.by_host.insert(host, dormant);
+        self.refresh_in_memory += usize::from(dormant.marks.refresh);
+        if let Some(old) = self.by_host.insert(host, dormant) {
+            self.refresh_in_memory -= usize::from(old.marks.refresh);
+        }
     }
 
-    fn unlink(&mut self, host: &Arc<str>, dormant: &Dormant) {
+    /// Takes `host` out of memory (its set and the map); its entry.
+    fn release(&mut self, host: &str) -> Option<Dormant> {
+        let (key, dormant) = self.by_host.remove_entry(host)?;
         match dormant.found_ms {
-            Some(found) => self.ready.remove(&(dormant.ready_key(found), host.clone())),
-            None => self
-                .waiting
-                .remove(&(dormant.due_ms, dormant.rank, host.clone())),
+            Some(found) => self.ready.remove(&(dormant.ready_key(found), key)),
+            None => self.waiting.remove(&(dormant.due_ms, dormant.rank, key)),
         };
+        self.refresh_in_memory -= usize::from(dormant.marks.refresh);
+        Some(dormant)
     }
 
     /// Whether `host` is dormant with work.
@@ -465,14 +569,15 @@ impl DueIndex {
         self.by_host.contains_key(host) || self.cold_get(host).is_some()
     }
 
-    /// Every host in the index and when it comes due: those in memory,
-    /// then those in the tier (an error of the tier ends the walk there).
-    pub fn each(&self, mut f: impl FnMut(&str, u64)) -> Result<(), ColdError> {
+    /// Every host in the index, when it comes due and its marks: those
+    /// in memory, then those in the tier (an error of the tier ends the
+    /// walk there).
+    pub fn each(&self, mut f: impl FnMut(&str, u64, Marks)) -> Result<(), ColdError> {
         for (host, dormant) in &self.by_host {
-            f(host, dormant.due_ms);
+            f(host, dormant.due_ms, dormant.marks);
         }
         match &self.cold {
-            Some(cold) if cold.len > 0 => cold.tier.each(&mut |host, e| f(host, e.due_ms)),
+            Some(cold) if cold.len > 0 => cold.tier.each(&mut |host, e| f(host, e.due_ms, e.marks)),
             _ => Ok(()),
         }
     }
@@ -505,12 +610,14 @@ impl DueIndex {
     /// Takes the host to start next among those due at or before
     /// `until_ms` (now, and how early hosts start): the one with the most
     /// important work, aged (see [`AGING_MS_PER_DOUBLING`]); hosts due
-    /// earlier than `until_ms` are found due at `until_ms`.
-    pub fn pop_due(&mut self, until_ms: u64) -> Option<String> {
+    /// earlier than `until_ms` are found due at `until_ms`. With its
+    /// marks.
+    pub fn pop_due(&mut self, until_ms: u64) -> Option<(String, Marks)> {
         self.find_due(until_ms);
-        let (_, host) = self.ready.pop_first()?;
-        self.by_host.remove(&host);
-        Some(host.to_string())
+        let (_, host) = self.ready.first()?;
+        let host = host.to_string();
+        let dormant = self.release(&host).expect("indexed");
+        Some((host, dormant.marks))
     }
 
     /// Finds the hosts due at or before `until_ms` due at `until_ms`
@@ -538,6 +645,11 @@ impl DueIndex {
                 return;
             }
         }
+    }
+
+    /// Dormant hosts marked [`Marks::refresh`] (in memory and the tier).
+    pub fn refresh_len(&self) -> usize {
+        self.refresh_in_memory + self.cold.as_ref().map_or(0, |c| c.refresh)
     }
 
     /// Dormant hosts with work.
@@ -621,7 +733,14 @@ impl ActiveSlots {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+
+    /// The host [`DueIndex::pop_due`] takes, without its marks.
+    fn pop(due: &mut DueIndex, until_ms: u64) -> Option<String> {
+        due.pop_due(until_ms).map(|(host, _)| host)
+    }
 
     #[test]
     fn hosts_come_due_earliest_first_and_reinsertion_moves_them() {
@@ -632,13 +751,13 @@ mod tests {
         assert_eq!(due.len(), 3);
         assert_eq!(due.next_due_ms(), Some(0));
         due.insert("c.test", 900); // passivated again, later
-        assert_eq!(due.pop_due(99), None, "nothing due before 100");
-        assert_eq!(due.pop_due(100).as_deref(), Some("a.test"));
-        assert_eq!(due.pop_due(1_000).as_deref(), Some("b.test"));
+        assert_eq!(pop(&mut due, 99), None, "nothing due before 100");
+        assert_eq!(pop(&mut due, 100).as_deref(), Some("a.test"));
+        assert_eq!(pop(&mut due, 1_000).as_deref(), Some("b.test"));
         assert!(due.contains("c.test"));
         assert_eq!(due.remove("c.test"), Some(900));
         assert!(due.is_empty());
-        assert_eq!(due.pop_due(u64::MAX), None);
+        assert_eq!(pop(&mut due, u64::MAX), None);
     }
 
     #[test]
@@ -653,12 +772,12 @@ mod tests {
         due.prefer("middle.test", rank(0.0001)); // a poorer arrival changes nothing
         due.set_rank("poor.test", rank(0.0001));
         due.prefer("absent.test", rank(1.0)); // not dormant: nothing
-        assert_eq!(due.pop_due(999), None, "none due yet");
-        assert_eq!(due.pop_due(1_000).as_deref(), Some("rich.test"));
+        assert_eq!(pop(&mut due, 999), None, "none due yet");
+        assert_eq!(pop(&mut due, 1_000).as_deref(), Some("rich.test"));
         // Preferred after it was found due: it moves up at once.
         due.prefer("poor.test", rank(0.02));
-        assert_eq!(due.pop_due(1_000).as_deref(), Some("poor.test"));
-        assert_eq!(due.pop_due(1_000).as_deref(), Some("middle.test"));
+        assert_eq!(pop(&mut due, 1_000).as_deref(), Some("poor.test"));
+        assert_eq!(pop(&mut due, 1_000).as_deref(), Some("middle.test"));
         assert!(due.is_empty() && !due.contains("absent.test"));
 
         // A second of waiting is worth a doubling: the host found due 3 s
@@ -667,41 +786,41 @@ mod tests {
         due.prefer("first.test", rank(1.0));
         due.insert("early.test", 10_000);
         due.prefer("early.test", rank(0.01));
-        assert_eq!(due.pop_due(10_000).as_deref(), Some("first.test"));
+        assert_eq!(pop(&mut due, 10_000).as_deref(), Some("first.test"));
         due.insert("richer.test", 13_000);
         due.prefer("richer.test", rank(0.04));
         due.insert("richest.test", 13_000);
         due.prefer("richest.test", rank(0.16 * 1.1));
         assert_eq!(due.next_due_ms(), Some(10_000));
-        assert_eq!(due.pop_due(13_000).as_deref(), Some("richest.test"));
+        assert_eq!(pop(&mut due, 13_000).as_deref(), Some("richest.test"));
         assert_eq!(due.next_due_ms(), Some(10_000), "early is due, not taken");
-        assert_eq!(due.pop_due(13_000).as_deref(), Some("early.test"));
-        assert_eq!(due.pop_due(13_000).as_deref(), Some("richer.test"));
+        assert_eq!(pop(&mut due, 13_000).as_deref(), Some("early.test"));
+        assert_eq!(pop(&mut due, 13_000).as_deref(), Some("richer.test"));
         // Hosts given work long after their due time are found due when
         // the partition looks: those found earlier keep their lead.
         due.insert("old.test", 0);
         due.prefer("old.test", rank(0.01));
-        assert_eq!(due.pop_due(50_000), Some("old.test".to_owned()));
+        assert_eq!(pop(&mut due, 50_000), Some("old.test".to_owned()));
         due.insert("waits.test", 0);
         due.insert("blocker.test", 0);
         due.prefer("blocker.test", rank(1.0));
-        assert_eq!(due.pop_due(60_000).as_deref(), Some("blocker.test"));
+        assert_eq!(pop(&mut due, 60_000).as_deref(), Some("blocker.test"));
         due.insert("late-rich.test", 0);
         due.prefer("late-rich.test", rank(0.04));
         assert_eq!(
-            due.pop_due(63_000).as_deref(),
+            pop(&mut due, 63_000).as_deref(),
             Some("waits.test"),
             "found due 3 s earlier: ahead of a host under eight times richer"
         );
-        assert_eq!(due.pop_due(63_000).as_deref(), Some("late-rich.test"));
+        assert_eq!(pop(&mut due, 63_000).as_deref(), Some("late-rich.test"));
         // Reinserted hosts keep their rank; removal works from either set.
         due.insert("a.test", 5);
         due.prefer("a.test", rank(0.5));
-        assert_eq!(due.pop_due(0), None);
+        assert_eq!(pop(&mut due, 0), None);
         due.insert("a.test", 7);
         due.insert("b.test", 6);
         assert_eq!(
-            due.pop_due(7).as_deref(),
+            pop(&mut due, 7).as_deref(),
             Some("a.test"),
             "its rank was kept"
         );
@@ -712,7 +831,7 @@ mod tests {
     /// A tier in memory: what the store's does, for the index's tests.
     #[derive(Default)]
     struct MemTier {
-        order: BTreeSet<(u64, Rank, String)>,
+        order: BTreeMap<(u64, Rank, String), Marks>,
         by_host: HashMap<String, ColdEntry>,
     }
 
@@ -721,17 +840,18 @@ mod tests {
             Ok(self.by_host.get(host).copied())
         }
         fn put(&mut self, host: &str, e: ColdEntry) -> Result<(), ColdError> {
-            assert!(
-                self.by_host.insert(host.to_owned(), e).is_none(),
-                "{host} twice"
-            );
-            self.order.insert((e.due_ms, e.rank, host.to_owned()));
+            if let Some(old) = self.by_host.insert(host.to_owned(), e) {
+                assert_eq!(old.order_key(), e.order_key(), "{host} put twice");
+            }
+            self.order
+                .insert((e.due_ms, e.rank, host.to_owned()), e.marks);
             Ok(())
         }
         fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
             for (host, e) in hosts {
                 assert_eq!(self.by_host.remove(*host), Some(*e), "{host}");
-                assert!(self.order.remove(&(e.due_ms, e.rank, (*host).to_owned())));
+                let key = (e.due_ms, e.rank, (*host).to_owned());
+                assert_eq!(self.order.remove(&key), Some(e.marks));
             }
             Ok(())
         }
@@ -740,26 +860,19 @@ mod tests {
                 .order
                 .iter()
                 .take(n)
-                .map(|(due_ms, rank, h)| {
-                    (
-                        h.clone(),
-                        ColdEntry {
-                            due_ms: *due_ms,
-                            rank: *rank,
-                        },
-                    )
+                .map(|((due_ms, rank, h), marks)| {
+                    let entry = ColdEntry {
+                        due_ms: *due_ms,
+                        rank: *rank,
+                        marks: *marks,
+                    };
+                    (h.clone(), entry)
                 })
                 .collect())
         }
         fn each(&self, f: &mut dyn FnMut(&str, ColdEntry)) -> Result<(), ColdError> {
-            for (due_ms, rank, h) in &self.order {
-                f(
-                    h,
-                    ColdEntry {
-                        due_ms: *due_ms,
-                        rank: *rank,
-                    },
-                );
+            for (host, entry) in self.first(usize::MAX)? {
+                f(&host, entry);
             }
             Ok(())
         }
@@ -804,8 +917,9 @@ mod tests {
                 match what {
                     0..=2 => {
                         let due = now + steps.below(3) * 500;
-                        all.insert(&host, due);
-                        tiered.insert(&host, due);
+                        let marks = Marks::from_byte(steps.below(4) as u8);
+                        all.insert_marked(&host, due, marks);
+                        tiered.insert_marked(&host, due, marks);
                     }
                     3 => {
                         let r = rank(&mut steps);
@@ -817,16 +931,22 @@ mod tests {
                         all.set_rank(&host, r);
                         tiered.set_rank(&host, r);
                     }
-                    5 => assert_eq!(all.remove(&host), tiered.remove(&host), "{context}"),
+                    5 => assert_eq!(all.take(&host), tiered.take(&host), "{context}"),
                     6 => {
                         all.find_due(now);
                         tiered.find_due(now);
                     }
-                    7 | 8 => assert_eq!(all.pop_due(now), tiered.pop_due(now), "{context}"),
+                    7 => assert_eq!(all.pop_due(now), tiered.pop_due(now), "{context}"),
+                    8 => assert_eq!(
+                        all.unmark_refresh(&host),
+                        tiered.unmark_refresh(&host),
+                        "{context}"
+                    ),
                     _ => now += steps.below(700),
                 }
                 assert_eq!(all.next_due_ms(), tiered.next_due_ms(), "{context}");
                 assert_eq!(all.len(), tiered.len(), "{context}");
+                assert_eq!(all.refresh_len(), tiered.refresh_len(), "{context}");
                 assert_eq!(all.due_ms(&host), tiered.due_ms(&host), "{context}");
                 assert_eq!(all.contains(&host), tiered.contains(&host), "{context}");
                 assert!(
@@ -837,15 +957,17 @@ mod tests {
             let listed = |index: &DueIndex| {
                 let mut hosts = Vec::new();
                 index
-                    .each(|h, due| hosts.push((h.to_owned(), due)))
+                    .each(|h, due, marks| hosts.push((h.to_owned(), due, marks.to_byte())))
                     .unwrap();
                 hosts.sort();
                 hosts
             };
             assert_eq!(listed(&all), listed(&tiered), "seed {seed}");
-            while let Some(host) = all.pop_due(u64::MAX) {
-                assert_eq!(tiered.pop_due(u64::MAX), Some(host), "seed {seed}");
+            assert_eq!(all.refresh_len(), tiered.refresh_len(), "seed {seed}");
+            while let Some(popped) = all.pop_due(u64::MAX) {
+                assert_eq!(tiered.pop_due(u64::MAX), Some(popped), "seed {seed}");
             }
+            assert_eq!(tiered.refresh_len(), 0, "seed {seed}");
             assert!(tiered.is_empty(), "seed {seed}: {tiered:?}");
         }
     }
@@ -857,14 +979,14 @@ mod tests {
         let mut due = DueIndex::with_tier(Box::new(MemTier::default()), Window::of(8));
         for i in 0..1_000u32 {
             let host = format!("h{i:04}.test");
-            due.insert_new(&host, 0);
+            due.insert_new(&host, 0, Marks::default());
             due.set_rank(&host, Rank::from_steps((i * 7919 % 1_000) as u16 + 1));
         }
         assert!(due.in_memory() <= 16, "{due:?}");
         assert_eq!(due.len(), 1_000);
         let ranks: Vec<u16> = (0..1_000)
             .map(|_| {
-                let host = due.pop_due(0).expect("a due host");
+                let host = pop(&mut due, 0).expect("a due host");
                 let i: u32 = host[1..5].parse().unwrap();
                 (i * 7919 % 1_000) as u16 + 1
             })

@@ -15,7 +15,7 @@ use rocksdb::{WriteBatch, WriteOptions};
 
 use super::schema::{CF_DUE, CF_DUE_TIER};
 use super::{HostState, PartitionStore, StoreError};
-use crate::frontier::due::{ColdEntry, ColdError, ColdTier};
+use crate::frontier::due::{ColdEntry, ColdError, ColdTier, Marks};
 use crate::frontier::importance::Rank;
 
 impl PartitionStore {
@@ -62,7 +62,8 @@ fn order_key(host: &str, entry: ColdEntry) -> Vec<u8> {
     key
 }
 
-/// The key of `host`'s entry by name: `h` ‖ name → due ms ‖ rank.
+/// The key of `host`'s entry by name: `h` ‖ name → due ms ‖ rank ‖
+/// marks (the order key's value is the marks).
 fn host_key(host: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(1 + host.len());
     key.push(BY_HOST);
@@ -73,13 +74,21 @@ fn host_key(host: &str) -> Vec<u8> {
 const ORDER: u8 = b'o';
 const BY_HOST: u8 = b'h';
 
-/// An order key's host and entry.
-fn decode_order(key: &[u8]) -> Option<(&str, ColdEntry)> {
+/// An order key's host and entry (`value`: its marks).
+fn decode_order<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, ColdEntry)> {
     let rest = key.strip_prefix(&[ORDER])?;
     let due_ms = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
     let rank = Rank::from_bytes(rest.get(8..10)?.try_into().ok()?);
     let host = std::str::from_utf8(rest.get(10..)?).ok()?;
-    Some((host, ColdEntry { due_ms, rank }))
+    let marks = Marks::from_byte(*value.first()?);
+    Some((
+        host,
+        ColdEntry {
+            due_ms,
+            rank,
+            marks,
+        },
+    ))
 }
 
 /// The dormant hosts a partition's due index keeps out of memory (see
@@ -125,9 +134,10 @@ impl ColdTier for DueTier {
         else {
             return Ok(None);
         };
-        let entry = (value.len() == 10).then(|| ColdEntry {
+        let entry = (value.len() == 11).then(|| ColdEntry {
             due_ms: u64::from_be_bytes(value[..8].try_into().expect("8 bytes")),
             rank: Rank::from_bytes([value[8], value[9]]),
+            marks: Marks::from_byte(value[10]),
         });
         entry
             .map(Some)
@@ -136,11 +146,13 @@ impl ColdTier for DueTier {
 
     fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
         let cf = self.store.cf(CF_DUE_TIER);
-        let mut value = [0u8; 10];
+        let marks = entry.marks.to_byte();
+        let mut value = [0u8; 11];
         value[..8].copy_from_slice(&entry.due_ms.to_be_bytes());
-        value[8..].copy_from_slice(&entry.rank.to_bytes());
+        value[8..10].copy_from_slice(&entry.rank.to_bytes());
+        value[10] = marks;
         let mut batch = WriteBatch::default();
-        batch.put_cf(cf, order_key(host, entry), []);
+        batch.put_cf(cf, order_key(host, entry), [marks]);
         batch.put_cf(cf, host_key(host), value);
         self.write(batch)
     }
@@ -178,12 +190,14 @@ impl DueTier {
         let mut it = self.store.raw_scan(self.store.cf(CF_DUE_TIER));
         it.seek([ORDER]);
         while it.valid() {
-            let Some(key) = it.key() else { break };
+            let (Some(key), Some(value)) = (it.key(), it.value()) else {
+                break;
+            };
             if key.first() != Some(&ORDER) {
                 break;
             }
-            let (host, entry) =
-                decode_order(key).ok_or_else(|| self.failed(self.store.corrupt("due tier key")))?;
+            let (host, entry) = decode_order(key, value)
+                .ok_or_else(|| self.failed(self.store.corrupt("due tier key")))?;
             if !f(host, entry) {
                 return Ok(());
             }
@@ -222,6 +236,7 @@ mod tests {
         ColdEntry {
             due_ms,
             rank: Rank::of(Cash::new(cash)),
+            marks: Marks::default(),
         }
     }
 
@@ -230,7 +245,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(super::super::test_support::open(dir.path()));
         let mut tier = DueTier::new(store.clone());
+        let refresh = Marks {
+            refresh: true,
+            owes_delay: false,
+        };
+        let late = ColdEntry {
+            marks: refresh,
+            ..entry(900, 1.0)
+        };
         tier.put("late.test", entry(900, 1.0)).unwrap();
+        tier.put("late.test", late).unwrap(); // its marks rewritten
         tier.put("poor.test", entry(100, 0.01)).unwrap();
         tier.put("rich.test", entry(100, 0.5)).unwrap();
         tier.put("early.test", entry(5, 0.001)).unwrap();
@@ -253,7 +277,7 @@ mod tests {
             all,
             [
                 ("poor.test".to_owned(), entry(100, 0.01)),
-                ("late.test".to_owned(), entry(900, 1.0))
+                ("late.test".to_owned(), late)
             ]
         );
         drop(tier);
