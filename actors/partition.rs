@@ -195,13 +195,21 @@ impl PartitionActor {
         let request_timeout = settings.request_timeout;
         // A crashed last life makes each host it left owe its last delay
         // at its first start (the activation's), not at every start.
-        // Dormant hosts beyond the window wait in the store, not memory.
-        let tier = Box::new(crate::store::DueTier::new(store.clone()));
-        let window = Window::of(settings.dormant_in_memory);
         let mut activation = Activation::new(slots, hold_until_ms, request_timeout)
             .with_lead(settings.passivate_after)
-            .with_cycle(settings.host_cycle)
-            .with_due_tier(tier, window);
+            .with_cycle(settings.host_cycle);
+        // Dormant hosts beyond the window wait in the store, not memory.
+        match crate::store::DueTier::emptied(store.clone()) {
+            Ok(tier) => {
+                let window = Window::of(settings.dormant_in_memory);
+                activation = activation.with_due_tier(Box::new(tier), window);
+            }
+            Err(err) => tracing::error!(
+                partition = id,
+                %err,
+                "cannot empty the due index's store: every dormant host stays in memory"
+            ),
+        }
         let settings = match settings.crashed {
             true => {
                 activation = activation.after_crash();

@@ -262,7 +262,8 @@ impl DueIndex {
     }
 
     /// An empty index keeping `window` in memory and the rest in `tier`,
-    /// which must be empty.
+    /// which must be empty (what it holds is not counted, and would come
+    /// back as hosts the index never entered).
     pub fn with_tier(tier: Box<dyn ColdTier>, window: Window) -> Self {
         DueIndex {
             cold: Some(Cold {
@@ -520,7 +521,7 @@ impl DueIndex {
     fn cold_remark(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
         let cold = self.cold.as_mut().expect("a tier");
         cold.tier.put(host, entry)?;
-        cold.refresh -= 1;
+        cold.refresh = cold.refresh.saturating_sub(1);
         Ok(())
     }
 
@@ -530,8 +531,9 @@ impl DueIndex {
         }
         let cold = self.cold.as_mut().expect("a tier");
         cold.tier.delete(hosts)?;
-        cold.len -= hosts.len();
-        cold.refresh -= hosts.iter().filter(|(_, e)| e.marks.refresh).count();
+        cold.len = cold.len.saturating_sub(hosts.len());
+        let refresh = hosts.iter().filter(|(_, e)| e.marks.refresh).count();
+        cold.refresh = cold.refresh.saturating_sub(refresh);
         Ok(())
     }
 

@@ -96,18 +96,20 @@ fn decode_order<'a>(key: &'a [u8], value: &[u8]) -> Option<(&'a str, ColdEntry)>
 /// in due order (to read the next hosts back) and by name (to find one).
 ///
 /// Scratch, not truth: written without the WAL (a crash loses what the
-/// index rebuilds anyway) and emptied at every open
-/// ([`PartitionStore::open`]) before the index is filled from the queue
-/// and the `due` family. It travels in checkpoints like every family,
-/// where the next owner's open empties it too.
+/// index rebuilds anyway) and emptied whenever an index is made over it
+/// ([`DueTier::emptied`]: a partition's actor starting, after a store's
+/// open or a failed actor's restart over the same store), before the
+/// index is filled from the queue and the `due` family. It travels in
+/// checkpoints like every family; the next owner empties it too.
 pub struct DueTier {
     store: Arc<PartitionStore>,
 }
 
 impl DueTier {
-    /// The tier in `store` (emptied when the store opened).
-    pub fn new(store: Arc<PartitionStore>) -> Self {
-        DueTier { store }
+    /// The tier in `store`, emptied of what an earlier index left.
+    pub fn emptied(store: Arc<PartitionStore>) -> Result<Self, StoreError> {
+        store.clear_due_tier()?;
+        Ok(DueTier { store })
     }
 
     fn failed(&self, err: StoreError) -> ColdError {
@@ -208,10 +210,10 @@ impl DueTier {
 }
 
 impl PartitionStore {
-    /// Empties the due index's tier (at open: it holds no truth). An
-    /// empty one is left alone: no write, so a store opened and closed
-    /// again is unchanged for its next checkpoint.
-    pub(super) fn clear_due_tier(&self) -> Result<(), StoreError> {
+    /// Empties the due index's tier (it holds no truth). An empty one is
+    /// left alone: no write, so a store opened and closed again is
+    /// unchanged for its next checkpoint.
+    fn clear_due_tier(&self) -> Result<(), StoreError> {
         let cf = self.cf(CF_DUE_TIER);
         let mut it = self.raw_scan(cf);
         it.seek_to_first();
@@ -241,10 +243,10 @@ mod tests {
     }
 
     #[test]
-    fn the_tier_reads_back_in_due_then_rank_order_and_is_empty_after_a_reopen() {
+    fn the_tier_reads_back_in_due_then_rank_order_and_starts_empty_for_each_index() {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(super::super::test_support::open(dir.path()));
-        let mut tier = DueTier::new(store.clone());
+        let mut tier = DueTier::emptied(store.clone()).unwrap();
         let refresh = Marks {
             refresh: true,
             owes_delay: false,
@@ -280,11 +282,19 @@ mod tests {
                 ("late.test".to_owned(), late)
             ]
         );
+        // A partition's actor restarted over the same store (or the store
+        // reopened) starts its index over an empty tier.
+        drop(tier);
+        let tier = DueTier::emptied(store.clone()).unwrap();
+        assert_eq!(
+            tier.first(10).unwrap(),
+            [],
+            "scratch: emptied for a new index"
+        );
+        assert_eq!(tier.get("late.test").unwrap(), None);
         drop(tier);
         drop(Arc::into_inner(store).expect("the last handle"));
         let store = Arc::new(super::super::test_support::open(dir.path()));
-        let tier = DueTier::new(store);
-        assert_eq!(tier.first(10).unwrap(), [], "scratch: emptied at open");
-        assert_eq!(tier.get("late.test").unwrap(), None);
+        assert_eq!(DueTier::emptied(store).unwrap().first(10).unwrap(), []);
     }
 }

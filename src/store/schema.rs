@@ -463,7 +463,6 @@ impl PartitionStore {
         store.budget = env.budget;
         store.ordering = env.ordering;
         store.rebuild_seen_filter()?;
-        store.clear_due_tier()?;
         store.load_due_book()?;
         store.load_outbox_seq()?;
         Ok(store)

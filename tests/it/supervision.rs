@@ -12,6 +12,21 @@ const PARTITIONS: u16 = 4;
 
 #[test]
 fn failed_partitions_are_restarted_and_lose_no_queued_url() {
+    crash_every_partition("");
+}
+
+/// As above with most dormant hosts in the store's tier when their
+/// partitions fail: the restarted actor's index starts over the same
+/// store, its tier emptied (`store/due.rs` tests that), and fills it
+/// again from the queue.
+#[test]
+fn failed_partitions_with_dormant_hosts_in_the_store_are_restarted_and_lose_nothing() {
+    crash_every_partition("[frontier]\nmax_active_hosts = 2\ndormant_hosts_in_memory = 1\n");
+}
+
+/// Crashes every partition of a crawl of 12 hosts (config `extra`) once
+/// its hosts are seeded; the crawl must end whole and polite.
+fn crash_every_partition(extra: &str) {
     let (web, server) = start_web(12, 15, 11);
     let port = server.addr().port();
     let data = tempfile::tempdir().unwrap();
@@ -19,7 +34,8 @@ fn failed_partitions_are_restarted_and_lose_no_queued_url() {
     // it is made to fail.
     // A restarted partition's hosts wait out `fetch.timeout` first (a
     // request of the failed ones may still be on the wire): keep it short.
-    let config = config_with(data.path(), 30, PARTITIONS, "[fetch]\ntimeout = \"1s\"\n");
+    let extra = format!("[fetch]\ntimeout = \"1s\"\n{extra}");
+    let config = config_with(data.path(), 30, PARTITIONS, &extra);
     let seeds = web.seeds(port);
     let status = actix_rt::System::new().block_on(async move {
         let node = Node::start(config, Arc::new(Metrics::new())).expect("node starts");
