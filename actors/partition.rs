@@ -1006,12 +1006,7 @@ impl Handler<Drain> for PartitionActor {
             // Hosts that passivated (a queue run dry has no due time)
             // and those waiting in the due index.
             let idle = std::iter::once(act.idle_waits_until_ms);
-            // Due times that cannot be read owe the most a hand-back owes.
-            let dues = act.activation.politeness_dues();
-            let dormant = dues
-                .unwrap_or_else(|| vec![u64::MAX])
-                .into_iter()
-                .chain(idle);
+            let dormant = act.activation.politeness_dues().into_iter().chain(idle);
             Some(owed_after_drain(
                 act.clock.now().unix_ms(),
                 waits.into_iter().chain(dormant),

@@ -454,22 +454,21 @@ impl Activation {
 
     /// When each dormant host that waits on politeness (not for its next
     /// refresh) comes due (Unix ms): what a hand-back owes for them
-    /// ([`crate::politeness::handover`]). `None` if the tier could not
-    /// be read: what they owe is not known.
-    pub fn politeness_dues(&self) -> Option<Vec<u64>> {
+    /// ([`crate::politeness::handover`]). If the tier cannot be read,
+    /// what they owe is not known: `u64::MAX`, the most a hand-back owes
+    /// once clamped.
+    pub fn politeness_dues(&self) -> Vec<u64> {
         let mut dues = Vec::new();
         let read = self.due.each(|host, due_ms, marks| {
             if !self.active.contains_key(host) && !marks.refresh {
                 dues.push(due_ms);
             }
         });
-        match read {
-            Ok(()) => Some(dues),
-            Err(err) => {
-                tracing::error!(%err, "cannot read the dormant hosts' due times");
-                None
-            }
+        if let Err(err) = read {
+            tracing::error!(%err, "cannot read the dormant hosts' due times");
+            dues.push(u64::MAX);
         }
+        dues
     }
 
     /// When dormant `host` comes due, if it does.

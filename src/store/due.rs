@@ -6,12 +6,12 @@
 //! and no entry here is due at once.
 //!
 //! `due.tier`: the dormant hosts the index keeps out of memory
-//! ([`DueTier`]), scratch rebuilt at every open.
+//! ([`DueTier`]), scratch emptied for every new index.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rocksdb::{WriteBatch, WriteOptions};
+use rocksdb::WriteBatch;
 
 use super::schema::{CF_DUE, CF_DUE_TIER};
 use super::{HostState, PartitionStore, StoreError};
@@ -117,13 +117,7 @@ impl DueTier {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<(), ColdError> {
-        let store = &self.store;
-        let mut opts = WriteOptions::default();
-        opts.disable_wal(true);
-        store
-            .db
-            .write_opt(batch, &opts)
-            .map_err(|e| self.failed(store.rocks(e)))
+        self.store.write_unlogged(batch).map_err(|e| self.failed(e))
     }
 }
 

@@ -174,6 +174,14 @@ impl PartitionStore {
         self.db.write_opt(batch, &opts).map_err(|e| self.rocks(e))
     }
 
+    /// [`PartitionStore::write`] without the WAL, for scratch a crash may
+    /// lose (the due index's tier).
+    fn write_unlogged(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let mut opts = WriteOptions::default();
+        opts.disable_wal(true);
+        self.db.write_opt(batch, &opts).map_err(|e| self.rocks(e))
+    }
+
     fn get(&self, cf: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.db.get_cf(self.cf(cf), key).map_err(|e| self.rocks(e))
     }
