@@ -1558,7 +1558,12 @@ impl HostMachine {
                 self.politeness.set_crawl_delay(rules.crawl_delay);
                 if self.settings.sitemaps.is_some() {
                     // Persisted once its sitemaps are admitted.
-                    let found = response::robots_sitemaps(&url, &rules.sitemaps, &self.host);
+                    let found = response::robots_sitemaps(
+                        &url,
+                        &rules.sitemaps,
+                        rules.status(),
+                        &self.host,
+                    );
                     let id = self.next_id();
                     self.announcing.insert(id, origin.clone());
                     self.run_as(id, Task::Discover(found), 0, now, fx);

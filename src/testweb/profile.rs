@@ -69,7 +69,8 @@ pub enum SitemapMode {
     /// robots.txt lists `/sitemap_index.xml`, an index of a gzip urlset
     /// (`/sitemaps/a.xml.gz`) and a text sitemap (`/sitemaps/b.txt`).
     Index,
-    /// robots.txt lists nothing; `/sitemap.xml` exists anyway.
+    /// `/sitemap.xml` exists, named nowhere: found only where robots.txt
+    /// is missing (the crawler then tries the conventional location).
     DefaultLocation,
 }
 
@@ -191,10 +192,17 @@ impl HostProfile {
         }
     }
 
-    /// Whether the crawler finds sitemaps on this host (it reads robots.txt
-    /// and the sitemap is not hidden behind an unreachable robots.txt).
+    /// Whether the crawler finds sitemaps on this host: robots.txt names
+    /// them (and is not unreachable), or, at the conventional location,
+    /// the host has no robots.txt (its rules allow all).
     pub fn has_sitemaps(&self) -> bool {
-        self.sitemap != SitemapMode::None && self.robots_effect() != RobotsEffect::Nothing
+        match self.sitemap {
+            SitemapMode::None => false,
+            SitemapMode::DefaultLocation => self.robots_effect() == RobotsEffect::AllowAll,
+            SitemapMode::Listed | SitemapMode::Index => {
+                self.robots_effect() != RobotsEffect::Nothing
+            }
+        }
     }
 
     /// The Sitemap lines robots.txt carries.

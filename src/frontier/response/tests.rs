@@ -188,7 +188,7 @@ fn x_robots_tag_for_another_bot_does_not_apply() {
 #[test]
 fn robots_txt_sitemaps_or_the_default_one() {
     let robots = Url::parse("http://a.test/robots.txt").unwrap();
-    let named = robots_sitemaps(&robots, &["/s1.xml".into()], "a.test");
+    let named = robots_sitemaps(&robots, &["/s1.xml".into()], RobotsStatus::Parsed, "a.test");
     assert_eq!(named.len(), 1);
     assert_eq!(named[0].url.as_str(), "http://a.test/s1.xml");
     assert_eq!(
@@ -197,6 +197,16 @@ fn robots_txt_sitemaps_or_the_default_one() {
             submitter: Some("a.test".into())
         }
     );
-    let default = robots_sitemaps(&robots, &[], "a.test");
+    // No robots.txt (a 4xx): the conventional location is tried.
+    let default = robots_sitemaps(&robots, &[], RobotsStatus::Unavailable, "a.test");
+    assert_eq!(default.len(), 1);
     assert_eq!(default[0].url.as_str(), "http://a.test/sitemap.xml");
+    // A robots.txt that names none: none is guessed (one request saved
+    // on every such host); unreachable: nothing is fetched anyway.
+    for status in [RobotsStatus::Parsed, RobotsStatus::Unreachable] {
+        assert!(
+            robots_sitemaps(&robots, &[], status, "a.test").is_empty(),
+            "{status:?}"
+        );
+    }
 }
