@@ -189,24 +189,38 @@ impl Activation {
     ) {
         // After a crash a request (a refresh too) may have been in flight.
         let owes_delay = self.crashed;
-        for host in queued {
-            let at = due_times.get(host).copied().unwrap_or(0);
-            let marks = Marks {
-                refresh: false,
-                owes_delay,
-            };
-            self.due.insert_new(host, at.max(self.hold_ms), marks);
-        }
+        let hold = self.hold_ms;
+        let mut entries: HashMap<&str, (u64, Marks)> = queued
+            .into_iter()
+            .map(|host| {
+                let at = due_times.get(host).copied().unwrap_or(0);
+                let marks = Marks {
+                    refresh: false,
+                    owes_delay,
+                };
+                (host, (at.max(hold), marks))
+            })
+            .collect();
         for (host, first) in refreshes {
-            // Its politeness still applies once it is active.
-            let queued = self.due.due_ms(host);
-            let at = queued.map_or(*first, |queued| queued.min(*first));
-            let marks = Marks {
-                refresh: queued.is_none(),
-                owes_delay,
-            };
-            self.due.insert_marked(host, at.max(self.hold_ms), marks);
+            // A host with queued work comes due at the earlier of the two
+            // (its politeness still applies once it is active); one with
+            // refreshes alone waits for its first.
+            entries
+                .entry(host.as_str())
+                .and_modify(|(at, _)| *at = (*at).min(*first).max(hold))
+                .or_insert((
+                    (*first).max(hold),
+                    Marks {
+                        refresh: true,
+                        owes_delay,
+                    },
+                ));
         }
+        let entries = entries
+            .into_iter()
+            .map(|(host, (at, marks))| (host, at, marks))
+            .collect();
+        self.due.load(entries);
     }
 
     /// Work arrived for `host` at `levels`. An active host is woken (the

@@ -141,15 +141,21 @@ impl ColdTier for DueTier {
     }
 
     fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
+        self.put_many(&[(host, entry)])
+    }
+
+    fn put_many(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
         let cf = self.store.cf(CF_DUE_TIER);
-        let marks = entry.marks.to_byte();
-        let mut value = [0u8; 11];
-        value[..8].copy_from_slice(&entry.due_ms.to_be_bytes());
-        value[8..10].copy_from_slice(&entry.rank.to_bytes());
-        value[10] = marks;
         let mut batch = WriteBatch::default();
-        batch.put_cf(cf, order_key(host, entry), [marks]);
-        batch.put_cf(cf, host_key(host), value);
+        for (host, entry) in hosts {
+            let marks = entry.marks.to_byte();
+            let mut value = [0u8; 11];
+            value[..8].copy_from_slice(&entry.due_ms.to_be_bytes());
+            value[8..10].copy_from_slice(&entry.rank.to_bytes());
+            value[10] = marks;
+            batch.put_cf(cf, order_key(host, *entry), [marks]);
+            batch.put_cf(cf, host_key(host), value);
+        }
         self.write(batch)
     }
 
