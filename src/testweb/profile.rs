@@ -205,6 +205,20 @@ impl HostProfile {
         }
     }
 
+    /// Whether the crawler queues a sitemap file for this host from its
+    /// robots.txt: one it names, or `/sitemap.xml` where the host has no
+    /// robots.txt (found or a 404); none where robots.txt names none or
+    /// cannot be read.
+    pub fn asks_for_a_sitemap(&self) -> bool {
+        match self.robots_effect() {
+            RobotsEffect::Nothing => false,
+            RobotsEffect::AllowAll => true,
+            RobotsEffect::HidePrivate => {
+                matches!(self.sitemap, SitemapMode::Listed | SitemapMode::Index)
+            }
+        }
+    }
+
     /// The Sitemap lines robots.txt carries.
     fn sitemap_lines(&self, base: &str) -> String {
         match self.sitemap {

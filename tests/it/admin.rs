@@ -4,6 +4,7 @@
 use crate::common::*;
 use trawl::actors::{Seed, Shutdown, WhenIdle};
 use trawl::admin::Access;
+use trawl::testweb::generator::HostProfile;
 
 #[test]
 fn metrics_status_and_hosts_describe_the_crawl() {
@@ -90,8 +91,20 @@ fn metrics_status_and_hosts_describe_the_crawl() {
     assert_eq!(status["queued"], 0);
     let sitemaps = value("trawl_sitemap_urls_total{outcome=\"queued\"}") as usize;
     let completed = status["completed"].as_u64().unwrap() as usize;
-    // Sitemap files are queue entries too (one per host, 404 or not).
-    assert_eq!(completed, truth + disallowed + 5, "{sitemaps} sitemap urls");
+    // Sitemap files are queue entries too (one per host that names one
+    // or has no robots.txt, 404 or not).
+    let sitemap_files = (0..5)
+        .filter(|&h| HostProfile::of(h).asks_for_a_sitemap())
+        .count();
+    assert_eq!(
+        sitemap_files, 3,
+        "site 0 names one; 2 (a 403) and 3 (a 404) have none"
+    );
+    assert_eq!(
+        completed,
+        truth + disallowed + sitemap_files,
+        "{sitemaps} sitemap urls"
+    );
     assert_eq!(status["partitions"].as_array().unwrap().len(), 4);
 
     let site0 = &hosts[0];
