@@ -39,18 +39,20 @@ fn slow_web(hosts: u32, pages: u32, slow: &str) -> (SyntheticWeb, TestWebServer)
 /// `[politeness] delay_factor` of these crawls.
 const DELAY_FACTOR: f64 = 0.5;
 
-/// Writes a config with `fetch` (TOML lines of `[fetch]`) and the seeds;
+/// Writes a config with `fetch` and `frontier` (TOML lines of `[fetch]`
+/// and `[frontier]`) and the seeds;
 /// returns the directory, the config's path and the seeds' path. A host
 /// waiting longer than 500 ms passivates: a slow page's delay (half its
 /// time) sends its host to the due index and back.
 fn setup(
     seeds: &[String],
     fetch: &str,
+    frontier: &str,
 ) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let extra = format!(
         "[storage]\npartitions = {PARTITIONS}\n[politeness]\ndelay_factor = {DELAY_FACTOR:?}\n\
-         max_delay = \"5s\"\n[frontier]\npassivate_after = \"500ms\"\n\
+         max_delay = \"5s\"\n[frontier]\npassivate_after = \"500ms\"\n{frontier}\n\
          [fetch]\n{fetch}\n[admin]\nenabled = false\n"
     );
     let toml = trawl::testweb::config_layer(&dir.path().join("crawl"), MIN_DELAY_MS, &extra);
@@ -84,6 +86,7 @@ fn a_host_slower_than_the_timeouts_never_has_two_requests_in_flight() {
     let (_dir, config, seeds) = setup(
         &web.seeds(port),
         "first_byte_timeout = \"1s\"\ntimeout = \"3s\"\nmax_attempts = 2",
+        "",
     );
     let mut run = spawn_run(&config, &seeds);
     assert!(wait_exit(&mut run, RUN_TIMEOUT).success());
@@ -147,6 +150,7 @@ fn kill_9_during_slow_requests_then_restart_fetches_every_page_once_the_holds_en
     let (_dir, config, seeds) = setup(
         &web.seeds(port),
         "first_byte_timeout = \"4s\"\ntimeout = \"4s\"",
+        "",
     );
     let mut first = spawn_run(&config, &seeds);
     let all_out = eventually_true(RUN_TIMEOUT, || {
@@ -184,4 +188,56 @@ fn kill_9_during_slow_requests_then_restart_fetches_every_page_once_the_holds_en
             .all(|(_, n)| *n == 1),
         "no other page twice"
     );
+}
+
+#[test]
+fn kill_9_during_slow_requests_with_dormant_hosts_in_the_store_loses_nothing() {
+    // 24 hosts over four partitions, four active at a time, a window of
+    // two dormant hosts in memory a partition: most wait in the store's
+    // tier, before the kill and after the restart (whose index is loaded
+    // from the queue in one batch). Every seed page takes 2 s; the crawler
+    // is killed while three or four active hosts' seeds are on the wire
+    // and started again at once, with no seeds: every host comes back from
+    // the store.
+    let hosts = 24;
+    let (web, server) = slow_web(hosts, 3, "0=2s");
+    let port = server.addr().port();
+    let truth = web.ground_truth(port);
+    let (_dir, config, seeds) = setup(
+        &web.seeds(port),
+        "first_byte_timeout = \"3s\"\ntimeout = \"3s\"",
+        "max_active_hosts = 4\ndormant_hosts_in_memory = 1",
+    );
+    let mut first = spawn_run(&config, &seeds);
+    let out = eventually_true(RUN_TIMEOUT, || server.log().in_progress() >= 3);
+    assert!(out, "seed requests in flight");
+    first.kill().unwrap(); // SIGKILL
+    let _ = first.wait();
+
+    // Resumed with no seeds: the hosts come back from the store alone.
+    let none = seeds.with_file_name("no-seeds.txt");
+    std::fs::write(&none, "").unwrap();
+    let mut second = spawn_run(&config, &none);
+    assert!(
+        wait_exit(&mut second, RUN_TIMEOUT).success(),
+        "the restart finishes the crawl and exits 0"
+    );
+    assert!(eventually_true(RUN_TIMEOUT, || server.log().in_progress() == 0));
+    let log = server.log().records();
+    server.stop();
+
+    assert_polite(&web, &log);
+    let pages = page_requests(&log, port);
+    let fetched: BTreeSet<String> = pages.keys().cloned().collect();
+    assert_same_urls(&fetched, &truth);
+    let killed: BTreeSet<String> = log
+        .iter()
+        .filter(|r| r.abandoned)
+        .map(|r| url_of(r, port))
+        .collect();
+    assert!(killed.len() >= 3, "the killed life's requests: {killed:?}");
+    for (url, n) in &pages {
+        let expected = if killed.contains(url) { 2 } else { 1 };
+        assert_eq!(*n, expected, "{url}");
+    }
 }
