@@ -110,15 +110,13 @@ pub struct ColdError(pub String);
 pub trait ColdTier: Send {
     /// `host`'s entry, if it is in the tier.
     fn get(&self, host: &str) -> Result<Option<ColdEntry>, ColdError>;
-    /// Enters `host`, which is not in the tier (or is, at the same due
-    /// time and rank: its marks are replaced).
-    fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError>;
-    /// Enters `hosts`, none of them in the tier, at once: the index filled
+    /// Enters `hosts` in one write, each not in the tier (or in it at the
+    /// same due time and rank: its marks are replaced). The index filled
     /// at open writes its dormant hosts in batches, not one by one.
-    fn put_many(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
-        hosts
-            .iter()
-            .try_for_each(|(host, entry)| self.put(host, *entry))
+    fn put_many(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError>;
+    /// [`ColdTier::put_many`] of one host.
+    fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
+        self.put_many(&[(host, entry)])
     }
     /// Takes out `hosts`, each in the tier at the entry given, at once.
     fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError>;
@@ -564,12 +562,7 @@ impl DueIndex {
     }
 
     fn cold_put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
-        let cold = self.cold.as_mut().expect("a tier");
-        cold.tier.put(host, entry)?;
-        cold.len += 1;
-        cold.refresh += usize::from(entry.marks.refresh);
-        cold.moves.stored += 1;
-        Ok(())
+        self.cold_put_many(&[(host, entry)])
     }
 
     /// Rewrites the marks of `host`, in the tier at the same due time and
@@ -925,11 +918,6 @@ mod tests {
             for (host, e) in hosts {
                 self.keep(host, *e);
             }
-            Ok(())
-        }
-        fn put(&mut self, host: &str, e: ColdEntry) -> Result<(), ColdError> {
-            self.write()?;
-            self.keep(host, e);
             Ok(())
         }
         fn delete(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {

@@ -140,10 +140,6 @@ impl ColdTier for DueTier {
             .ok_or_else(|| self.failed(self.store.corrupt("due tier entry")))
     }
 
-    fn put(&mut self, host: &str, entry: ColdEntry) -> Result<(), ColdError> {
-        self.put_many(&[(host, entry)])
-    }
-
     fn put_many(&mut self, hosts: &[(&str, ColdEntry)]) -> Result<(), ColdError> {
         let cf = self.store.cf(CF_DUE_TIER);
         let mut batch = WriteBatch::default();

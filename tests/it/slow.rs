@@ -134,6 +134,34 @@ fn a_host_slower_than_the_timeouts_never_has_two_requests_in_flight() {
     assert!(pages.len() > 3 * 4, "the crawl went past the slow pages");
 }
 
+/// Runs the crawl of `config` from `seeds` until `on_the_wire` holds of
+/// the server, kills it (SIGKILL), runs it again from `again` to its end
+/// (it must exit 0), and returns the server's log once the server has
+/// finished every request, the killed life's included.
+fn kill_9_then_resume(
+    server: TestWebServer,
+    config: &std::path::Path,
+    seeds: &std::path::Path,
+    again: &std::path::Path,
+    on_the_wire: impl Fn(&TestWebServer) -> bool,
+) -> Vec<RequestRecord> {
+    let mut first = spawn_run(config, seeds);
+    let out = eventually_true(RUN_TIMEOUT, || on_the_wire(&server));
+    assert!(out, "the requests to kill during are in flight");
+    first.kill().unwrap(); // SIGKILL
+    let _ = first.wait();
+
+    let mut second = spawn_run(config, again);
+    assert!(
+        wait_exit(&mut second, RUN_TIMEOUT).success(),
+        "the restart finishes the crawl and exits 0"
+    );
+    assert!(eventually_true(RUN_TIMEOUT, || server.log().in_progress() == 0));
+    let log = server.log().records();
+    server.stop();
+    log
+}
+
 #[test]
 fn kill_9_during_slow_requests_then_restart_fetches_every_page_once_the_holds_end() {
     // Every seed page takes 3 s; the crawler waits up to 4 s. It is killed
@@ -152,22 +180,10 @@ fn kill_9_during_slow_requests_then_restart_fetches_every_page_once_the_holds_en
         "first_byte_timeout = \"4s\"\ntimeout = \"4s\"",
         "",
     );
-    let mut first = spawn_run(&config, &seeds);
-    let all_out = eventually_true(RUN_TIMEOUT, || {
+    let all_out = |server: &TestWebServer| {
         server.log().in_progress() == hosts as usize && server.log().len() == hosts as usize
-    });
-    assert!(all_out, "the four seed requests in flight after robots.txt");
-    first.kill().unwrap(); // SIGKILL
-    let _ = first.wait();
-
-    let mut second = spawn_run(&config, &seeds);
-    assert!(
-        wait_exit(&mut second, RUN_TIMEOUT).success(),
-        "the restart finishes the crawl and exits 0"
-    );
-    assert!(eventually_true(RUN_TIMEOUT, || server.log().in_progress() == 0));
-    let log = server.log().records();
-    server.stop();
+    };
+    let log = kill_9_then_resume(server, &config, &seeds, &seeds, all_out);
 
     assert_polite(&web, &log);
     let pages = page_requests(&log, port);
@@ -208,23 +224,11 @@ fn kill_9_during_slow_requests_with_dormant_hosts_in_the_store_loses_nothing() {
         "first_byte_timeout = \"3s\"\ntimeout = \"3s\"",
         "max_active_hosts = 4\ndormant_hosts_in_memory = 1",
     );
-    let mut first = spawn_run(&config, &seeds);
-    let out = eventually_true(RUN_TIMEOUT, || server.log().in_progress() >= 3);
-    assert!(out, "seed requests in flight");
-    first.kill().unwrap(); // SIGKILL
-    let _ = first.wait();
-
     // Resumed with no seeds: the hosts come back from the store alone.
     let none = seeds.with_file_name("no-seeds.txt");
     std::fs::write(&none, "").unwrap();
-    let mut second = spawn_run(&config, &none);
-    assert!(
-        wait_exit(&mut second, RUN_TIMEOUT).success(),
-        "the restart finishes the crawl and exits 0"
-    );
-    assert!(eventually_true(RUN_TIMEOUT, || server.log().in_progress() == 0));
-    let log = server.log().records();
-    server.stop();
+    let three_out = |server: &TestWebServer| server.log().in_progress() >= 3;
+    let log = kill_9_then_resume(server, &config, &seeds, &none, three_out);
 
     assert_polite(&web, &log);
     let pages = page_requests(&log, port);
