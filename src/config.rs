@@ -674,7 +674,10 @@ pub struct FetchConfig {
 pub struct StorageConfig {
     /// Root of the durable state.
     pub data_dir: PathBuf,
-    /// Number of partitions, fixed at crawl creation.
+    /// Number of partitions, fixed at crawl creation. 0 in a config file
+    /// means automatic, resolved when the config is loaded (see
+    /// [`StorageConfig::automatic_partitions`]); a loaded config always
+    /// holds the count.
     pub partitions: u16,
     /// Whether a layer above the embedded defaults set `partitions`. When
     /// none did, an existing crawl keeps the count it was created with
@@ -711,6 +714,45 @@ impl StorageConfig {
             std::thread::available_parallelism().map_or(2, |n| n.get()),
         )
     }
+}
+
+/// The partition count of a cluster node that sets none: every node of a
+/// cluster must agree on it, whatever its cores, and 16 spreads over a
+/// few nodes (the examples under config/cluster).
+pub const CLUSTER_PARTITIONS: u16 = 16;
+
+/// The fewest and the most partitions a single node picks for itself.
+const NODE_PARTITIONS: std::ops::RangeInclusive<u16> = 4..=16;
+
+impl StorageConfig {
+    /// The partition count `partitions = 0` stands for: on a cluster node
+    /// [`CLUSTER_PARTITIONS`]; on a single node two per store thread
+    /// ([`StorageConfig::store_arbiters`]), 4 to 16.
+    ///
+    /// Why a single node takes few: a partition is a RocksDB store of
+    /// twelve column families, and creating one is RocksDB's own work per
+    /// family (a MANIFEST record and its sync each, the OPTIONS file
+    /// written and read back), which no option skips. On two cores 16
+    /// stores took 113–120 ms of a new crawl's start, 4 took 32–39 ms;
+    /// and every store holds its own budget cache, seen filter share and
+    /// memtables. A partition is also the unit one store thread runs, so
+    /// two per thread keep every thread busy. On the side-by-side bench
+    /// (500 hosts, 2 cores) 4 partitions against 16 started the first
+    /// request 112–124 ms after the process against 177–190, stopped in
+    /// 44–46 ms against 53–59, and peaked at 121–126 MB against 137–143,
+    /// at the same CPU a page (docs/benchmarks.md).
+    pub fn automatic_partitions(&self, cluster: bool) -> u16 {
+        automatic_partitions_for(cluster, self.store_arbiters())
+    }
+}
+
+/// [`StorageConfig::automatic_partitions`] with `store_arbiters` threads.
+fn automatic_partitions_for(cluster: bool, store_arbiters: usize) -> u16 {
+    if cluster {
+        return CLUSTER_PARTITIONS;
+    }
+    let two_a_thread = u16::try_from(store_arbiters.saturating_mul(2)).unwrap_or(u16::MAX);
+    two_a_thread.clamp(*NODE_PARTITIONS.start(), *NODE_PARTITIONS.end())
 }
 
 /// [`StorageConfig::store_arbiters`] on `cores` cores.
@@ -956,10 +998,11 @@ impl Config {
         let mut partitions_given = false;
         for (origin, text) in layers {
             let layer = parse_table(origin, text)?;
+            // `partitions = 0` (automatic) sets no count of its own.
             partitions_given |= layer
                 .get("storage")
                 .and_then(|s| s.get("partitions"))
-                .is_some();
+                .is_some_and(|p| p.as_integer() != Some(0));
             merge(&mut merged, layer);
         }
         let mut config: Config = serde_path_to_error::deserialize(toml::Value::Table(merged))
@@ -968,6 +1011,9 @@ impl Config {
                 message: err.into_inner().to_string(),
             })?;
         config.storage.partitions_given = partitions_given;
+        if config.storage.partitions == 0 {
+            config.storage.partitions = config.storage.automatic_partitions(config.cluster.enabled);
+        }
         config.validate()?;
         Ok(config)
     }
@@ -1264,6 +1310,34 @@ mod tests {
         assert_eq!(config.storage.store_threads, 0, "the default is automatic");
         assert!(config.storage.store_arbiters() >= 1);
         assert!(layer("[storage]\nstore_threads = 0\n").is_ok());
+    }
+
+    #[test]
+    fn partitions_are_two_a_store_thread_on_a_node_and_sixteen_on_a_cluster() {
+        for (arbiters, node) in [(1, 4), (2, 4), (3, 6), (4, 8), (8, 16), (64, 16)] {
+            assert_eq!(
+                automatic_partitions_for(false, arbiters),
+                node,
+                "{arbiters} threads"
+            );
+            assert_eq!(automatic_partitions_for(true, arbiters), CLUSTER_PARTITIONS);
+        }
+        // The default is automatic: resolved at load, and no count given.
+        let config = Config::defaults();
+        assert_eq!(
+            config.storage.partitions,
+            config.storage.automatic_partitions(false)
+        );
+        assert!(!config.storage.partitions_given);
+        let zero = layer("[storage]\npartitions = 0\nstore_threads = 4\n").unwrap();
+        assert_eq!(
+            zero.storage.partitions, 8,
+            "0 is automatic, from the threads set"
+        );
+        assert!(!zero.storage.partitions_given, "0 sets no count");
+        let set = layer("[storage]\npartitions = 16\n").unwrap();
+        assert_eq!(set.storage.partitions, 16);
+        assert!(set.storage.partitions_given);
     }
 
     #[test]
