@@ -1338,6 +1338,15 @@ mod tests {
         let set = layer("[storage]\npartitions = 16\n").unwrap();
         assert_eq!(set.storage.partitions, 16);
         assert!(set.storage.partitions_given);
+        // A cluster node takes the cluster's count whatever its threads.
+        let cluster = layer(
+            "[cluster]\nenabled = true\nnode_id = \"n1\"\ninsecure = true\n\
+             gossip = \"127.0.0.1:7946\"\nbridge = \"127.0.0.1:7947\"\n\
+             [storage]\nstore_threads = 1\n",
+        )
+        .unwrap();
+        assert_eq!(cluster.storage.partitions, CLUSTER_PARTITIONS);
+        assert!(!cluster.storage.partitions_given);
     }
 
     #[test]
