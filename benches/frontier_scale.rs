@@ -31,7 +31,9 @@ use std::process::{Child, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use support::{env_or, free_port, get, metric, rss_kb, trawl_run, write_seeds, Listener};
+use support::{
+    env_or, free_port, get, metric, metric_sum, rss_kb, trawl_run, write_seeds, Listener,
+};
 
 fn write_config(path: &Path, data: &Path, admin: SocketAddr, expected: u64) {
     // TRAWL_SCALE_EXTRA: more TOML, to try other settings.
@@ -85,6 +87,10 @@ struct Observed {
     queued: f64,
     /// `[frontier] max_active_hosts` as the node resolved it.
     cap: u64,
+    /// The most RSS one sample read, and what the stores' shared RocksDB
+    /// memory held at that sample (`trawl_store_memory_bytes`, MB: block
+    /// cache, memtables): what holds the memory at the peak.
+    at_peak: (u64, f64, f64),
 }
 
 /// Samples `child` until `queued` URLs are in the frontier, then `linger`
@@ -97,8 +103,16 @@ fn observe(child: &mut Child, admin: SocketAddr, queued: u64, linger: Duration) 
         if let Some(status) = child.try_wait().unwrap() {
             panic!("trawl exited early: {status}");
         }
-        let (_, hwm) = rss_kb(child.id());
+        let (now, hwm) = rss_kb(child.id());
         seen.peak_rss_kb = seen.peak_rss_kb.max(hwm);
+        if now > seen.at_peak.0 {
+            let part = |p: &str| {
+                metric_sum(admin, "trawl_store_memory_bytes", &format!("part=\"{p}\""))
+                    .unwrap_or(0.0)
+                    / 1048576.0
+            };
+            seen.at_peak = (now, part("cache"), part("memtables"));
+        }
         if let Some(active) = metric(admin, "trawl_active_host_actors") {
             seen.max_active = seen.max_active.max(active);
         }
@@ -166,12 +180,19 @@ fn main() {
         "frontier_scale: {urls} URLs over {hosts} hosts queued in {:.1} s; \
          peak RSS {peak_mb:.0} MB ({:.0} bytes per queued URL); \
          active host actors at most {} (cap {cap}; {:.0} KB of RSS per active host if all RSS were theirs); \
-         resume: peak RSS {:.0} MB, first fetch {} after start; {} connections in all",
+         at the most RSS a sample read ({:.0} MB) the block cache held {:.0} MB and the memtables {:.0} MB \
+         (the cache counts the memtables' reservation); \
+         resume: peak RSS {:.0} MB (cache {:.0} MB, memtables {:.0} MB at its most), first fetch {} after start; {} connections in all",
         queued_in.as_secs_f64(),
         run.peak_rss_kb as f64 * 1024.0 / urls as f64,
         run.max_active,
         run.peak_rss_kb as f64 / run.max_active.max(1.0),
+        run.at_peak.0 as f64 / 1024.0,
+        run.at_peak.1,
+        run.at_peak.2,
         resume.peak_rss_kb as f64 / 1024.0,
+        resume.at_peak.1,
+        resume.at_peak.2,
         first_fetch_ms.map_or("never".to_owned(), |ms| format!("{:.2} s", ms as f64 / 1000.0)),
         listener.accepted.load(Ordering::Acquire),
     );

@@ -266,9 +266,21 @@ pub struct Metrics {
     pub storage_available: IntGauge,
     /// Size of the data directory's filesystem, in bytes.
     pub storage_capacity: IntGauge,
+    /// Bytes the partition stores' shared RocksDB memory holds, by `part`
+    /// (`cache`, `memtables`), read at each scrape.
+    pub store_memory: IntGaugeVec,
+    /// The bound of each `part` of [`Metrics::store_memory`].
+    pub store_memory_limit: IntGaugeVec,
     /// What each registered metric is, in registration order.
     catalog: Vec<MetricDoc>,
+    /// Run before each render: they set gauges from figures a library
+    /// keeps (RocksDB's memory), which a timer of its own would read just
+    /// as late and would cost an idle node its wakeups.
+    at_render: Mutex<Vec<RenderHook>>,
 }
+
+/// A reader run before each render (see [`Metrics::read_at_render`]).
+type RenderHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 /// One metric as its reference describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -756,7 +768,18 @@ impl Metrics {
                 "trawl_storage_capacity_bytes",
                 "Size of the data directory's filesystem.",
             ),
+            store_memory: gauge_vec(
+                "trawl_store_memory_bytes",
+                "Bytes the partition stores' shared RocksDB memory holds, by part: cache (the block cache: data blocks, every SST's index and filter blocks, and the memtables' reservation) and memtables (what every partition's memtables hold).",
+                "part",
+            ),
+            store_memory_limit: gauge_vec(
+                "trawl_store_memory_limit_bytes",
+                "The bound of each part of trawl_store_memory_bytes: [storage] block_cache_bytes and write_buffer_bytes.",
+                "part",
+            ),
             catalog: docs.take(),
+            at_render: Mutex::new(Vec::new()),
             registry,
         }
     }
@@ -798,8 +821,39 @@ impl Metrics {
         &self.catalog
     }
 
+    /// Runs `hook` before each render, to set gauges from figures read
+    /// only when someone looks.
+    pub fn read_at_render(&self, hook: impl Fn(&Metrics) + Send + Sync + 'static) {
+        self.at_render
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(Box::new(hook));
+    }
+
+    /// Sets the store memory gauges from a reading.
+    pub fn set_store_memory(&self, memory: crate::store::StoreMemory) {
+        let bytes = |b: usize| i64::try_from(b).unwrap_or(i64::MAX);
+        for (part, now, limit) in [
+            ("cache", memory.cache, memory.cache_limit),
+            ("memtables", memory.memtables, memory.memtable_limit),
+        ] {
+            self.store_memory.with_label_values(&[part]).set(bytes(now));
+            self.store_memory_limit
+                .with_label_values(&[part])
+                .set(bytes(limit));
+        }
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
+        for hook in self
+            .at_render
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+        {
+            hook(self);
+        }
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)
@@ -1010,6 +1064,36 @@ mod tests {
         let text = m.render();
         assert!(!text.contains("partition=\"3\""), "{text}");
         assert!(text.contains("trawl_partition_queued_urls{partition=\"4\"} 1"));
+    }
+
+    #[test]
+    fn a_render_reads_the_store_memory_at_that_moment() {
+        let m = Metrics::new();
+        let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = reads.clone();
+        m.read_at_render(move |m| {
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            m.set_store_memory(crate::store::StoreMemory {
+                cache: n * 1000,
+                cache_limit: 5000,
+                memtables: n * 10,
+                memtable_limit: 50,
+            });
+        });
+        let first = m.render();
+        assert!(
+            first.contains("trawl_store_memory_bytes{part=\"cache\"} 1000\n"),
+            "{first}"
+        );
+        assert!(first.contains("trawl_store_memory_bytes{part=\"memtables\"} 10\n"));
+        assert!(first.contains("trawl_store_memory_limit_bytes{part=\"cache\"} 5000\n"));
+        assert!(first.contains("trawl_store_memory_limit_bytes{part=\"memtables\"} 50\n"));
+        let second = m.render();
+        assert!(
+            second.contains("trawl_store_memory_bytes{part=\"cache\"} 2000\n"),
+            "{second}"
+        );
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     /// `docs/metrics.md` is what the registry holds: every metric, its

@@ -60,7 +60,7 @@ pub use queue::{Completion, QueueEntry};
 pub use record::{Lifecycle, Removal, StoredCopy, Tries, UrlRecord, UrlState, Visit};
 pub use recrawl::DueCounts;
 pub(crate) use schema::rocks_logger;
-pub use schema::StoreEnv;
+pub use schema::{StoreEnv, StoreMemory};
 
 use crate::frontier::budget::BudgetSettings;
 

@@ -176,6 +176,30 @@ pub struct StoreEnv {
     /// cloned; they hold the one block cache and the one memtable budget
     /// all partitions share.
     templates: Templates,
+    /// The block cache the templates hold, to read its use.
+    cache: Cache,
+    /// Its capacity (RocksDB's C API has no getter).
+    cache_capacity: usize,
+    /// The memtable budget the templates hold, to read its use.
+    write_buffers: WriteBufferManager,
+}
+
+/// What the partition stores' shared RocksDB memory holds now, and the
+/// bound of each part (`[storage] block_cache_bytes` and
+/// `write_buffer_bytes`): the two figures that bound a node's RocksDB
+/// memory, whatever the size of its stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreMemory {
+    /// Bytes in the block cache: data blocks, every SST's index and
+    /// filter blocks, and the memtables' reservations (the memtable budget
+    /// charges what it holds to the cache).
+    pub cache: usize,
+    /// The block cache's capacity.
+    pub cache_limit: usize,
+    /// Bytes the memtables of every partition hold.
+    pub memtables: usize,
+    /// The memtable budget: past it, the largest memtable is flushed.
+    pub memtable_limit: usize,
 }
 
 /// [`StoreEnv`]'s options, built once.
@@ -234,6 +258,24 @@ impl StoreEnv {
             budget: BudgetSettings::default(),
             ordering: Ordering::default(),
             templates,
+            cache,
+            cache_capacity: config.block_cache_bytes,
+            write_buffers,
+        }
+    }
+
+    /// A reader of the shared memory's figures, for a metrics scrape: it
+    /// holds the cache and the budget (not the stores), so it reads on
+    /// any thread while partitions open and close.
+    pub fn memory_reader(&self) -> impl Fn() -> StoreMemory + Send + Sync + 'static {
+        let cache = self.cache.clone();
+        let write_buffers = self.write_buffers.clone();
+        let cache_limit = self.cache_capacity;
+        move || StoreMemory {
+            cache: cache.get_usage(),
+            cache_limit,
+            memtables: write_buffers.get_usage(),
+            memtable_limit: write_buffers.get_buffer_size(),
         }
     }
 
@@ -719,6 +761,45 @@ mod tests {
             };
             count("rocksdb.num-immutable-mem-table") > 0 || count("rocksdb.num-files-at-level0") > 0
         })
+    }
+
+    #[test]
+    fn the_memory_reader_sees_what_every_partition_writes_within_its_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut storage = crate::config::Config::defaults().storage;
+        storage.block_cache_bytes = 32 << 20;
+        storage.write_buffer_bytes = 8 << 20;
+        let env = StoreEnv::new(&storage);
+        let read = env.memory_reader();
+        let stores: Vec<_> = (0..2)
+            .map(|id| PartitionStore::open(&env, dir.path(), id).unwrap())
+            .collect();
+        let before = read();
+        assert_eq!(
+            (before.cache_limit, before.memtable_limit),
+            (32 << 20, 8 << 20)
+        );
+        let value = vec![7u8; 4096];
+        for (n, store) in stores.iter().enumerate() {
+            for i in 0..256u32 {
+                let key = [n as u8]
+                    .iter()
+                    .chain(&i.to_be_bytes())
+                    .copied()
+                    .collect::<Vec<_>>();
+                store.db.put_cf(store.cf(CF_URLS), key, &value).unwrap();
+            }
+        }
+        let after = read();
+        // Two partitions × 1 MiB written: both show in the one reading,
+        // memtables in the budget and their reservation in the cache.
+        assert!(
+            after.memtables >= before.memtables + (2 << 20),
+            "{before:?} -> {after:?}"
+        );
+        assert!(after.memtables <= after.memtable_limit, "{after:?}");
+        assert!(after.cache >= after.memtables, "{after:?}");
+        assert!(after.cache <= after.cache_limit, "{after:?}");
     }
 
     #[test]
