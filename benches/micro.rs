@@ -172,6 +172,38 @@ fn store_admit(c: &mut Criterion) {
     group.finish();
 }
 
+/// A host refilling every level of its queue, as its first poll does:
+/// one read per level (an iterator each) against one read of all four
+/// (one iterator, a seek per level). 1,000 hosts of 10 queued URLs.
+fn queue_refill(c: &mut Criterion) {
+    let mut group = c.benchmark_group("store");
+    let dir = tempfile::tempdir().unwrap();
+    let env = StoreEnv::new(&Config::defaults().storage);
+    let store = PartitionStore::open(&env, dir.path(), 0).unwrap();
+    store.admit(entries(0, 10_000)).unwrap();
+    let levels: Vec<Priority> = (0..trawl::frontier::LEVELS as u8)
+        .map(Priority::from_level)
+        .collect();
+    let mut host = 0;
+    let mut next_host = || {
+        host = (host + 1) % 1000;
+        format!("site{host:04}.test")
+    };
+    group.bench_function("refill_levels_one_read_each", |b| {
+        b.iter(|| {
+            let host = next_host();
+            for &p in &levels {
+                black_box(store.queue_page(&host, p, None, 32).unwrap());
+            }
+        })
+    });
+    let reads: Vec<_> = levels.iter().map(|&p| (p, None)).collect();
+    group.bench_function("refill_levels_one_read", |b| {
+        b.iter(|| black_box(store.queue_pages(&next_host(), &reads, 32)))
+    });
+    group.finish();
+}
+
 /// Links as pages carry them: mixed case, ports, dot segments, escapes,
 /// session IDs, fragments.
 fn raw_urls() -> Vec<String> {
@@ -295,6 +327,7 @@ criterion_group!(
     url_identity,
     simhash,
     store_admit,
+    queue_refill,
     warc_write
 );
 criterion_main!(benches);

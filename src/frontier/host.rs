@@ -169,6 +169,22 @@ pub trait QueueSource {
         n: usize,
     ) -> Result<Vec<QueueEntry>, StoreError>;
 
+    /// A page of each `(priority, after)` read of `host`'s queue, in
+    /// order: what [`QueueSource::queue_page`] gives for each, which a
+    /// store answers with one iterator (see
+    /// `PartitionStore::queue_pages`).
+    fn queue_pages(
+        &self,
+        host: &str,
+        reads: &[(Priority, Option<&[u8]>)],
+        n: usize,
+    ) -> Vec<Result<Vec<QueueEntry>, StoreError>> {
+        reads
+            .iter()
+            .map(|&(priority, after)| self.queue_page(host, priority, after, n))
+            .collect()
+    }
+
     /// Up to `n` refreshes of `host` due by `due_by_ms` after key `after`,
     /// with their records.
     fn recrawl_page(
@@ -195,6 +211,15 @@ impl QueueSource for crate::store::PartitionStore {
         n: usize,
     ) -> Result<Vec<QueueEntry>, StoreError> {
         crate::store::PartitionStore::queue_page(self, host, priority, after, n)
+    }
+
+    fn queue_pages(
+        &self,
+        host: &str,
+        reads: &[(Priority, Option<&[u8]>)],
+        n: usize,
+    ) -> Vec<Result<Vec<QueueEntry>, StoreError>> {
+        crate::store::PartitionStore::queue_pages(self, host, reads, n)
     }
 
     fn recrawl_page(
@@ -553,10 +578,11 @@ impl Head {
                 return Some(source);
             }
         }
-        for level in 0..LEVELS {
-            if self.queues[level].is_empty() {
-                self.refill(host, level, queue);
-            }
+        let empty: Vec<usize> = (0..LEVELS)
+            .filter(|&l| self.queues[l].is_empty() && !self.exhausted[l])
+            .collect();
+        if !empty.is_empty() {
+            self.refill_levels(host, &empty, queue);
         }
         if self.recrawl.is_empty() {
             self.refill_recrawl(host, queue, now_ms);
@@ -613,6 +639,23 @@ impl Head {
         }
     }
 
+    /// Loads the next page of each of `levels` in one read of the store,
+    /// then reads on (level by level) where a page held only entries
+    /// already taken.
+    fn refill_levels(&mut self, host: &str, levels: &[usize], queue: &dyn QueueSource) {
+        let reads: Vec<(Priority, Option<&[u8]>)> = levels
+            .iter()
+            .map(|&l| (Priority::from_level(l as u8), self.cursors[l].as_deref()))
+            .collect();
+        let pages = queue.queue_pages(host, &reads, REFILL);
+        for (&level, page) in levels.iter().zip(pages) {
+            self.take_page(host, level, page);
+        }
+        for &level in levels {
+            self.refill(host, level, queue);
+        }
+    }
+
     /// Loads the next page of one level's queue (read on past entries
     /// already taken, which a level read again from an earlier rank meets
     /// first). A read error leaves the level exhausted until the next
@@ -620,17 +663,25 @@ impl Head {
     fn refill(&mut self, host: &str, level: usize, queue: &dyn QueueSource) {
         let priority = Priority::from_level(level as u8);
         while !self.exhausted[level] && self.queues[level].is_empty() {
-            match queue.queue_page(host, priority, self.cursors[level].as_deref(), REFILL) {
-                Ok(page) if page.is_empty() => self.exhausted[level] = true,
-                Ok(page) => {
-                    self.cursors[level] = page.last().map(|e| e.key.clone());
-                    let fresh = page.into_iter().filter(|e| !self.taken.contains(&e.key));
-                    self.queues[level].extend(fresh);
-                }
-                Err(err) => {
-                    tracing::error!(host, error = %err, "cannot read the queue");
-                    self.exhausted[level] = true;
-                }
+            let page = queue.queue_page(host, priority, self.cursors[level].as_deref(), REFILL);
+            self.take_page(host, level, page);
+        }
+    }
+
+    /// Queues a page read for `level` (leaving out entries already
+    /// taken), or marks the level exhausted: the page was empty, or the
+    /// read failed.
+    fn take_page(&mut self, host: &str, level: usize, page: Result<Vec<QueueEntry>, StoreError>) {
+        match page {
+            Ok(page) if page.is_empty() => self.exhausted[level] = true,
+            Ok(page) => {
+                self.cursors[level] = page.last().map(|e| e.key.clone());
+                let fresh = page.into_iter().filter(|e| !self.taken.contains(&e.key));
+                self.queues[level].extend(fresh);
+            }
+            Err(err) => {
+                tracing::error!(host, error = %err, "cannot read the queue");
+                self.exhausted[level] = true;
             }
         }
     }
