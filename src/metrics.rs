@@ -276,7 +276,7 @@ pub struct Metrics {
     /// Run before each render: they set gauges from figures a library
     /// keeps (RocksDB's memory), which a timer of its own would read just
     /// as late and would cost an idle node its wakeups.
-    at_render: Mutex<Vec<RenderHook>>,
+    at_render: Mutex<Vec<(&'static str, RenderHook)>>,
 }
 
 /// A reader run before each render (see [`Metrics::read_at_render`]).
@@ -770,7 +770,7 @@ impl Metrics {
             ),
             store_memory: gauge_vec(
                 "trawl_store_memory_bytes",
-                "Bytes the partition stores' shared RocksDB memory holds, by part: cache (the block cache: data blocks, every SST's index and filter blocks, and the memtables' reservation) and memtables (what every partition's memtables hold).",
+                "Bytes the partition stores' shared RocksDB memory holds, by part: cache (the block cache: data blocks and the memtables' reservation; index and filter blocks are held by the open SSTs, outside it) and memtables (what every partition's memtables hold).",
                 "part",
             ),
             store_memory_limit: gauge_vec(
@@ -822,12 +822,21 @@ impl Metrics {
     }
 
     /// Runs `hook` before each render, to set gauges from figures read
-    /// only when someone looks.
-    pub fn read_at_render(&self, hook: impl Fn(&Metrics) + Send + Sync + 'static) {
-        self.at_render
+    /// only when someone looks. A hook of the same `name` is replaced: a
+    /// node started again on these metrics reads its new stores, and the
+    /// old hook (holding the old cache) is dropped. A hook must not call
+    /// this (the hooks' lock is held while they run).
+    pub fn read_at_render(
+        &self,
+        name: &'static str,
+        hook: impl Fn(&Metrics) + Send + Sync + 'static,
+    ) {
+        let mut hooks = self
+            .at_render
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(Box::new(hook));
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        hooks.retain(|(n, _)| *n != name);
+        hooks.push((name, Box::new(hook)));
     }
 
     /// Sets the store memory gauges from a reading.
@@ -846,7 +855,7 @@ impl Metrics {
 
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
-        for hook in self
+        for (_, hook) in self
             .at_render
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -1071,7 +1080,8 @@ mod tests {
         let m = Metrics::new();
         let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let counted = reads.clone();
-        m.read_at_render(move |m| {
+        m.read_at_render("store_memory", |_| panic!("replaced by the next"));
+        m.read_at_render("store_memory", move |m| {
             let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             m.set_store_memory(crate::store::StoreMemory {
                 cache: n * 1000,

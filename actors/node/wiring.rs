@@ -68,7 +68,7 @@ impl Node {
             .with_ordering(config.frontier.ordering);
         // The stores' shared memory is read when /metrics is, not polled.
         let memory = env.memory_reader();
-        metrics.read_at_render(move |m| m.set_store_memory(memory()));
+        metrics.read_at_render("store_memory", move |m| m.set_store_memory(memory()));
         // A single node holds every partition; a cluster node those the
         // assignment gives it, once it has joined.
         //

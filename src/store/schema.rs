@@ -190,9 +190,10 @@ pub struct StoreEnv {
 /// memory, whatever the size of its stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreMemory {
-    /// Bytes in the block cache: data blocks, every SST's index and
-    /// filter blocks, and the memtables' reservations (the memtable budget
-    /// charges what it holds to the cache).
+    /// Bytes in the block cache: data blocks and the memtables'
+    /// reservation (the memtable budget charges what it holds to the
+    /// cache). Index and filter blocks are not in it: the open SSTs'
+    /// table readers hold them.
     pub cache: usize,
     /// The block cache's capacity.
     pub cache_limit: usize,
