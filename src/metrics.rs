@@ -825,7 +825,8 @@ impl Metrics {
     /// only when someone looks. A hook of the same `name` is replaced: a
     /// node started again on these metrics reads its new stores, and the
     /// old hook (holding the old cache) is dropped. A hook must not call
-    /// this (the hooks' lock is held while they run).
+    /// this or [`Metrics::render`] (the hooks' lock is held while they
+    /// run).
     pub fn read_at_render(
         &self,
         name: &'static str,
