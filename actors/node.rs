@@ -119,6 +119,9 @@ pub enum NodeError {
     /// The TLS trust store could not be built.
     #[error(transparent)]
     Tls(#[from] crate::fetch::tls::TlsSetupError),
+    /// `[fetch] proxy` or `proxy_hosts` cannot be used.
+    #[error(transparent)]
+    Proxy(#[from] crate::fetch::proxy::ProxyConfigError),
     /// The bridge could not start.
     #[error(transparent)]
     Bridge(#[from] super::bridge::BridgeError),

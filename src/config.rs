@@ -153,6 +153,43 @@ impl std::fmt::Debug for StoreOptions {
     }
 }
 
+/// `[fetch] proxy`: a URL whose password (`http://user:password@host:port`)
+/// is used as written but never shown: its `Debug` and
+/// [`Config::to_toml`] write [`REDACTED`] in its place.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProxyUrl(pub String);
+
+impl ProxyUrl {
+    /// The URL as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL with its password, if it has one, replaced by
+    /// [`REDACTED`].
+    pub fn redacted(&self) -> ProxyUrl {
+        let url = &self.0;
+        let Some(start) = url.find("://").map(|i| i + 3) else {
+            return self.clone();
+        };
+        let authority_end = url[start..].find('/').map_or(url.len(), |i| start + i);
+        let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i) else {
+            return self.clone();
+        };
+        match url[start..at].find(':').map(|i| start + i) {
+            Some(colon) => ProxyUrl(format!("{}:{REDACTED}{}", &url[..colon], &url[at..])),
+            None => self.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.redacted().0, f)
+    }
+}
+
 /// `[upload]`: closed WARC files are copied to object storage (see
 /// `src/upload/`). The URL and options are checked against the store's
 /// own keys in `src/validate.rs`.
@@ -666,6 +703,12 @@ pub struct FetchConfig {
     /// Node-wide cap on requests started per second (0 = none); the admin
     /// API changes it at runtime (`PUT /api/v1/crawl/rate`).
     pub max_requests_per_second: f64,
+    /// The egress proxy (`http://[user:password@]host:port`, reached with
+    /// HTTP CONNECT; empty: none): see [`crate::fetch::proxy`].
+    pub proxy: ProxyUrl,
+    /// Hosts sent through `proxy` (exact names and `*.suffix`); empty:
+    /// every host.
+    pub proxy_hosts: Vec<String>,
 }
 
 /// `[storage]`: the partition stores.
@@ -841,6 +884,12 @@ pub struct AdminConfig {
     pub mutations: bool,
     /// Whether read-only endpoints and `/metrics` need the token too.
     pub protect_reads: bool,
+    /// Serve HTTPS (see [`crate::admin::tls`]).
+    pub tls: bool,
+    /// The certificate chain served (PEM); empty: `[cluster] tls_cert`.
+    pub tls_cert: PathBuf,
+    /// Its private key (PEM); empty: `[cluster] tls_key`.
+    pub tls_key: PathBuf,
 }
 
 /// `[log]`: how the binary logs (to stderr; `RUST_LOG` filters).
@@ -1024,6 +1073,7 @@ impl Config {
         let mut shown = self.clone();
         shown.upload.options = shown.upload.options.redacted();
         shown.cluster.state_options = shown.cluster.state_options.redacted();
+        shown.fetch.proxy = shown.fetch.proxy.redacted();
         toml::to_string_pretty(&shown).expect("config serialises")
     }
 
@@ -1358,15 +1408,27 @@ mod tests {
                     aws_session_token = \"FwoGZXIvYXdzE\"\n\
                     [cluster]\n[cluster.state_options]\n\
                     azure_storage_account_key = \"c2VjcmV0\"\n\
-                    google_service_account_key = \"{json}\"\n";
+                    google_service_account_key = \"{json}\"\n\
+                    [fetch]\nproxy = \"http://crawler:pr0xyP4ss@10.1.1.1:3128\"\n";
         let config: Config = Config::from_layers(&[("t".to_owned(), text.to_owned())]).unwrap();
         let printed = config.to_toml();
         let logged = format!("{config:?}");
-        for secret in ["wJalrXUtnFEMI", "FwoGZXIvYXdzE", "c2VjcmV0", "{json}"] {
+        for secret in [
+            "wJalrXUtnFEMI",
+            "FwoGZXIvYXdzE",
+            "c2VjcmV0",
+            "{json}",
+            "pr0xyP4ss",
+        ] {
             assert!(!printed.contains(secret), "{printed}");
             assert!(!logged.contains(secret), "{logged}");
         }
-        for shown in ["eu-west-1", "AKIDEXAMPLE", REDACTED] {
+        for shown in [
+            "eu-west-1",
+            "AKIDEXAMPLE",
+            REDACTED,
+            "http://crawler:<redacted>@10.1.1.1:3128",
+        ] {
             assert!(printed.contains(shown), "{printed}");
             assert!(logged.contains(shown), "{logged}");
         }

@@ -58,6 +58,11 @@ fn check_limits(config: &Config) -> Result<(), ConfigError> {
             ));
         }
     }
+    crate::fetch::proxy::ProxySettings::parse(
+        config.fetch.proxy.as_str(),
+        &config.fetch.proxy_hosts,
+    )
+    .map_err(|e| ConfigError::Invalid(e.to_string()))?;
     let one_request = crate::fetch::inflight::REQUEST_COST;
     if config.fetch.max_inflight_bytes < one_request {
         return invalid(format!(

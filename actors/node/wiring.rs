@@ -34,6 +34,10 @@ impl Node {
         idle_poll: Duration,
     ) -> Result<Addr<Node>, NodeError> {
         let tls = crate::fetch::tls::client_config(&config.fetch.extra_root_certificates)?;
+        let proxy = crate::fetch::proxy::ProxySettings::parse(
+            config.fetch.proxy.as_str(),
+            &config.fetch.proxy_hosts,
+        )?;
         let started = clock.now();
         let year = chrono::Datelike::year(&chrono::DateTime::<chrono::Utc>::from(started.wall));
         let scope = crate::url::Scope::new(&config.scope, &config.traps, year)?;
@@ -51,6 +55,22 @@ impl Node {
             config.storage.partitions = open_with;
         }
         Manifest::ensure(&data_dir, config.storage.partitions)?;
+        // Hosts ask the node digest questions, and the cluster's actors
+        // report to it: its mailbox exists first.
+        let node_ctx = Context::<Node>::new();
+        // A cluster node joins before anything opens: what can fail there
+        // (its credentials, the bridge's port) fails a start that has
+        // nothing to close yet. Until the node runs, what the cluster says
+        // waits in its mailbox.
+        let cluster = match config.cluster.enabled {
+            true => Some(Self::join(
+                &config,
+                node_ctx.address(),
+                metrics.clone(),
+                clock.clone(),
+            )?),
+            false => None,
+        };
         // A cluster node learns whether a partition's last run crashed from
         // the partition itself (`begin_run`), when it takes it: the data
         // directory is shared, and so would be a marker in it.
@@ -117,8 +137,15 @@ impl Node {
             tracing::warn!(file = %controls_path.display(), "the crawl is paused (by an operator, before this start): POST /api/v1/crawl/resume to go on");
         }
         let gate = Arc::new(FetchGate::new(&controls));
-        let fetcher =
-            FetcherPool::new(&config, tls, gate.clone(), metrics.clone(), clock.clone()).start();
+        let fetcher = FetcherPool::new(
+            &config,
+            tls,
+            proxy,
+            gate.clone(),
+            metrics.clone(),
+            clock.clone(),
+        )
+        .start();
         let settings = Arc::new(HostSettings::from_config(&config, crashed));
         let store_arbiters: Vec<Arbiter> = (0..config.storage.store_arbiters())
             .map(|_| Arbiter::new())
@@ -132,8 +159,6 @@ impl Node {
         // Hosts ask the DigestRouter, which asks the partitions: likewise.
         let (digests_tx, digests_rx) = actix::dev::channel::channel::<DigestRouter>(16);
         let digests_addr = Addr::new(digests_tx);
-        // Hosts ask the node digest questions: its mailbox exists first too.
-        let node_ctx = Context::<Node>::new();
         let pipeline = PipelineLinks {
             fetch: fetcher.clone().recipient(),
             parse: parser.clone().recipient(),
@@ -199,15 +224,6 @@ impl Node {
         store_arbiters[0].spawn_fn(move || {
             Context::with_receiver(digests_rx).run(router);
         });
-        let cluster = match config.cluster.enabled {
-            true => Some(Self::join(
-                &config,
-                node_ctx.address(),
-                metrics.clone(),
-                clock.clone(),
-            )?),
-            false => None,
-        };
         let self_addr = node_ctx.address();
         let mut schedule = Scheduler::new(
             config.storage.partitions,

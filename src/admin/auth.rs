@@ -173,6 +173,9 @@ mod tests {
             token_file,
             mutations,
             protect_reads: false,
+            tls: false,
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
         }
     }
 

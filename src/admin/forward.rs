@@ -69,11 +69,12 @@ pub async fn to_owner(
         .iter()
         .find(|m| &m.node == owner && m.live)?
         .admin?;
+    let peer = Peer { node: owner, admin };
     let path = match req.query_string() {
         "" => req.path().to_owned(),
         query => format!("{}?{query}", req.path()),
     };
-    let (status, answer) = send(&admin.to_string(), req, &path, body).await.ok()?;
+    let (status, answer) = send(state, peer, req, &path, body).await.ok()?;
     Some(
         HttpResponse::build(status)
             .content_type("application/json")
@@ -141,7 +142,13 @@ pub async fn to_peers(
         .filter(|m| m.node != view.node)
         .map(|m| async move {
             let answer = match (m.live, m.admin) {
-                (true, Some(admin)) => send(&admin.to_string(), req, path_and_query, body).await,
+                (true, Some(admin)) => {
+                    let peer = Peer {
+                        node: &m.node,
+                        admin,
+                    };
+                    send(state, peer, req, path_and_query, body).await
+                }
                 (true, None) => Err("it publishes no admin address".to_owned()),
                 (false, _) => Err("not live".to_owned()),
             };
@@ -153,19 +160,46 @@ pub async fn to_peers(
     futures_util::future::join_all(asks).await
 }
 
-/// Sends `req`'s method and authorization to `admin` at `path_and_query`,
-/// marked forwarded.
+/// Another node's admin API.
+#[derive(Clone, Copy)]
+struct Peer<'a> {
+    /// Its node id.
+    node: &'a str,
+    /// Where its API listens.
+    admin: std::net::SocketAddr,
+}
+
+/// The client and base URL for `peer`: HTTPS when this node's API serves
+/// HTTPS (a cluster's nodes share `[admin] tls`), trusting the cluster CA
+/// alone and checking the certificate names `peer`.
+fn client_for(state: &AdminState, peer: Peer<'_>) -> Result<(awc::Client, String), String> {
+    let Some(tls) = &state.tls else {
+        return Ok((awc::Client::new(), format!("http://{}", peer.admin)));
+    };
+    let ca = tls
+        .peers_ca
+        .as_ref()
+        .ok_or("[admin] tls is on and [cluster] tls_ca is not set: cannot check the peer")?;
+    let name = crate::cluster::tls::node_name(peer.node);
+    let config = super::tls::client_config(ca, Some(&name)).map_err(|e| e.to_string())?;
+    let connector = awc::Connector::new().rustls_0_23(config);
+    let client = awc::Client::builder().connector(connector).finish();
+    Ok((client, format!("https://{}", peer.admin)))
+}
+
+/// Sends `req`'s method and authorization to `peer`'s API at
+/// `path_and_query`, marked forwarded.
 async fn send(
-    admin: &str,
+    state: &AdminState,
+    peer: Peer<'_>,
     req: &HttpRequest,
     path_and_query: &str,
     body: Option<&serde_json::Value>,
 ) -> Result<(StatusCode, Bytes), String> {
-    let url = format!("http://{admin}{}", mark_forwarded(path_and_query));
+    let (client, base) = client_for(state, peer)?;
+    let url = format!("{base}{}", mark_forwarded(path_and_query));
     let method = Method::from_bytes(req.method().as_str().as_bytes()).map_err(|e| e.to_string())?;
-    let mut request = awc::Client::new()
-        .request(method, url)
-        .timeout(PEER_TIMEOUT);
+    let mut request = client.request(method, url).timeout(PEER_TIMEOUT);
     if let Some(auth) = req.headers().get(header::AUTHORIZATION) {
         request = request.insert_header((header::AUTHORIZATION, auth.clone()));
     }

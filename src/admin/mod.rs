@@ -31,6 +31,8 @@
 //! Every error is a JSON body with a stable code ([`error::ApiError`]):
 //! malformed JSON, wrong types, unknown fields, bodies over 1 MiB, a
 //! missing content type, unknown paths and methods all get a 4xx.
+//!
+//! With `[admin] tls = true` the API is served over HTTPS ([`tls`]).
 
 pub mod api;
 pub mod auth;
@@ -38,6 +40,7 @@ pub mod crawl;
 pub mod error;
 pub mod forward;
 pub mod hosts;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +61,9 @@ pub struct AdminState {
     node: Addr<Node>,
     metrics: Arc<Metrics>,
     access: Access,
+    /// The API's TLS, if it serves HTTPS: forwarding to other nodes then
+    /// uses HTTPS too.
+    tls: Option<tls::AdminTls>,
 }
 
 /// A running admin server.
@@ -89,7 +95,18 @@ pub fn start_on(
     node: Addr<Node>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<AdminServer> {
-    serve(Listen::Socket(listener), access, node, metrics)
+    serve(Listen::Socket(listener), access, None, node, metrics)
+}
+
+/// [`start_on`], serving HTTPS with `tls` if given (`[admin] tls`).
+pub fn start_secured_on(
+    listener: std::net::TcpListener,
+    access: Access,
+    tls: Option<tls::AdminTls>,
+    node: Addr<Node>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<AdminServer> {
+    serve(Listen::Socket(listener), access, tls, node, metrics)
 }
 
 /// Binds `listen` and serves the API with `access` rules.
@@ -99,7 +116,7 @@ pub fn start_with(
     node: Addr<Node>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<AdminServer> {
-    serve(Listen::Addr(listen), access, node, metrics)
+    serve(Listen::Addr(listen), access, None, node, metrics)
 }
 
 /// Where the server listens.
@@ -113,13 +130,16 @@ enum Listen<'a> {
 fn serve(
     listen: Listen<'_>,
     access: Access,
+    tls: Option<tls::AdminTls>,
     node: Addr<Node>,
     metrics: Arc<Metrics>,
 ) -> std::io::Result<AdminServer> {
+    let server_tls = tls.as_ref().map(|t| (*t.server).clone());
     let state = web::Data::new(AdminState {
         node,
         metrics,
         access,
+        tls,
     });
     let server = HttpServer::new(move || {
         App::new()
@@ -166,9 +186,11 @@ fn serve(
     })
     .workers(1)
     .disable_signals();
-    let server = match listen {
-        Listen::Addr(addr) => server.bind(addr)?,
-        Listen::Socket(listener) => server.listen(listener)?,
+    let server = match (listen, server_tls) {
+        (Listen::Addr(addr), None) => server.bind(addr)?,
+        (Listen::Addr(addr), Some(tls)) => server.bind_rustls_0_23(addr, tls)?,
+        (Listen::Socket(listener), None) => server.listen(listener)?,
+        (Listen::Socket(listener), Some(tls)) => server.listen_rustls_0_23(listener, tls)?,
     };
     let addr = server
         .addrs()

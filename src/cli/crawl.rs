@@ -106,6 +106,26 @@ async fn probe_state_store(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Binds the admin API's address (`[admin] listen`; a name that resolves
+/// to several addresses binds the first that can be bound).
+fn bind_admin(listen: &str) -> anyhow::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(listen).with_context(|| {
+        format!("binding the admin api to {listen} ([admin] listen; is another node running?)")
+    })
+}
+
+/// Stops a node that started when the crawl cannot go on (its seeds could
+/// not be offered, the admin API would not serve): gracefully, as at the
+/// end of a crawl, so that the error is reported by a process with nothing
+/// left running (an actor dropped with the runtime panics on its way out).
+async fn stop_after_failure(node: &actix::Addr<Node>) {
+    match node.send(Shutdown).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => tracing::error!(error = %err, "closing the archive after a failed start"),
+        Err(err) => tracing::error!(error = %err, "stopping the node after a failed start"),
+    }
+}
+
 /// Resolves once `[crawl] max_duration` has passed since `started`; never
 /// if it is 0 (or too far off to be a time).
 async fn time_limit(crawl: &CrawlConfig, started: Instant) {
@@ -135,17 +155,42 @@ pub async fn crawl(
         true => Some(trawl::admin::Access::from_config(&config.admin)?),
         false => None,
     };
+    let admin_tls = match config.admin.enabled {
+        true => trawl::admin::tls::AdminTls::from_config(&config)?,
+        false => None,
+    };
+    // Its port is taken before the node starts: a port in use is an
+    // error before anything opened (and nothing is left to stop).
+    let admin_socket = match &access {
+        Some(_) => Some(bind_admin(&config.admin.listen)?),
+        None => None,
+    };
     probe_state_store(&config).await?;
     let metrics = Arc::new(Metrics::for_node(config.node_id()));
     let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
-    let admin = if let Some(access) = access {
-        let server =
-            trawl::admin::start_with(&config.admin.listen, access, node.clone(), metrics.clone())
-                .with_context(|| format!("starting the admin server on {}", config.admin.listen))?;
-        tracing::info!(addr = %server.addr, "admin api listening (/metrics, /api/v1/openapi.json)");
-        Some(server)
-    } else {
-        None
+    let https = admin_tls.is_some();
+    let admin = match (admin_socket, access) {
+        (Some(socket), Some(access)) => {
+            let server = trawl::admin::start_secured_on(
+                socket,
+                access,
+                admin_tls,
+                node.clone(),
+                metrics.clone(),
+            );
+            let server = match server {
+                Ok(server) => server,
+                Err(err) => {
+                    stop_after_failure(&node).await;
+                    return Err(err).with_context(|| {
+                        format!("starting the admin server on {}", config.admin.listen)
+                    });
+                }
+            };
+            tracing::info!(addr = %server.addr, https, "admin api listening (/metrics, /api/v1/openapi.json)");
+            Some(server)
+        }
+        _ => None,
     };
     let joined = async {
         if config.cluster.enabled {
@@ -160,11 +205,18 @@ pub async fn crawl(
     // The time limit counts from the start: joining and seeding too.
     let mut early = Ended::Interrupted;
     let offered = tokio::select! {
-        offered = joined => Some(offered?),
+        offered = joined => Some(offered),
         _ = &mut stop => None,
         () = time_limit(&config.crawl, started) => {
             early = Ended::MaxDuration;
             None
+        }
+    };
+    let offered = match offered.transpose() {
+        Ok(offered) => offered,
+        Err(err) => {
+            stop_after_failure(&node).await;
+            return Err(err);
         }
     };
     let seeds = offered.unwrap_or_default();

@@ -1,7 +1,8 @@
 //! `trawl ctl`: the admin API from the command line, against a node's
 //! admin address. Mutations send the token from `--token-file` or
 //! `TRAWL_ADMIN_TOKEN`. An error answer prints its code and message and
-//! exits 1.
+//! exits 1. With `--ca FILE` it speaks HTTPS to an API served with
+//! `[admin] tls`, trusting that CA alone (see `trawl::admin::tls`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +22,15 @@ pub struct CtlArgs {
     /// Print the JSON answer as it is.
     #[arg(long)]
     json: bool,
+    /// HTTPS, trusting the CA certificate (PEM) in this file alone: for a
+    /// node whose admin API serves TLS (`[admin] tls = true`).
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// With `--ca`: the node whose certificate must be served (a cluster
+    /// certificate names `<ID>.node.trawl`, not the address). Without it,
+    /// the certificate must name the host of `--admin`.
+    #[arg(long, requires = "ca")]
+    node: Option<String>,
     #[command(subcommand)]
     command: CtlCommand,
 }
@@ -175,11 +185,18 @@ fn plan(command: &CtlCommand) -> (&'static str, String, Option<Value>) {
 /// Runs `trawl ctl`.
 pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     let token = token(args.token_file.as_ref())?;
-    let base = format!("http://{}", args.admin);
+    let tls = match &args.ca {
+        Some(ca) => {
+            trawl::fetch::install_crypto_provider();
+            let name = args.node.as_deref().map(trawl::cluster::tls::node_name);
+            Some(trawl::admin::tls::client_config(ca, name.as_deref())?)
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let (method, path, body) = plan(&args.command);
-    let url = format!("{base}{path}");
-    let (status, answer) = actix_rt::System::new()
-        .block_on(request(method, &url, token.as_deref(), body))
+    let url = format!("{scheme}://{}{path}", args.admin);
+    let (status, answer) = super::run_system(request(tls, method, &url, token.as_deref(), body))
         .with_context(|| format!("asking {url}"))?;
     if !(200..300).contains(&status) {
         let code = answer["code"].as_str().unwrap_or("?");
@@ -230,14 +247,19 @@ fn token(file: Option<&PathBuf>) -> anyhow::Result<Option<String>> {
 }
 
 async fn request(
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
     method: &str,
     url: &str,
     token: Option<&str>,
     body: Option<Value>,
 ) -> anyhow::Result<(u16, Value)> {
-    let client = awc::Client::builder()
-        .timeout(std::time::Duration::from_secs(30))
-        .finish();
+    let builder = awc::Client::builder().timeout(std::time::Duration::from_secs(30));
+    let client = match tls {
+        Some(tls) => builder
+            .connector(awc::Connector::new().rustls_0_23(tls))
+            .finish(),
+        None => builder.finish(),
+    };
     let method = awc::http::Method::from_bytes(method.as_bytes())?;
     let mut req = client.request(method, url);
     if let Some(token) = token {

@@ -106,7 +106,7 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
     let port = server.addr().port();
     tracing::info!(hosts = args.hosts, pages_per_host = args.pages_per_host, addr = %server.addr(), "synthetic web up");
 
-    let outcome = actix_rt::System::new().block_on(super::crawl::crawl(
+    let outcome = super::run_system(super::crawl::crawl(
         config.clone(),
         web.seeds(port).into_iter().map(Ok),
         super::crawl::RunMode {

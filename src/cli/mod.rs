@@ -14,6 +14,7 @@ pub mod url;
 
 pub mod ctl;
 
+use std::future::Future;
 use std::io::IsTerminal;
 
 use trawl::config::{LogColor, LogFormat};
@@ -34,4 +35,23 @@ pub fn init_logging(format: LogFormat, color: LogColor) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+}
+
+/// Runs `work` on a new actix system and drops the system inside its
+/// runtime.
+///
+/// Why: a command that fails after starting actors (the node started, its
+/// bridge's port then found in use) returns with actors the runtime never
+/// polled. Dropping the system polls each once more to stop it, and an
+/// actor starting then sets up its timers, which needs the runtime: outside
+/// it that is a panic ("there is no reactor running") printed before the
+/// command's own error. Inside it, they start and stop, and the error is
+/// the one line the user sees.
+pub fn run_system<F: Future>(work: F) -> F::Output {
+    let system = actix_rt::System::new();
+    let output = system.block_on(work);
+    let runtime = system.runtime().tokio_runtime().handle().clone();
+    let _inside = runtime.enter();
+    drop(system);
+    output
 }

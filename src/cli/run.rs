@@ -80,7 +80,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         until_idle: args.until_idle,
         reseed: args.reseed,
     };
-    let outcome = actix_rt::System::new().block_on(super::crawl::crawl(config, seeds, mode))?;
+    let outcome = super::run_system(super::crawl::crawl(config, seeds, mode))?;
     tracing::info!(
         completed = outcome.completed,
         warc_records = outcome.archive.records,

@@ -151,7 +151,7 @@ pub fn main(args: TestwebArgs) -> anyhow::Result<ExitCode> {
         server.addr(),
         server.addr().ip()
     );
-    actix_rt::System::new().block_on(async { super::crawl::shutdown_signal().await });
+    super::run_system(async { super::crawl::shutdown_signal().await });
     let records = server.log().records();
     server.stop();
     let report = audit_with(&records, 1, |host| {

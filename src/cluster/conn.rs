@@ -140,7 +140,7 @@ pub enum BridgeError {
     #[error("the bridge must be started inside an actix system")]
     NoRuntime,
     /// The listening socket could not be set up.
-    #[error("bridge cannot listen on {addr}: {source}")]
+    #[error("bridge cannot listen on {addr}")]
     Listen {
         /// The address.
         addr: SocketAddr,

@@ -104,11 +104,7 @@ impl NodeTls {
     pub fn load(ca: &Path, cert: &Path, key: &Path, node: &str) -> Result<Self, TlsError> {
         let roots = read_certs(ca)?;
         let chain = read_certs(cert)?;
-        let key_pem = read(key)?;
-        let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| TlsError::Pem {
-            path: key.to_owned(),
-            reason: format!("no private key: {e}"),
-        })?;
+        let key_der = read_key(key)?;
         if !certificate_names(&chain[0], node) {
             return Err(TlsError::NotOurs {
                 path: cert.to_owned(),
@@ -188,7 +184,17 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+/// The private key of a PEM file.
+pub fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let pem = read(path)?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|e| TlsError::Pem {
+        path: path.to_owned(),
+        reason: format!("no private key: {e}"),
+    })
+}
+
+/// The certificates of a PEM file (at least one).
+pub fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path)?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()

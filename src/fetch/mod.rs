@@ -24,6 +24,7 @@ pub mod gate;
 pub mod guard;
 pub mod inflight;
 pub mod pipeline;
+pub mod proxy;
 mod resolver;
 pub mod tls;
 
@@ -79,6 +80,11 @@ pub enum FetchError {
     /// did; the host (if alive) asks again later.
     #[error("not sent: {0}")]
     NotSent(String),
+    /// The egress proxy (`[fetch] proxy`) gave no tunnel: it refused,
+    /// answered something else than HTTP, or closed. Nothing reached the
+    /// site.
+    #[error("{0}")]
+    Proxy(String),
 }
 
 impl FetchError {
@@ -110,13 +116,14 @@ impl FetchError {
                 | FetchError::Reset(_)
                 | FetchError::Protocol(_)
                 | FetchError::NotSent(_)
+                | FetchError::Proxy(_)
         )
     }
 
     /// Every [`FetchError::kind`] label: the error counter exports each
     /// from the start (at 0), so a dashboard's error rate reads 0 rather
     /// than "no data" until the first error.
-    pub const KINDS: [&'static str; 10] = [
+    pub const KINDS: [&'static str; 11] = [
         "dns",
         "connect",
         "timeout",
@@ -127,6 +134,7 @@ impl FetchError {
         "tls",
         "too_large",
         "not_sent",
+        "proxy",
     ];
 
     /// The metric label of the error.
@@ -142,6 +150,7 @@ impl FetchError {
             FetchError::Tls(_) => "tls",
             FetchError::TooLarge(_) => "too_large",
             FetchError::NotSent(_) => "not_sent",
+            FetchError::Proxy(_) => "proxy",
         }
     }
 }
@@ -262,11 +271,13 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// Builds the client from the config with the TLS setup `tls` (see
-    /// [`tls::client_config`]); DNS lookups are counted in `metrics`, and
-    /// their answers expire on `clock`.
+    /// [`tls::client_config`]) and the egress proxy `proxy` (see
+    /// [`proxy`]); DNS lookups are counted in `metrics`, and their answers
+    /// expire on `clock`.
     pub fn new(
         config: &Config,
         tls: Arc<rustls::ClientConfig>,
+        proxy: Option<proxy::ProxySettings>,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
         clock: crate::clock::SharedClock,
     ) -> Self {
@@ -294,10 +305,11 @@ impl HttpClient {
             idle_timeout: config.fetch.idle_timeout,
             max_body_bytes: config.fetch.max_body_bytes,
         };
-        let tcp = actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(
+        let direct = actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(
             resolver.clone(),
         ))
         .service();
+        let tcp = proxy::ProxyConnector::new(direct, proxy, resolver.clone());
         let connector = awc::Connector::new()
             .connector(tcp)
             .rustls_0_23(tls)
@@ -504,6 +516,9 @@ fn classify_send_error(err: awc::error::SendRequestError) -> FetchError {
         },
         E::Connect(ConnectError::Unresolved) => FetchError::Dns("unresolved".into()),
         E::Connect(ConnectError::Disconnected) => FetchError::Reset("disconnected".into()),
+        E::Connect(ConnectError::Io(e)) if proxy::proxy_error(&e).is_some() => {
+            FetchError::Proxy(e.to_string())
+        }
         E::Connect(ConnectError::Io(e)) if is_tls(&e) => FetchError::Tls(e.to_string()),
         E::Connect(ConnectError::Io(e)) if is_reset(&e) => FetchError::Reset(e.to_string()),
         E::Connect(e) => FetchError::Connect(e.to_string()),
@@ -642,6 +657,7 @@ mod tests {
             FetchError::Tls(s()),
             FetchError::TooLarge(s()),
             FetchError::NotSent(s()),
+            FetchError::Proxy(s()),
         ];
         let kinds: Vec<&str> = all.iter().map(FetchError::kind).collect();
         assert_eq!(kinds, FetchError::KINDS);

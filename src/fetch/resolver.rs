@@ -60,14 +60,19 @@ impl DnsOverrides {
         if let Some(ip) = self.exact.get(&host) {
             return Some(*ip);
         }
-        self.wildcards.iter().find_map(|(suffix, ip)| {
-            let matches = host == *suffix
-                || (host.len() > suffix.len()
-                    && host.ends_with(suffix.as_str())
-                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.');
-            matches.then_some(*ip)
-        })
+        self.wildcards
+            .iter()
+            .find_map(|(suffix, ip)| suffix_matches(&host, suffix).then_some(*ip))
     }
+}
+
+/// Whether `host` (lower-case, no trailing dot) is `suffix` or ends with it
+/// at a label boundary: the meaning of a `*.suffix` host pattern.
+pub(crate) fn suffix_matches(host: &str, suffix: &str) -> bool {
+    host == suffix
+        || (host.len() > suffix.len()
+            && host.ends_with(suffix)
+            && host.as_bytes()[host.len() - suffix.len() - 1] == b'.')
 }
 
 /// The awc resolver: overrides, then the cached system resolver, then the
