@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use actix::prelude::*;
 
 use super::messages::{
-    Archive, ArchiveRemoval, ArchiveSnapshot, ArchiveUploaded, CloseArchive, Failure,
+    Archive, ArchiveDns, ArchiveRemoval, ArchiveSnapshot, ArchiveUploaded, CloseArchive, Failure,
     GetArchiveSnapshot, HandOver, WarcClosed,
 };
 use crate::archive::{ArchiveHealth, Archived, Archiver};
@@ -102,7 +102,8 @@ impl ArchiveActor {
             config.dedup.clone(),
             config.recrawl.change_distance,
             metrics.clone(),
-        );
+        )
+        .with_metadata_records(config.warc.metadata_records);
         if config.storage.sync_writes {
             let commit = GroupCommit::start(GroupSettings::default(), metrics.clone())
                 .map_err(ArchiveOpenError::Sync)?;
@@ -193,6 +194,17 @@ impl Handler<ArchiveRemoval> for ArchiveActor {
         });
         self.queue_handover(ctx);
         ticket
+    }
+}
+
+impl Handler<ArchiveDns> for ArchiveActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ArchiveDns, ctx: &mut Self::Context) {
+        if let Err(err) = self.archiver.dns(&msg.0) {
+            tracing::warn!(host = %msg.0.host, error = %err, "writing a dns record failed");
+        }
+        self.queue_handover(ctx);
     }
 }
 

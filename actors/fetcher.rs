@@ -61,12 +61,14 @@ struct Sizing {
 }
 
 impl FetcherPool {
-    /// A pool for `config` with the TLS setup `tls` and the egress proxy
-    /// `proxy` (must be created on the arbiter it runs on).
+    /// A pool for `config` with the TLS setup `tls`, the egress proxy
+    /// `proxy` and the log of DNS answers `dns_log` (must be created on
+    /// the arbiter it runs on).
     pub fn new(
         config: &Config,
         tls: Arc<rustls::ClientConfig>,
         proxy: Option<crate::fetch::proxy::ProxySettings>,
+        dns_log: Option<crate::fetch::DnsLog>,
         gate: Arc<FetchGate>,
         metrics: Arc<Metrics>,
         clock: crate::clock::SharedClock,
@@ -89,7 +91,14 @@ impl FetcherPool {
         let processing_places = config.fetch.max_pipeline_pages;
         metrics.fetch_concurrency_limit.set(slot_count as i64);
         FetcherPool {
-            client: Rc::new(HttpClient::new(config, tls, proxy, metrics.clone(), clock)),
+            client: Rc::new(HttpClient::new(
+                config,
+                tls,
+                proxy,
+                dns_log,
+                metrics.clone(),
+                clock,
+            )),
             slots: Rc::new(Semaphore::new(slot_count)),
             slot_count,
             pipeline: PipelineBound::new(

@@ -38,6 +38,7 @@ use crate::frontier::host::{
 use crate::frontier::importance;
 use crate::frontier::lifecycle::{self, Observed};
 use crate::frontier::page_flow::PageStep;
+use crate::frontier::provenance::Hop;
 use crate::frontier::response::{self, Plan};
 use crate::frontier::{Candidate, EntryKind};
 use crate::metrics::{GaugeHold, Metrics};
@@ -641,7 +642,14 @@ impl Runner {
         let header =
             response::header_directives(&job.response, &self.settings.robots.product_token);
         let not_modified = plan == Plan::NotModified;
-        let (found, record) = match plan {
+        // How what this response leads to was reached from it.
+        let hop = match &plan {
+            Plan::ReadSitemap => Some(Hop::Manifest),
+            Plan::ParseHtml => Some(Hop::Link),
+            Plan::Archive { .. } => Some(Hop::Redirect),
+            Plan::NotArchived | Plan::NotModified => None,
+        };
+        let (mut found, record) = match plan {
             Plan::NotArchived => (Vec::new(), None),
             Plan::NotModified => {
                 let mut record = self.record(job, None);
@@ -684,6 +692,7 @@ impl Runner {
                 record.simhash = findings.simhash;
                 record.digest = Some(parsed.digest);
                 let mut links = findings.found;
+                record.outlinks = links.iter().map(|c| c.url.to_string()).collect();
                 if self.settings.ordering == importance::Ordering::Importance {
                     importance::share_links(job.entry.cash(), &job.url, &mut links);
                 }
@@ -694,11 +703,17 @@ impl Runner {
                 // A redirect's target is the URL that redirected, moved.
                 let found = found.map(|target| Candidate {
                     cash: job.entry.cash(),
-                    ..target
+                    ..*target
                 });
                 (found.into_iter().collect(), Some(self.record(job, meta)))
             }
         };
+        if let Some(hop) = hop {
+            let via: Arc<str> = Arc::from(job.url.as_str());
+            for candidate in &mut found {
+                candidate.provenance = value.provenance.then(&via, hop);
+            }
+        }
         Ok(Read {
             simhash: record.as_ref().and_then(|r| r.simhash),
             found,
@@ -752,6 +767,7 @@ impl Runner {
         };
         let mut msg = Archive::side(job.url.clone(), job.response.clone(), kind);
         msg.depth = job.entry.value.depth;
+        msg.provenance = job.entry.value.provenance.clone();
         msg.score = job.entry.rank().map(|rank| rank.cash().get());
         if let Some(score) = msg.score {
             self.metrics.fetched_score.observe(f64::from(score));

@@ -612,6 +612,13 @@ pub struct ArchiveRemoval(pub crate::frontier::host::Removed);
 #[rtype(result = "()")]
 pub struct HandOver;
 
+/// Archives a DNS answer the fetcher obtained as a `dns:` record
+/// (`[warc] dns_records`). Told, not asked: a record that cannot be
+/// written is logged, and no page waits for it.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ArchiveDns(pub crate::fetch::Resolved);
+
 /// Flushes and closes the current WARC file and syncs the events file.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Result<ArchiveSnapshot, Failure>")]

@@ -53,10 +53,10 @@ use super::cluster::{ClusterActor, ClusterSettings, Leave};
 use super::digests::{self, DigestRouter};
 use super::fetcher::FetcherPool;
 use super::messages::{
-    Admission, AdmitBatch, ArchiveOpened, ArchiveSnapshot, BridgeInbound, Candidate, CloseArchive,
-    CloseConnections, ClusterIdle, DigestQuery, Discover, Drain, Failure, FinishUploads,
-    GetPartitionSnapshot, Hold, Holding, LocalWork, PipelineLinks, QueueEmptied, RemoteAdmit,
-    RemoteDigest, SendBatch, SendDigest, UrlOutcome,
+    Admission, AdmitBatch, ArchiveDns, ArchiveOpened, ArchiveSnapshot, BridgeInbound, Candidate,
+    CloseArchive, CloseConnections, ClusterIdle, DigestQuery, Discover, Drain, Failure,
+    FinishUploads, GetPartitionSnapshot, Hold, Holding, LocalWork, PipelineLinks, QueueEmptied,
+    RemoteAdmit, RemoteDigest, SendBatch, SendDigest, UrlOutcome,
 };
 use super::ownership::{NodeOrders, OwnershipActor, OwnershipSettings};
 use super::parser::ParserPool;

@@ -145,6 +145,7 @@ impl SeenSet {
             referrer: c.referrer,
             lastmod_ms: c.lastmod_ms,
             cash: c.cash,
+            provenance: c.provenance,
         })
     }
 
@@ -454,6 +455,7 @@ mod tests {
                     // whose link still counts toward a.test's budget.
                     vec![linked(page, "a.test"), linked(page, "b.test")],
                     vec![Candidate {
+                        provenance: Default::default(),
                         priority: Priority::SEED,
                         ..linked(page, "a.test")
                     }],
@@ -487,6 +489,7 @@ mod tests {
 
     fn candidate(url: &str) -> Candidate {
         Candidate {
+            provenance: Default::default(),
             url: url::Url::parse(url).unwrap(),
             depth: 1,
             priority: Priority::NORMAL,
@@ -699,6 +702,7 @@ mod tests {
             .start();
             let seeds = ["http://full.test/", "http://room.test/"]
                 .map(|u| Candidate {
+                    provenance: Default::default(),
                     depth: 0,
                     priority: Priority::SEED,
                     ..candidate(u)

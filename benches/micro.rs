@@ -108,6 +108,10 @@ fn pathological_pages(c: &mut Criterion) {
 }
 
 fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
+    // Links found on one page: each keeps the page it was found on.
+    let via: std::sync::Arc<str> = std::sync::Arc::from("http://site0000.test/p/0.html");
+    let provenance = trawl::frontier::provenance::Provenance::seed()
+        .then(&via, trawl::frontier::provenance::Hop::Link);
     (start..start + n)
         .map(|i| {
             let url = format!("http://site{:04}.test/p/{i}.html", i % 1000);
@@ -122,6 +126,7 @@ fn entries(start: u64, n: u64) -> Vec<AdmitEntry> {
                 referrer: None,
                 lastmod_ms: None,
                 cash: trawl::frontier::importance::Cash::new(1.0 / (i % 97 + 1) as f32),
+                provenance: provenance.clone(),
             }
         })
         .collect()

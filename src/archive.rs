@@ -43,6 +43,7 @@ use crate::events::{Event, EventKind, EventWriter};
 use crate::fetch::FetchResponse;
 use crate::frontier::host::Removed;
 use crate::frontier::lifecycle;
+use crate::frontier::provenance::Provenance;
 use crate::metrics::Metrics;
 use crate::store::{StoredCopy, Visit};
 use crate::warc::{Exchange, Stored, WarcRef, WarcWriter};
@@ -81,6 +82,10 @@ pub struct ArchiveRequest {
     /// Where the payload is stored in full, as its digest's partition
     /// answered (a dedup candidate's, asked before archiving).
     pub stored: Option<StoredCopy>,
+    /// Where the URL was found (`frontier/provenance.rs`).
+    pub provenance: Provenance,
+    /// The links found on the page, for its metadata record.
+    pub outlinks: Vec<String>,
 }
 
 /// What archiving a response produced, for the URL's record.
@@ -124,6 +129,8 @@ impl ArchiveRequest {
             not_modified: false,
             digest: None,
             stored: None,
+            provenance: Provenance::seed(),
+            outlinks: Vec::new(),
         }
     }
 
@@ -135,6 +142,17 @@ impl ArchiveRequest {
             && !self.response.body.is_empty()
             && !self.response.truncated
     }
+}
+
+/// The block of a `dns:` record (see [`Archiver::dns`]).
+fn dns_block(resolved: &crate::fetch::Resolved, at: chrono::DateTime<chrono::Utc>) -> String {
+    let ttl = resolved.ttl.map_or(0, |t| t.as_secs());
+    let mut block = at.format("%Y%m%d%H%M%S\n").to_string();
+    for ip in &resolved.addresses {
+        let kind = if ip.is_ipv4() { "A" } else { "AAAA" };
+        block.push_str(&format!("{}.\t{ttl}\tIN\t{kind}\t{ip}\n", resolved.host));
+    }
+    block
 }
 
 /// What [`Archiver::write`] stored.
@@ -183,6 +201,8 @@ pub struct Archiver {
     tickets: Tickets,
     /// With `sync_writes`: the events file's handle for the group commit.
     events_handle: Option<SyncHandle>,
+    /// `[warc] metadata_records`.
+    metadata_records: bool,
 }
 
 impl Archiver {
@@ -205,7 +225,15 @@ impl Archiver {
             metrics,
             tickets: Tickets::handover(),
             events_handle: None,
+            metadata_records: false,
         }
+    }
+
+    /// Writes a `metadata` record beside each page's and sitemap's
+    /// response (`[warc] metadata_records`).
+    pub fn with_metadata_records(mut self, on: bool) -> Self {
+        self.metadata_records = on;
+        self
     }
 
     /// Makes every record and event durable through `commit` before its
@@ -346,6 +374,7 @@ impl Archiver {
                 durable: None,
             });
         };
+        self.write_metadata(&req, date, &stored)?;
         let event = Event {
             duplicate_of,
             changed,
@@ -464,6 +493,7 @@ impl Archiver {
         self.metrics
             .warc_bytes
             .inc_by(self.warc.bytes() - records_before);
+        self.write_metadata(req, exchange.date, &stored)?;
         let event = Event {
             duplicate_of: Some(copy.uri.clone()),
             changed: Some(false),
@@ -480,6 +510,60 @@ impl Archiver {
         })
     }
 
+    /// The `metadata` record of a page's or sitemap's response (or
+    /// revisit) `stored`, as Heritrix writes it: the URL it was found on,
+    /// its hop path, the fetch's duration and its outlinks (each with the
+    /// hop it is, `L`, and where it was found, `a/@href`).
+    fn write_metadata(
+        &mut self,
+        req: &ArchiveRequest,
+        date: chrono::DateTime<chrono::Utc>,
+        stored: &Stored,
+    ) -> Result<(), Failure> {
+        if !self.metadata_records || !matches!(req.kind, EventKind::Page | EventKind::Sitemap) {
+            return Ok(());
+        }
+        let mut fields: Vec<(&str, String)> = Vec::with_capacity(3 + req.outlinks.len());
+        if let Some(via) = &req.provenance.via {
+            fields.push(("via", via.to_string()));
+        }
+        let hops = req.provenance.hops.as_str();
+        if !hops.is_empty() {
+            fields.push(("hopsFromSeed", hops.to_owned()));
+        }
+        let fetch_ms = req.response.elapsed.as_millis();
+        fields.push(("fetchTimeMs", fetch_ms.to_string()));
+        for link in &req.outlinks {
+            fields.push(("outlink", format!("{link} L a/@href")));
+        }
+        let before = self.warc.bytes();
+        self.warc
+            .write_metadata(req.url.as_str(), date, &stored.record_id, &fields)
+            .map_err(|e| Failure::Archive(e.to_string()))?;
+        self.metrics.warc_records.inc();
+        self.metrics.warc_bytes.inc_by(self.warc.bytes() - before);
+        Ok(())
+    }
+
+    /// Writes the `dns:` record of a DNS answer the fetcher obtained, as
+    /// Heritrix does: a `response` record of type `text/dns` whose block
+    /// is the answer's time (`YYYYMMDDHHMMSS`) and its address records,
+    /// one a line (`name. TTL IN A|AAAA address`; an answer from `[dns]
+    /// overrides` has TTL 0).
+    pub fn dns(&mut self, resolved: &crate::fetch::Resolved) -> Result<(), Failure> {
+        self.leave_failed_file();
+        let at = chrono::DateTime::<chrono::Utc>::from(resolved.at);
+        let block = dns_block(resolved, at);
+        let before = self.warc.bytes();
+        let record = crate::warc::Record::dns(&resolved.host, at, block);
+        self.warc
+            .write_record(&record)
+            .map_err(|e| Failure::Archive(e.to_string()))?;
+        self.metrics.warc_records.inc();
+        self.metrics.warc_bytes.inc_by(self.warc.bytes() - before);
+        Ok(())
+    }
+
     /// The event of a stored response.
     fn event(
         req: &ArchiveRequest,
@@ -488,6 +572,8 @@ impl Archiver {
         sha256: &[u8; 32],
     ) -> Event {
         let resp = &req.response;
+        // Pages and sitemaps were found somewhere; robots.txt was not.
+        let found = matches!(req.kind, EventKind::Page | EventKind::Sitemap);
         Event {
             url: req.url.to_string(),
             canonical_url: req.canonical.as_ref().map(|u| u.to_string()),
@@ -507,6 +593,13 @@ impl Archiver {
             changed: None,
             reason: None,
             file: None,
+            via: found
+                .then(|| req.provenance.via.as_deref().map(str::to_owned))
+                .flatten(),
+            hop: found.then(|| req.provenance.how().to_owned()),
+            hops: found.then(|| req.provenance.hops.as_str().to_owned()),
+            fetch_ms: Some(resp.elapsed.as_millis() as u64),
+            ip: resp.ip.map(|ip| ip.to_string()),
         }
     }
 
@@ -546,6 +639,11 @@ impl Archiver {
             changed: None,
             reason: Some(removed.reason.as_str().to_owned()),
             file: None,
+            via: None,
+            hop: None,
+            hops: None,
+            fetch_ms: None,
+            ip: None,
         };
         self.metrics
             .removed
@@ -576,6 +674,11 @@ impl Archiver {
             changed: None,
             reason: None,
             file: Some(upload.file.clone()),
+            via: None,
+            hop: None,
+            hops: None,
+            fetch_ms: None,
+            ip: None,
         };
         // The sync pushes the events buffer out: the records its lines
         // point at go first.

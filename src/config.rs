@@ -826,6 +826,13 @@ pub struct WarcConfig {
     /// 65,535, what one stored deflate block holds. See
     /// `crate::warc::compress` for why.
     pub store_below: usize,
+    /// Write a `metadata` record beside each page's and sitemap's
+    /// response (how it was reached, the fetch's duration, its outlinks;
+    /// see [`crate::archive`]).
+    pub metadata_records: bool,
+    /// Write each DNS answer the crawl obtains as a `dns:` record
+    /// ([`crate::archive::Archiver::dns`]).
+    pub dns_records: bool,
 }
 
 /// How pages are read (`[parse] engine`).

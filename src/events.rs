@@ -77,6 +77,26 @@ pub struct Event {
     /// `url`, the file's SHA-256 `content_sha256`); absent from others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
+    /// The URL whose fetch found this one (a page's link, a redirect, a
+    /// sitemap or robots.txt listing it); absent for seeds and from
+    /// robots.txt, removal and upload events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// How it was reached last: `seed`, `link`, `redirect` or `sitemap`
+    /// (page and sitemap events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop: Option<String>,
+    /// Its hop path from the seed, one letter a hop (`L` link, `R`
+    /// redirect, `M` sitemap; empty for a seed), as Heritrix writes it
+    /// (`src/frontier/provenance.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hops: Option<String>,
+    /// Milliseconds from the request's start to its last body byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch_ms: Option<u64>,
+    /// The address fetched from (also the record's `WARC-IP-Address`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
 }
 
 /// Serde's test for a count left out of an event when it is 0.
@@ -263,6 +283,11 @@ mod tests {
             changed: None,
             reason: None,
             file: None,
+            via: None,
+            hop: None,
+            hops: None,
+            fetch_ms: None,
+            ip: None,
         }
     }
 

@@ -64,6 +64,7 @@ impl Node {
             .iter()
             .flatten()
             .map(|url| Candidate {
+                provenance: Default::default(),
                 referrer: None,
                 url: url.clone(),
                 depth: 0,

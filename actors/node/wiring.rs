@@ -137,10 +137,17 @@ impl Node {
             tracing::warn!(file = %controls_path.display(), "the crawl is paused (by an operator, before this start): POST /api/v1/crawl/resume to go on");
         }
         let gate = Arc::new(FetchGate::new(&controls));
+        // The fetcher's DNS answers go to the archive as `dns:` records.
+        let dns_log = config.warc.dns_records.then(|| {
+            let archive = archive.clone();
+            std::rc::Rc::new(move |resolved| archive.do_send(ArchiveDns(resolved)))
+                as crate::fetch::DnsLog
+        });
         let fetcher = FetcherPool::new(
             &config,
             tls,
             proxy,
+            dns_log,
             gate.clone(),
             metrics.clone(),
             clock.clone(),

@@ -34,8 +34,9 @@ use crate::dedup::exact::{DigestAsk, DigestReply};
 use crate::store::StoredCopy;
 
 /// The version of this protocol; a peer speaking an older one is refused.
-/// Version 2 added digest questions, version 3 the links' cash.
-pub const PROTOCOL_VERSION: u16 = 3;
+/// Version 2 added digest questions, version 3 the links' cash, version 4
+/// their provenance (via, hop path).
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// The largest frame accepted (and sent): a batch of links is far below
 /// it; anything larger is a broken or hostile peer.
@@ -232,6 +233,11 @@ pub struct WireEntry {
     /// Its estimated importance (`frontier/importance.rs`), so a cluster
     /// orders its hosts' queues as one crawler would (since protocol 3).
     pub cash: crate::frontier::importance::Cash,
+    /// The URL it was found on (`frontier/provenance.rs`; since protocol
+    /// 4).
+    pub via: Option<String>,
+    /// Its hop path from its seed (since protocol 4).
+    pub hops: String,
 }
 
 /// The kind of a [`WireEntry`].
@@ -271,6 +277,8 @@ impl From<&crate::store::AdmitEntry> for WireEntry {
             referrer: e.referrer.clone(),
             lastmod_ms: e.lastmod_ms,
             cash: e.cash,
+            via: e.provenance.via.as_deref().map(str::to_owned),
+            hops: e.provenance.hops.as_str().to_owned(),
         }
     }
 }
@@ -293,6 +301,10 @@ impl From<WireEntry> for crate::store::AdmitEntry {
             referrer: w.referrer,
             lastmod_ms: w.lastmod_ms,
             cash: w.cash,
+            provenance: crate::frontier::provenance::Provenance {
+                via: w.via.map(|v| std::sync::Arc::from(v.as_str())),
+                hops: crate::frontier::provenance::HopPath::from_letters(&w.hops),
+            },
         }
     }
 }
@@ -420,6 +432,8 @@ mod tests {
             referrer: Some("b.test".into()),
             cash: crate::frontier::importance::Cash::new(0.125),
             lastmod_ms: Some(1_700_000_000_000),
+            via: Some(format!("http://b.test/{i}")),
+            hops: "LLM".into(),
         }
     }
 

@@ -130,6 +130,7 @@ mod tests {
 
     fn link(url: &str, host: &str, referrer: Option<&str>) -> AdmitEntry {
         AdmitEntry {
+            provenance: Default::default(),
             referrer: referrer.map(str::to_owned),
             ..entry(url, host)
         }

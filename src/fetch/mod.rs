@@ -39,7 +39,7 @@ use url::Url;
 use body::BodyBuffer;
 
 pub use guard::{AddressPolicy, SsrfDenied};
-pub use resolver::{DnsOverrides, OverrideResolver};
+pub use resolver::{DnsLog, DnsOverrides, OverrideResolver, Resolved};
 
 use crate::config::Config;
 
@@ -272,12 +272,13 @@ pub struct HttpClient {
 impl HttpClient {
     /// Builds the client from the config with the TLS setup `tls` (see
     /// [`tls::client_config`]) and the egress proxy `proxy` (see
-    /// [`proxy`]); DNS lookups are counted in `metrics`, and their answers
-    /// expire on `clock`.
+    /// [`proxy`]); DNS lookups are counted in `metrics`, their answers
+    /// expire on `clock` and each answer obtained is told to `dns_log`.
     pub fn new(
         config: &Config,
         tls: Arc<rustls::ClientConfig>,
         proxy: Option<proxy::ProxySettings>,
+        dns_log: Option<DnsLog>,
         metrics: std::sync::Arc<crate::metrics::Metrics>,
         clock: crate::clock::SharedClock,
     ) -> Self {
@@ -295,7 +296,8 @@ impl HttpClient {
             metrics,
             dns_backend::backend(config.dns.resolver, &config.dns.nameservers),
             clock,
-        );
+        )
+        .with_log(dns_log);
         let limits = FetchLimits {
             connect_timeout: config.fetch.connect_timeout,
             handshake_timeout: config.fetch.handshake_timeout,

@@ -9,6 +9,13 @@
 //!
 //! The resolver remembers the address each host last resolved to, so the
 //! archive can write `WARC-IP-Address` (awc does not report the peer).
+//!
+//! Each answer the crawl obtains is told to a [`DnsLog`], if one is set
+//! (the archive writes it as a `dns:` record, as Heritrix does): every
+//! lookup that asked the backend and got addresses, and an override the
+//! first time it answers for a name (its record says what the crawl
+//! used). Cache hits and lookups that joined one in flight are not told:
+//! they are the same answer.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -25,6 +32,27 @@ use super::dns_cache::{Answer, DnsCache, DnsCacheSettings};
 use super::guard::{AddressPolicy, SsrfDenied};
 use crate::clock::SharedClock;
 use crate::metrics::Metrics;
+
+/// A name's addresses as the crawl obtained them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The name.
+    pub host: String,
+    /// Its addresses.
+    pub addresses: Vec<IpAddr>,
+    /// How long the answer may be kept, if the source said (an override:
+    /// none).
+    pub ttl: Option<std::time::Duration>,
+    /// When it was obtained.
+    pub at: std::time::SystemTime,
+}
+
+/// Told each answer the crawl obtains (see the module docs).
+pub type DnsLog = Rc<dyn Fn(Resolved)>;
+
+/// At most this many names are remembered as having had their override
+/// told; past it the set starts again (an override is then told again).
+const TOLD_OVERRIDES: usize = 100_000;
 
 /// `[dns] overrides`: exact names and `*.` suffix patterns.
 #[derive(Debug, Clone, Default)]
@@ -89,6 +117,10 @@ pub struct OverrideResolver {
     metrics: Arc<Metrics>,
     /// What the cache's TTLs count on: the node's clock.
     clock: SharedClock,
+    /// Told each answer obtained, if set.
+    log: Option<DnsLog>,
+    /// Names whose override was told already.
+    told_overrides: Rc<RefCell<std::collections::HashSet<String>>>,
 }
 
 impl OverrideResolver {
@@ -111,6 +143,26 @@ impl OverrideResolver {
             backend,
             metrics,
             clock,
+            log: None,
+            told_overrides: Rc::default(),
+        }
+    }
+
+    /// Tells `log` each answer obtained from now on.
+    pub fn with_log(mut self, log: Option<DnsLog>) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// Tells the log of an answer, if there is a log.
+    fn tell(&self, host: &str, addresses: &[IpAddr], ttl: Option<std::time::Duration>) {
+        if let Some(log) = &self.log {
+            log(Resolved {
+                host: host.to_owned(),
+                addresses: addresses.to_vec(),
+                ttl,
+                at: self.clock.now().wall,
+            });
         }
     }
 
@@ -120,6 +172,15 @@ impl OverrideResolver {
         let count = |result: &str| self.metrics.dns_lookups.with_label_values(&[result]).inc();
         if let Some(ip) = self.overrides.lookup(host) {
             count("override");
+            if self.log.is_some() {
+                let mut told = self.told_overrides.borrow_mut();
+                if told.len() >= TOLD_OVERRIDES {
+                    told.clear();
+                }
+                if told.insert(host.to_owned()) {
+                    self.tell(host, &[ip], None);
+                }
+            }
             return Ok(vec![ip]);
         }
         if let Some(answer) = self.cache.borrow().get(host, self.clock.now().at) {
@@ -144,8 +205,9 @@ impl OverrideResolver {
             host: host.to_owned(),
         };
         let Lookup { answer, ttl } = shared.await;
-        if answer.is_err() {
-            count("error");
+        match &answer {
+            Ok(addresses) => self.tell(host, addresses, ttl),
+            Err(_) => count("error"),
         }
         self.cache
             .borrow_mut()
@@ -302,6 +364,63 @@ mod tests {
             (by("miss"), by("coalesced"), by("hit"), by("error")),
             (5, 4, 2, 1)
         );
+    }
+
+    #[test]
+    fn each_answer_obtained_is_told_once_and_the_cache_tells_nothing() {
+        let backend: Backend = Rc::new(|host: String| {
+            async move {
+                actix_rt::time::sleep(Duration::from_millis(5)).await;
+                let answer = match host.as_str() {
+                    "nx.example" => Err("no such name".to_owned()),
+                    _ => Ok(vec!["192.0.2.7".parse().unwrap()]),
+                };
+                Lookup {
+                    answer,
+                    ttl: Some(Duration::from_secs(300)),
+                }
+            }
+            .boxed_local()
+        });
+        let settings = DnsCacheSettings {
+            min_ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(3600),
+            negative_ttl: Duration::from_secs(30),
+            max_entries: 100,
+        };
+        let clock = crate::clock::ManualClock::new();
+        let mut overrides = BTreeMap::new();
+        overrides.insert("over.test".to_owned(), "127.0.0.9".parse().unwrap());
+        let told: Rc<RefCell<Vec<Resolved>>> = Rc::default();
+        let log = told.clone();
+        let resolver = OverrideResolver::new(
+            DnsOverrides::new(&overrides),
+            AddressPolicy::default(),
+            settings,
+            Arc::new(Metrics::new()),
+            backend,
+            Arc::new(clock.clone()),
+        )
+        .with_log(Some(Rc::new(move |r| log.borrow_mut().push(r))));
+        actix_rt::System::new().block_on(async {
+            let asks = (0..3).map(|_| resolver.addresses("site.example"));
+            futures_util::future::join_all(asks).await;
+            resolver.addresses("site.example").await.unwrap();
+            assert!(resolver.addresses("nx.example").await.is_err());
+            resolver.addresses("over.test").await.unwrap();
+            resolver.addresses("over.test").await.unwrap();
+            clock.advance(Duration::from_secs(301));
+            resolver.addresses("site.example").await.unwrap();
+        });
+        let told = told.borrow();
+        let names: Vec<&str> = told.iter().map(|r| r.host.as_str()).collect();
+        // A lookup and its joiners once, the override once, the lookup
+        // again once its answer expired; never the failure or a hit.
+        assert_eq!(names, ["site.example", "over.test", "site.example"]);
+        assert_eq!(told[0].addresses, ["192.0.2.7".parse::<IpAddr>().unwrap()]);
+        assert_eq!(told[0].ttl, Some(Duration::from_secs(300)));
+        assert_eq!(told[1].ttl, None, "an override has no TTL");
+        assert!(told[2].at > told[0].at, "dated on the node's clock");
     }
 
     #[test]

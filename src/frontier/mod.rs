@@ -17,6 +17,7 @@ pub mod importance;
 pub mod lifecycle;
 pub mod listing;
 pub mod page_flow;
+pub mod provenance;
 pub mod recrawl;
 pub mod response;
 
@@ -107,6 +108,9 @@ pub struct Candidate {
     /// Its estimated importance ([`importance`]): its share of the cash
     /// of the page it was found on, or a seed's.
     pub cash: importance::Cash,
+    /// Where it was found and by which hops from its seed
+    /// ([`provenance`]): set by whoever read the response it came from.
+    pub provenance: provenance::Provenance,
 }
 
 impl Candidate {
@@ -120,6 +124,7 @@ impl Candidate {
     /// [`Candidate::referrer_of`]).
     pub fn linked_from(url: Url, depth: u32, referrer: String) -> Self {
         Candidate {
+            provenance: Default::default(),
             url,
             depth,
             priority: Priority::NORMAL,

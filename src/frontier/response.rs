@@ -24,6 +24,7 @@ use std::time::{Duration, SystemTime};
 use url::Url;
 
 use super::importance::Cash;
+use super::provenance::{Hop, Provenance};
 use super::{Candidate, EntryKind, Priority};
 use crate::fetch::{FetchError, FetchResponse};
 use crate::metrics::Metrics;
@@ -141,7 +142,7 @@ pub enum Plan {
     /// Archive as it is, offering `found` (a redirect's target, if any).
     Archive {
         /// The redirect target to queue.
-        found: Option<Candidate>,
+        found: Option<Box<Candidate>>,
     },
     /// A non-HTML 2xx with `archive_non_html` off: count it, store nothing.
     NotArchived,
@@ -173,7 +174,8 @@ pub fn plan(
         EntryKind::Sitemap { .. } => Plan::Archive { found: None },
         _ if ok && response.is_html() => Plan::ParseHtml,
         _ if (300..400).contains(&response.status) => Plan::Archive {
-            found: redirect_target(kind, depth, url, response, max_redirects, metrics),
+            found: redirect_target(kind, depth, url, response, max_redirects, metrics)
+                .map(Box::new),
         },
         _ if ok && !archive_non_html => {
             metrics.urls.with_label_values(&["not_archived_type"]).inc();
@@ -253,6 +255,7 @@ pub fn redirect_target(
     }
     metrics.redirects.with_label_values(&["followed"]).inc();
     Some(Candidate {
+        provenance: Default::default(),
         url: target,
         depth,
         priority: Priority::HIGH,
@@ -304,6 +307,7 @@ pub fn sitemap_candidates(
         submitter: submitter.map(str::to_owned),
     };
     let sitemaps = selection.sitemaps.into_iter().map(|url| Candidate {
+        provenance: Default::default(),
         referrer: None,
         url,
         depth: child_depth,
@@ -316,6 +320,7 @@ pub fn sitemap_candidates(
         .pages
         .into_iter()
         .map(|(url, priority, lastmod)| Candidate {
+            provenance: Default::default(),
             referrer: None,
             url,
             depth: 0,
@@ -346,10 +351,14 @@ pub fn robots_sitemaps(
     host: &str,
 ) -> Vec<Candidate> {
     let submitter = Some(host.to_owned());
+    // Found by robots.txt: one manifest hop from it.
+    let via: std::sync::Arc<str> = std::sync::Arc::from(robots_url.as_str());
+    let provenance = Provenance::seed().then(&via, Hop::Manifest);
     let mut candidates: Vec<Candidate> = sitemaps
         .iter()
         .filter_map(|s| robots_url.join(s).ok())
         .map(|url| Candidate {
+            provenance: provenance.clone(),
             referrer: None,
             url,
             depth: 0,
@@ -364,6 +373,7 @@ pub fn robots_sitemaps(
     if candidates.is_empty() && status == RobotsStatus::Unavailable {
         if let Ok(url) = robots_url.join("/sitemap.xml") {
             candidates.push(Candidate {
+                provenance: provenance.clone(),
                 referrer: None,
                 url,
                 depth: 0,

@@ -16,6 +16,7 @@ use super::{PartitionStore, SeenCache, SeenMode, StoreError};
 use crate::frontier::budget::OverBudget;
 use crate::frontier::importance::{rank_for, Cash, Rank};
 use crate::frontier::lifecycle::{self, Offer, SeedOffer};
+use crate::frontier::provenance::Provenance;
 use crate::frontier::{EntryKind, Priority};
 use crate::url::{registrable_domain, Fingerprint};
 
@@ -45,6 +46,9 @@ pub struct AdmitEntry {
     /// Its estimated importance (`frontier/importance.rs`): where it goes
     /// in its host's queue.
     pub cash: Cash,
+    /// Where it was found (`frontier/provenance.rs`), kept with its queue
+    /// entry for the records of its fetch.
+    pub provenance: Provenance,
 }
 
 impl AdmitEntry {
@@ -339,6 +343,7 @@ impl PartitionStore {
                 depth: entry.depth,
                 kind: entry.kind.clone(),
                 url: entry.url.clone(),
+                provenance: entry.provenance.clone(),
             };
             batch.put_cf(
                 self.queue_cf(),
@@ -513,6 +518,7 @@ impl PartitionStore {
             depth: record.depth,
             kind: entry.kind.clone(),
             url: entry.url.clone(),
+            provenance: entry.provenance.clone(),
         };
         batch.put_cf(
             recrawl,

@@ -465,6 +465,7 @@ mod tests {
     /// A link to page `i` of `target.test`, from a page of `referrer`.
     fn link(i: u32, referrer: Option<&str>) -> AdmitEntry {
         AdmitEntry {
+            provenance: Default::default(),
             referrer: referrer.map(str::to_owned),
             ..entry(&format!("http://target.test/{i}"), "target.test")
         }

@@ -60,11 +60,13 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::frontier::importance::Rank;
+use crate::frontier::provenance::{HopPath, Provenance};
 use crate::frontier::{EntryKind, Priority};
 use crate::politeness::{Hold, Schedule};
 use crate::robots::RobotsRecord;
@@ -249,15 +251,30 @@ pub struct QueueValue {
     pub kind: EntryKind,
     /// The URL to fetch.
     pub url: String,
+    /// Where it was found ([`Provenance`]).
+    pub provenance: Provenance,
 }
 
-/// The stored shape of a [`QueueValue`] (version 1).
+/// The stored shape of a [`QueueValue`] (version 1: written before
+/// provenance was kept, read as a seed's).
 #[derive(Serialize, Deserialize)]
 struct StoredQueueValue<'a> {
     fp: [u8; 16],
     depth: u32,
     kind: StoredKind<'a>,
     url: Cow<'a, str>,
+}
+
+/// The version byte of queue values with their provenance.
+pub const QUEUE_WITH_PROVENANCE: u8 = 2;
+
+/// The stored shape of a [`QueueValue`] (version 2): version 1's, then
+/// the URL it was found on and its hop path.
+#[derive(Serialize, Deserialize)]
+struct StoredQueueValueV2<'a> {
+    value: StoredQueueValue<'a>,
+    via: Option<Cow<'a, str>>,
+    hops: Cow<'a, str>,
 }
 
 /// The stored shape of an [`EntryKind`]; variants are only appended.
@@ -280,18 +297,34 @@ impl QueueValue {
                 submitter: submitter.as_deref().map(Cow::Borrowed),
             },
         };
-        let stored = StoredQueueValue {
-            fp: self.fp.to_bytes(),
-            depth: self.depth,
-            kind,
-            url: Cow::Borrowed(&self.url),
+        let stored = StoredQueueValueV2 {
+            value: StoredQueueValue {
+                fp: self.fp.to_bytes(),
+                depth: self.depth,
+                kind,
+                url: Cow::Borrowed(&self.url),
+            },
+            via: self.provenance.via.as_deref().map(Cow::Borrowed),
+            hops: Cow::Borrowed(self.provenance.hops.as_str()),
         };
-        encode_value(Self::WHAT, &stored)
+        encode_value_as(Self::WHAT, QUEUE_WITH_PROVENANCE, &stored)
     }
 
-    /// Decodes [`QueueValue::encode`]'s form.
+    /// Decodes [`QueueValue::encode`]'s form, or version 1's (a value
+    /// written before provenance was kept: read as a seed's).
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
-        let stored: StoredQueueValue = decode_value(Self::WHAT, bytes)?;
+        let with: Option<StoredQueueValueV2> =
+            decode_value_as(Self::WHAT, QUEUE_WITH_PROVENANCE, bytes)?;
+        let (stored, provenance) = match with {
+            Some(v2) => {
+                let provenance = Provenance {
+                    via: v2.via.map(|via| Arc::from(via.as_ref())),
+                    hops: HopPath::from_letters(&v2.hops),
+                };
+                (v2.value, provenance)
+            }
+            None => (decode_value(Self::WHAT, bytes)?, Provenance::seed()),
+        };
         let kind = match stored.kind {
             StoredKind::Page => EntryKind::Page,
             StoredKind::Redirected { hops } => EntryKind::Redirected { hops },
@@ -305,6 +338,7 @@ impl QueueValue {
             depth: stored.depth,
             kind,
             url: stored.url.into_owned(),
+            provenance,
         })
     }
 
@@ -346,6 +380,7 @@ impl QueueValue {
             depth,
             kind,
             url: String::from_utf8(rest.to_vec()).ok()?,
+            provenance: Provenance::seed(),
         })
     }
 }
@@ -567,18 +602,51 @@ mod tests {
             depth: 3,
             kind,
             url: "http://a.test/ü".into(),
+            provenance: Provenance::seed(),
         })
         .collect()
     }
 
     #[test]
     fn queue_values_round_trip_with_a_version_byte() {
-        for v in queue_values() {
+        use crate::frontier::provenance::Hop;
+        let via: Arc<str> = Arc::from("http://a.test/from");
+        for (i, mut v) in queue_values().into_iter().enumerate() {
             let bytes = v.encode().unwrap();
+            assert_eq!(bytes[0], QUEUE_WITH_PROVENANCE);
+            assert_eq!(QueueValue::decode(&bytes).unwrap(), v);
+            // A seed's costs two bytes over the unversioned layout.
+            assert!(
+                bytes.len() <= encode_legacy_queue_value(&v).len() + 2,
+                "{v:?}"
+            );
+            // A found URL's keeps where it was found.
+            let hop = [Hop::Link, Hop::Redirect, Hop::Manifest][i % 3];
+            v.provenance = Provenance::seed().then(&via, Hop::Link).then(&via, hop);
+            let bytes = v.encode().unwrap();
+            assert_eq!(QueueValue::decode(&bytes).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn a_queue_value_written_before_provenance_reads_as_a_seeds() {
+        for v in queue_values() {
+            let kind = match &v.kind {
+                EntryKind::Page => StoredKind::Page,
+                EntryKind::Redirected { hops } => StoredKind::Redirected { hops: *hops },
+                EntryKind::Sitemap { submitter } => StoredKind::Sitemap {
+                    submitter: submitter.as_deref().map(Cow::Borrowed),
+                },
+            };
+            let old = StoredQueueValue {
+                fp: v.fp.to_bytes(),
+                depth: v.depth,
+                kind,
+                url: Cow::Borrowed(&v.url),
+            };
+            let bytes = encode_value(QueueValue::WHAT, &old).unwrap();
             assert_eq!(bytes[0], VERSION);
             assert_eq!(QueueValue::decode(&bytes).unwrap(), v);
-            // Not longer than the unversioned layout it replaces.
-            assert!(bytes.len() <= encode_legacy_queue_value(&v).len(), "{v:?}");
         }
     }
 

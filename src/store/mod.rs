@@ -254,6 +254,7 @@ pub(crate) mod test_support {
 
     pub(crate) fn entry(url: &str, host: &str) -> AdmitEntry {
         AdmitEntry {
+            provenance: Default::default(),
             fp: Fingerprint::of(url),
             url: url.into(),
             host: host.into(),

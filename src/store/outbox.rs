@@ -28,6 +28,7 @@ use super::queue::Completion;
 use super::schema::CF_OUTBOX;
 use super::{PartitionStore, StoreError};
 use crate::frontier::importance::Cash;
+use crate::frontier::provenance::{HopPath, Provenance};
 use crate::frontier::{EntryKind, Priority};
 use crate::politeness::Schedule;
 use crate::url::Fingerprint;
@@ -62,6 +63,13 @@ const WHAT: &str = "outbox batch";
 /// The version byte of batches whose entries carry their cash (version 1:
 /// [`StoredEntry`] alone, read with [`Cash::UNKNOWN`]).
 const WITH_CASH: u8 = 2;
+
+/// The version byte of batches whose entries carry their cash and their
+/// provenance (via, hop path): versions 1 and 2 are read as seeds'.
+const WITH_PROVENANCE: u8 = 3;
+
+/// An entry of a version-3 batch: version 2's, then where it was found.
+type StoredWithProvenance = (StoredEntry, f32, Option<String>, String);
 
 /// The stored shape of an [`AdmitEntry`] (version 1; version 2 is it with
 /// the entry's cash).
@@ -125,12 +133,41 @@ impl From<StoredEntry> for AdmitEntry {
             referrer: s.referrer,
             lastmod_ms: s.lastmod_ms,
             cash: Cash::UNKNOWN,
+            provenance: Provenance::seed(),
         }
     }
 }
 
-/// A stored batch's entries, of either version.
+/// The stored form of a batch's entries (the current version).
+fn encode_entries(entries: &[AdmitEntry]) -> Result<Vec<u8>, CodecError> {
+    let stored: Vec<StoredWithProvenance> = entries
+        .iter()
+        .map(|e| {
+            let via = e.provenance.via.as_deref().map(str::to_owned);
+            let hops = e.provenance.hops.as_str().to_owned();
+            (StoredEntry::from(e), e.cash.get(), via, hops)
+        })
+        .collect();
+    encode_value_as(WHAT, WITH_PROVENANCE, &stored)
+}
+
+/// A stored batch's entries, of any version.
 fn decode_entries(bytes: &[u8]) -> Result<Vec<AdmitEntry>, CodecError> {
+    let with_provenance: Option<Vec<StoredWithProvenance>> =
+        decode_value_as(WHAT, WITH_PROVENANCE, bytes)?;
+    if let Some(stored) = with_provenance {
+        return Ok(stored
+            .into_iter()
+            .map(|(s, cash, via, hops)| AdmitEntry {
+                cash: Cash::new(cash),
+                provenance: Provenance {
+                    via: via.map(|v| std::sync::Arc::from(v.as_str())),
+                    hops: HopPath::from_letters(&hops),
+                },
+                ..AdmitEntry::from(s)
+            })
+            .collect());
+    }
     let with_cash: Option<Vec<(StoredEntry, f32)>> = decode_value_as(WHAT, WITH_CASH, bytes)?;
     Ok(match with_cash {
         Some(stored) => stored
@@ -203,12 +240,7 @@ impl PartitionStore {
             .outbox_seq
             .fetch_add(batches.len() as u64, Ordering::Relaxed);
         for (seq, b) in (first..).zip(batches) {
-            let stored: Vec<(StoredEntry, f32)> = b
-                .entries
-                .iter()
-                .map(|e| (StoredEntry::from(e), e.cash.get()))
-                .collect();
-            let value = encode_value_as(WHAT, WITH_CASH, &stored).map_err(|e| self.codec(e))?;
+            let value = encode_entries(&b.entries).map_err(|e| self.codec(e))?;
             batch.put_cf(self.cf(CF_OUTBOX), key(seq, b.partition), value);
         }
         Ok(())
@@ -312,6 +344,14 @@ mod tests {
             .map(|e| (StoredEntry::from(e), e.cash.get()))
             .collect();
         let bytes = encode_value_as(WHAT, WITH_CASH, &stored).unwrap();
+        assert_eq!(decode_entries(&bytes).unwrap(), rich.entries);
+        // The current version keeps where each was found too.
+        use crate::frontier::provenance::Hop;
+        let via: std::sync::Arc<str> = std::sync::Arc::from("http://a.test/p");
+        rich.entries[0].provenance = Provenance::seed().then(&via, Hop::Manifest);
+        rich.entries[1].provenance = rich.entries[0].provenance.then(&via, Hop::Link);
+        let bytes = encode_entries(&rich.entries).unwrap();
+        assert_eq!(bytes[0], WITH_PROVENANCE);
         assert_eq!(decode_entries(&bytes).unwrap(), rich.entries);
     }
 

@@ -708,6 +708,7 @@ mod tests {
         let cf = |name| db.cf_handle(name).unwrap();
         for i in 0..urls {
             let value = QueueValue {
+                provenance: Default::default(),
                 fp: Fingerprint::of(&url(i)),
                 depth: 1,
                 kind: EntryKind::Page,
@@ -940,7 +941,7 @@ mod tests {
                 .db
                 .iterator_cf(store.queue_cf(), rocksdb::IteratorMode::Start);
             for item in raw {
-                assert_eq!(item.unwrap().1[0], codec::VERSION);
+                assert_eq!(item.unwrap().1[0], codec::QUEUE_WITH_PROVENANCE);
             }
             // Still seen; a new URL queues after them.
             assert!(store

@@ -294,6 +294,18 @@ impl WarcWriter {
         })
     }
 
+    /// Writes a `metadata` record ([`Record::metadata`]) about the record
+    /// `concurrent_to` of `target_uri`.
+    pub fn write_metadata(
+        &mut self,
+        target_uri: &str,
+        date: chrono::DateTime<chrono::Utc>,
+        concurrent_to: &str,
+        fields: &[(&str, String)],
+    ) -> Result<WarcRef, WarcError> {
+        self.write_record(&Record::metadata(target_uri, date, concurrent_to, fields))
+    }
+
     /// Writes one record as its own gzip member (or zstd frame).
     pub fn write_record(&mut self, record: &Record<'_>) -> Result<WarcRef, WarcError> {
         let member = self.compress(record);

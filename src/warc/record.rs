@@ -82,6 +82,61 @@ impl Record<'_> {
         }
     }
 
+    /// A `metadata` record about the record `concurrent_to` of
+    /// `target_uri` (Heritrix's: how the URL was reached, how long the
+    /// fetch took, its outlinks), `fields` as `application/warc-fields`.
+    pub fn metadata(
+        target_uri: &str,
+        date: DateTime<Utc>,
+        concurrent_to: &str,
+        fields: &[(&str, String)],
+    ) -> Record<'static> {
+        let mut block = String::new();
+        for (name, value) in fields {
+            block.push_str(name);
+            block.push_str(": ");
+            // A field is one line: a line break in a value would start a
+            // field of the value's choosing.
+            block.extend(value.chars().filter(|c| !matches!(c, '\r' | '\n')));
+            block.push_str("\r\n");
+        }
+        Record {
+            headers: vec![
+                ("WARC-Type", "metadata".into()),
+                ("WARC-Target-URI", target_uri.to_owned()),
+                ("WARC-Date", warc_date(date)),
+                ("WARC-Record-ID", new_record_id()),
+                ("WARC-Concurrent-To", concurrent_to.to_owned()),
+                ("WARC-Block-Digest", sha256_digest(block.as_bytes())),
+                ("Content-Type", "application/warc-fields".into()),
+            ],
+            block: block.into_bytes(),
+            payload: &[],
+        }
+    }
+
+    /// The `response` record of a DNS answer (`dns:HOST`, `text/dns`),
+    /// `block` as [`crate::archive::Archiver::dns`] writes it. Its block
+    /// is its payload (no HTTP head), so both digests are the block's:
+    /// an index reads the payload digest (pywb's indexer computes a SHA-1
+    /// of its own for a record without one).
+    pub fn dns(host: &str, date: DateTime<Utc>, block: String) -> Record<'static> {
+        let digest = sha256_digest(block.as_bytes());
+        Record {
+            headers: vec![
+                ("WARC-Type", "response".into()),
+                ("WARC-Target-URI", format!("dns:{host}")),
+                ("WARC-Date", warc_date(date)),
+                ("WARC-Record-ID", new_record_id()),
+                ("WARC-Block-Digest", digest.clone()),
+                ("WARC-Payload-Digest", digest),
+                ("Content-Type", "text/dns".into()),
+            ],
+            block: block.into_bytes(),
+            payload: &[],
+        }
+    }
+
     /// The block's length: both parts.
     pub fn block_len(&self) -> usize {
         self.block.len() + self.payload.len()

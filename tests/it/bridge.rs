@@ -199,6 +199,8 @@ fn entries(batch: u32, n: u32) -> Vec<WireEntry> {
             referrer: None,
             lastmod_ms: None,
             cash: trawl::frontier::importance::Cash::new(1.0 / f32::from(i as u16 + 1)),
+            via: (i > 0).then(|| format!("http://h{batch}.test/")),
+            hops: if i > 0 { "L".into() } else { String::new() },
         })
         .collect()
 }

@@ -76,6 +76,8 @@ fn every_closed_file_has_the_index_pywbs_indexer_computes() {
 /// URLs whose SURT keys need the canonicaliser's rules.
 const TRICKY: &[&str] = &[
     "http://site0001.test:40123/p/1.html",
+    // The target of a `dns:` record.
+    "dns:site0001.test",
     "http://www.Example.com/A/B/?b=2&a=1#frag",
     "https://example.com:443/",
     "http://example.com:80",

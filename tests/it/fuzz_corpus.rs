@@ -187,6 +187,10 @@ fn write_seeds() {
             submitter: Some("a.test".into()),
         },
         url: "http://a.test/sitemap.xml".into(),
+        provenance: trawl::frontier::provenance::Provenance::seed().then(
+            &std::sync::Arc::from("http://a.test/robots.txt"),
+            trawl::frontier::provenance::Hop::Manifest,
+        ),
     };
     write(
         "store_codec",

@@ -94,6 +94,26 @@ fn hostile_server_is_survived_and_the_canary_never_connected_to() {
         );
     }
 
+    // Each step of the redirect chain names the URL that redirected to
+    // it and is one `R` further from its seed than that one.
+    let event_of = |path: String| {
+        let url = format!("{base}{path}");
+        events
+            .iter()
+            .find(|e| e.url == url)
+            .unwrap_or_else(|| panic!("{url} archived"))
+    };
+    for n in 1..=5 {
+        let (e, before) = (
+            event_of(format!("/chain/{n}")),
+            event_of(format!("/chain/{}", n - 1)),
+        );
+        assert_eq!(e.via.as_deref(), Some(before.url.as_str()), "/chain/{n}");
+        assert_eq!(e.hop.as_deref(), Some("redirect"), "/chain/{n}");
+        let hops = before.hops.clone().unwrap() + "R";
+        assert_eq!(e.hops.as_deref(), Some(hops.as_str()), "/chain/{n}");
+    }
+
     // Broken pages still yield their links; a page of 200,000 links gives
     // the per-page cap of them.
     for path in ["/after-mislabelled", "/after-bad-utf8", "/after-malformed"] {

@@ -34,6 +34,7 @@ mod https;
 mod logs;
 mod monitoring;
 mod per_ip;
+mod provenance;
 mod proxy;
 mod refresh;
 mod restart;

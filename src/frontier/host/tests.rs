@@ -47,6 +47,7 @@ impl FakeQueue {
         *seq += 1;
         let key = queue_key(HOST, priority, rank, *seq);
         let value = QueueValue {
+            provenance: Default::default(),
             fp: crate::url::Fingerprint::of(url),
             depth: 0,
             kind: EntryKind::Page,
@@ -67,6 +68,7 @@ impl FakeQueue {
         let fp = crate::url::Fingerprint::of(url);
         let key = recrawl_key(HOST, due_ms, fp);
         let value = QueueValue {
+            provenance: Default::default(),
             fp,
             depth: 0,
             kind: EntryKind::Page,

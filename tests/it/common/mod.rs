@@ -389,7 +389,10 @@ pub fn archived_uris(dir: &Path) -> BTreeSet<String> {
             let kind = record.warc_type().to_string();
             if kind == "response" || kind == "revisit" {
                 if let Some(uri) = record.header(warc::WarcHeader::TargetURI) {
-                    uris.insert(uri.into_owned());
+                    // A `dns:` record answers a name; it is no page.
+                    if !uri.starts_with("dns:") {
+                        uris.insert(uri.into_owned());
+                    }
                 }
             }
         }

@@ -112,6 +112,7 @@ impl Pages<'_> {
                 depth: 1,
                 kind: EntryKind::Page,
                 url,
+                provenance: Default::default(),
             },
             recrawl: false,
             previous: None,
