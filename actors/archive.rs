@@ -82,6 +82,7 @@ impl ArchiveActor {
             compression: config.warc.compression,
             compression_level: config.warc.compression_level,
             store_below: config.warc.store_below,
+            parquet_index: config.warc.parquet_index,
             info: vec![
                 ("software".into(), format!("trawl/{}", env!("CARGO_PKG_VERSION"))),
                 ("format".into(), "WARC File Format 1.1".into()),

@@ -299,6 +299,7 @@ fn warc_write(c: &mut Criterion) {
         compression: trawl::config::WarcCompression::Gzip,
         compression_level: 1,
         store_below: 1024,
+        parquet_index: false,
         info: vec![],
     })
     .unwrap();

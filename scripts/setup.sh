@@ -73,10 +73,10 @@ fi
 
 if [ "${TRAWL_NEED_PYTHON:-0}" = 1 ]; then
   venv="${TRAWL_VENV:-$(pwd)/.venv}"
-  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer, schemathesis, moto.server' >/dev/null 2>&1; then
-    echo "setup: preparing $venv with warcio, cdxj-indexer, schemathesis and moto[server]" >&2
+  if ! "$venv/bin/python" -c 'import warcio, cdxj_indexer, schemathesis, moto.server, pyarrow.parquet' >/dev/null 2>&1; then
+    echo "setup: preparing $venv with warcio, cdxj-indexer, schemathesis, moto[server] and pyarrow" >&2
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0' 'schemathesis==4.32.5' 'moto[server]==5.2.5'
+    "$venv/bin/pip" install -q --disable-pip-version-check 'warcio==1.8.1' 'cdxj-indexer==1.5.0' 'schemathesis==4.32.5' 'moto[server]==5.2.5' 'pyarrow==26.0.1'
   fi
   # Tests call these tools through this interpreter.
   export TRAWL_PYTHON="$venv/bin/python"

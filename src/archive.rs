@@ -825,6 +825,7 @@ mod tests {
             compression: WarcCompression::Gzip,
             compression_level: 1,
             store_below: 1024,
+            parquet_index: false,
             info: Vec::new(),
         })
         .unwrap();

@@ -833,6 +833,9 @@ pub struct WarcConfig {
     /// Write each DNS answer the crawl obtains as a `dns:` record
     /// ([`crate::archive::Archiver::dns`]).
     pub dns_records: bool,
+    /// Write a Parquet index beside each closed file's CDXJ index
+    /// ([`crate::warc::parquet`]).
+    pub parquet_index: bool,
 }
 
 /// How pages are read (`[parse] engine`).

@@ -622,7 +622,7 @@ pub fn warc_recover(data: &[u8]) {
     let final_name = format!("trawl-20260101000000-00000.{extension}");
     let open = dir.join(format!("{final_name}.open"));
     std::fs::write(&open, &file).expect("writing the scratch file");
-    let recovered = trawl::warc::recover_open_files(&dir, "trawl").expect("recovery");
+    let recovered = trawl::warc::recover_open_files(&dir, "trawl", false).expect("recovery");
     assert!(!open.exists(), "no open file is left");
     if recovered.is_empty() {
         // Without one complete record the file is removed, not kept empty.

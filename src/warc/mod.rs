@@ -23,6 +23,7 @@
 
 pub mod cdxj;
 mod compress;
+pub mod parquet;
 mod record;
 mod recover;
 pub mod surt;
@@ -104,6 +105,9 @@ pub struct WarcSettings {
     pub store_below: usize,
     /// Lines of the warcinfo record (`software`, `http-header-user-agent`, ...).
     pub info: Vec<(String, String)>,
+    /// Write a Parquet index beside each closed file's CDXJ index
+    /// ([`parquet`]).
+    pub parquet_index: bool,
 }
 
 struct OpenFile {
@@ -157,7 +161,7 @@ impl WarcWriter {
             source,
         };
         std::fs::create_dir_all(&settings.dir).map_err(io)?;
-        recover_open_files(&settings.dir, &settings.prefix)?;
+        recover_open_files(&settings.dir, &settings.prefix, settings.parquet_index)?;
         let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         let compressor = MemberCompressor::new(
             settings.compression,
@@ -382,9 +386,16 @@ impl WarcWriter {
             source,
         };
         let inner = file.out.into_inner().map_err(|e| io(e.into_error()))?;
+        let parquet = self.settings.parquet_index;
         let (synced, indexed) = std::thread::scope(|scope| {
             let synced = scope.spawn(|| inner.sync_all());
-            let indexed = file.index.write(&final_path);
+            let indexed = file
+                .index
+                .write(&final_path)
+                .and_then(|cdxj| match parquet {
+                    true => parquet::write_from_cdxj(&cdxj, &final_path).map(|_| cdxj),
+                    false => Ok(cdxj),
+                });
             let synced = synced
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -439,12 +450,13 @@ impl WarcWriter {
             let open_path = self.settings.dir.join(format!("{name}.open"));
             let final_path = self.settings.dir.join(&name);
             let codec = self.settings.compression;
-            let kept = recover::recover_file(&open_path, &final_path, codec).map_err(|source| {
-                WarcError::Io {
+            let parquet = self.settings.parquet_index;
+            let kept = recover::recover_file(&open_path, &final_path, codec, parquet).map_err(
+                |source| WarcError::Io {
                     path: open_path,
                     source,
-                }
-            })?;
+                },
+            )?;
             self.unfinished.remove(0);
             if kept == 0 {
                 tracing::warn!(file = %name, "removed a WARC file whose creation failed");

@@ -99,12 +99,14 @@ fn codec_of(final_name: &str) -> Option<WarcCompression> {
 }
 
 /// Cuts the open file at `path` after its last complete record, writes
-/// the index of what it kept, and renames it to `final_path`; the bytes
-/// kept. A file without one complete record is removed (0).
+/// the index of what it kept (and, with `parquet`, its Parquet index), and
+/// renames it to `final_path`; the bytes kept. A file without one
+/// complete record is removed (0).
 pub(super) fn recover_file(
     path: &Path,
     final_path: &Path,
     codec: WarcCompression,
+    parquet: bool,
 ) -> io::Result<u64> {
     let file_name = final_path
         .file_name()
@@ -126,7 +128,10 @@ pub(super) fn recover_file(
     let file = OpenOptions::new().write(true).open(path)?;
     file.set_len(good)?;
     file.sync_all()?;
-    lines.write(final_path)?;
+    let cdxj = lines.write(final_path)?;
+    if parquet {
+        super::parquet::write_from_cdxj(&cdxj, final_path)?;
+    }
     std::fs::rename(path, final_path)?;
     Ok(good)
 }
@@ -150,8 +155,13 @@ pub fn written_with(file_name: &str, prefix: &str) -> bool {
 /// Recovers every `*.warc.gz.open` and `*.warc.zst.open` file of
 /// `prefix` in `dir`: cut, indexed, renamed. Only this writer's own files
 /// (on a cluster, other nodes write into the same directory, and their
-/// open files are theirs).
-pub fn recover_open_files(dir: &Path, prefix: &str) -> Result<Vec<String>, RecoverError> {
+/// open files are theirs). With `parquet`, each gets its Parquet index
+/// too.
+pub fn recover_open_files(
+    dir: &Path,
+    prefix: &str,
+    parquet: bool,
+) -> Result<Vec<String>, RecoverError> {
     let at = |path: &Path| {
         let path = path.to_owned();
         move |source| RecoverError { path, source }
@@ -170,7 +180,7 @@ pub fn recover_open_files(dir: &Path, prefix: &str) -> Result<Vec<String>, Recov
         if !file_name.is_some_and(|n| written_with(&n, prefix)) {
             continue;
         }
-        let good = recover_file(&path, Path::new(final_name), codec).map_err(at(&path))?;
+        let good = recover_file(&path, Path::new(final_name), codec, parquet).map_err(at(&path))?;
         if good == 0 {
             tracing::warn!(file = %final_name, "removed an empty warc file left open by a crash");
             continue;

@@ -10,6 +10,7 @@ fn settings(dir: &Path, max: u64) -> WarcSettings {
         compression: crate::config::WarcCompression::Gzip,
         compression_level: 1,
         store_below: 1024,
+        parquet_index: false,
         info: vec![("software".into(), "trawl-test".into())],
     }
 }
@@ -147,7 +148,7 @@ fn recovery_cuts_a_torn_last_record() {
     // is not ours to recover.
     let theirs = dir.path().join("t-n2-20261130000000-00000-ab.warc.gz.open");
     std::fs::write(&theirs, b"in use").unwrap();
-    let recovered = recover_open_files(dir.path(), "t").unwrap();
+    let recovered = recover_open_files(dir.path(), "t", false).unwrap();
     assert_eq!(recovered.len(), 1);
     assert!(theirs.exists(), "left alone");
     assert!(recover::written_with(
@@ -175,6 +176,7 @@ fn zstd_settings(dir: &Path, max: u64) -> WarcSettings {
         compression: crate::config::WarcCompression::Zstd,
         compression_level: 3,
         store_below: 1024,
+        parquet_index: false,
         ..settings(dir, max)
     }
 }
@@ -268,7 +270,7 @@ fn recovery_cuts_and_indexes_a_torn_zstd_file() {
     let len = std::fs::metadata(&open_path).unwrap().len();
     let file = OpenOptions::new().write(true).open(&open_path).unwrap();
     file.set_len(len - 3).unwrap();
-    let recovered = recover_open_files(dir.path(), "t").unwrap();
+    let recovered = recover_open_files(dir.path(), "t", false).unwrap();
     assert_eq!(recovered.len(), 1);
     let path = dir.path().join(&a.file);
     let kept = std::fs::metadata(&path).unwrap().len();
@@ -299,7 +301,7 @@ fn recovery_indexes_a_gzip_file_like_the_writer() {
     ));
     std::fs::rename(&path, &open).unwrap();
     std::fs::remove_file(cdxj::index_path(&path)).unwrap();
-    recover_open_files(dir.path(), "t").unwrap();
+    recover_open_files(dir.path(), "t", false).unwrap();
     assert_eq!(index_lines(&path), written);
 }
 

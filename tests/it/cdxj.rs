@@ -71,6 +71,67 @@ fn every_closed_file_has_the_index_pywbs_indexer_computes() {
     let lines: usize = indexes.iter().map(|i| i.lines().count()).sum();
     assert!(revisits > 0, "the crawl stored no revisit to compare");
     assert!(lines > 30, "only {lines} index lines");
+    // Each file's Parquet index holds its CDXJ index's records, in its
+    // order, as pyarrow reads them.
+    for (file, index) in files.iter().zip(&indexes) {
+        parquet_matches_cdxj(file, index);
+    }
+}
+
+/// Reads `warc`'s Parquet index with pyarrow and checks it against its
+/// CDXJ index `cdxj`, line by line.
+fn parquet_matches_cdxj(warc: &Path, cdxj: &str) {
+    let parquet = trawl::warc::parquet::index_path(warc);
+    let read = run_python(
+        "import sys, json, pyarrow.parquet as pq\n\
+         t = pq.read_table(sys.argv[1])\n\
+         for r in t.to_pylist():\n\
+         \x20   r['fetch_time'] = r['fetch_time'].strftime('%Y%m%d%H%M%S')\n\
+         \x20   print(json.dumps(r, sort_keys=True))",
+        &[parquet.to_str().unwrap()],
+    );
+    let rows: Vec<serde_json::Value> = read
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), cdxj.lines().count(), "{}", parquet.display());
+    for (row, line) in rows.iter().zip(cdxj.lines()) {
+        let mut parts = line.splitn(3, ' ');
+        let (key, time) = (parts.next().unwrap(), parts.next().unwrap());
+        let fields: serde_json::Value = serde_json::from_str(parts.next().unwrap()).unwrap();
+        let url = fields["url"].as_str().unwrap();
+        assert_eq!(row["url"], url, "{line}");
+        assert_eq!(row["url_surtkey"], key, "{line}");
+        assert_eq!(row["fetch_time"], time, "{line}");
+        assert_eq!(row["warc_filename"], fields["filename"], "{line}");
+        let number = |name: &str| fields[name].as_str().and_then(|n| n.parse::<i64>().ok());
+        assert_eq!(
+            row["warc_record_offset"].as_i64(),
+            number("offset"),
+            "{line}"
+        );
+        assert_eq!(
+            row["warc_record_length"].as_i64(),
+            number("length"),
+            "{line}"
+        );
+        assert_eq!(row["fetch_status"].as_i64(), number("status"), "{line}");
+        assert_eq!(
+            row["content_mime_type"].as_str(),
+            fields["mime"].as_str(),
+            "{line}"
+        );
+        assert_eq!(
+            row["content_digest"].as_str(),
+            fields["digest"].as_str(),
+            "{line}"
+        );
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned));
+        assert_eq!(row["url_host_name"].as_str(), host.as_deref(), "{line}");
+        assert_eq!(row["content_languages"], serde_json::Value::Null, "{line}");
+    }
 }
 
 /// URLs whose SURT keys need the canonicaliser's rules.
