@@ -551,6 +551,12 @@ impl Archiver {
     /// one a line (`name. TTL IN A|AAAA address`; an answer from `[dns]
     /// overrides` has TTL 0).
     pub fn dns(&mut self, resolved: &crate::fetch::Resolved) -> Result<(), Failure> {
+        // An answer that arrives after the archive closed (a lookup that
+        // outlived the stop's drain) would open a file no one closes: it
+        // is dropped (the next run looks the name up again).
+        if self.dedup.is_none() {
+            return Ok(());
+        }
         self.leave_failed_file();
         let at = chrono::DateTime::<chrono::Utc>::from(resolved.at);
         let block = dns_block(resolved, at);

@@ -166,21 +166,27 @@ impl ProxyUrl {
         &self.0
     }
 
-    /// The URL with its password, if it has one, replaced by
-    /// [`REDACTED`].
+    /// The URL with its user information (name and password), if it has
+    /// any, replaced by [`REDACTED`]: everything between the scheme and
+    /// the last `@`, however the URL is spelled (`http:user:pw@h`,
+    /// `user:pw@h:1`, a `/` in the password), so no spelling shows it.
     pub fn redacted(&self) -> ProxyUrl {
         let url = &self.0;
-        let Some(start) = url.find("://").map(|i| i + 3) else {
+        let Some(at) = url.rfind('@') else {
             return self.clone();
         };
-        let authority_end = url[start..].find('/').map_or(url.len(), |i| start + i);
-        let Some(at) = url[start..authority_end].rfind('@').map(|i| start + i) else {
-            return self.clone();
+        let start = match url.find("://") {
+            Some(i) if i + 3 <= at => i + 3,
+            // `http:user:pw@h` (a scheme without slashes), else all of it.
+            _ => ["http:", "https:"]
+                .iter()
+                .find(|p| {
+                    url.get(..p.len())
+                        .is_some_and(|s| s.eq_ignore_ascii_case(p))
+                })
+                .map_or(0, |p| p.len()),
         };
-        match url[start..at].find(':').map(|i| start + i) {
-            Some(colon) => ProxyUrl(format!("{}:{REDACTED}{}", &url[..colon], &url[at..])),
-            None => self.clone(),
-        }
+        ProxyUrl(format!("{}{REDACTED}{}", &url[..start], &url[at..]))
     }
 }
 
@@ -1423,6 +1429,18 @@ mod tests {
         let config: Config = Config::from_layers(&[("t".to_owned(), text.to_owned())]).unwrap();
         let printed = config.to_toml();
         let logged = format!("{config:?}");
+        for (written, shown) in [
+            (
+                "http:crawler:pw1@10.0.0.1:3128",
+                "http:<redacted>@10.0.0.1:3128",
+            ),
+            ("crawler:pw2@h:3128", "<redacted>@h:3128"),
+            ("http://u:pa/ss@h:1", "http://<redacted>@h:1"),
+            ("http://h:3128", "http://h:3128"),
+        ] {
+            assert_eq!(ProxyUrl(written.into()).redacted().0, shown);
+            assert!(!format!("{:?}", ProxyUrl(written.into())).contains("pw"));
+        }
         for secret in [
             "wJalrXUtnFEMI",
             "FwoGZXIvYXdzE",
@@ -1437,7 +1455,7 @@ mod tests {
             "eu-west-1",
             "AKIDEXAMPLE",
             REDACTED,
-            "http://crawler:<redacted>@10.1.1.1:3128",
+            "http://<redacted>@10.1.1.1:3128",
         ] {
             assert!(printed.contains(shown), "{printed}");
             assert!(logged.contains(shown), "{logged}");

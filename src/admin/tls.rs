@@ -14,7 +14,9 @@
 //! - A cluster node forwarding a request to another's admin API
 //!   ([`super::forward`]) uses HTTPS when its own API does (a cluster's
 //!   nodes share `[admin] tls`), trusting `[cluster] tls_ca` and checking
-//!   the peer's certificate names the peer it meant.
+//!   the peer's certificate names the peer it meant: an `[admin]
+//!   tls_cert` of a cluster node must come from the cluster CA and name
+//!   `<node_id>.node.trawl`, as its cluster certificate does.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

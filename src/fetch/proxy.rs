@@ -46,7 +46,7 @@ use super::resolver::{suffix_matches, OverrideResolver};
 pub const MAX_PROXY_HEAD: usize = 16 * 1024;
 
 /// A configured proxy: where it is and whom it carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct ProxySettings {
     /// `host:port` of the proxy.
     pub authority: String,
@@ -56,6 +56,16 @@ pub struct ProxySettings {
     /// Host patterns sent through it (exact names and `*.suffix`); empty:
     /// every host.
     pub hosts: Vec<String>,
+}
+
+impl std::fmt::Debug for ProxySettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The credentials are never shown.
+        f.debug_struct("ProxySettings")
+            .field("authority", &self.authority)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A `[fetch] proxy` or `proxy_hosts` setting that cannot be used.
@@ -138,6 +148,7 @@ impl ProxySettings {
 
 /// A `proxy_hosts` entry, lower-case: a host name or `*.` and a suffix.
 fn host_pattern(pattern: &str) -> Result<String, ProxyConfigError> {
+    let pattern = pattern.trim_end_matches('.');
     let name = pattern.strip_prefix("*.").unwrap_or(pattern);
     let valid = !name.is_empty()
         && name
@@ -177,6 +188,9 @@ pub enum ProxyError {
     /// It closed the connection before answering.
     #[error("proxy closed the connection before answering CONNECT")]
     Closed,
+    /// It could not be connected to.
+    #[error("proxy unreachable: {0}")]
+    Unreachable(String),
 }
 
 /// What a proxy's answer to `CONNECT` says, from the bytes read so far:
@@ -285,15 +299,26 @@ where
                     *addrs.first().ok_or(ConnectError::NoRecords)?
                 }
             };
+            let unreachable = |e: std::io::Error| {
+                ConnectError::Io(std::io::Error::other(ProxyError::Unreachable(
+                    e.to_string(),
+                )))
+            };
             let mut stream = TcpStream::connect(proxy.authority.as_str())
                 .await
-                .map_err(ConnectError::Io)?;
+                .map_err(unreachable)?;
             // As awc's own connector does: requests are small and written
             // whole; no Nagle delay on the tunnel.
             let _ = stream.set_nodelay(true);
-            open_tunnel(&mut stream, &proxy, target)
-                .await
-                .map_err(ConnectError::Io)?;
+            if let Err(err) = open_tunnel(&mut stream, &proxy, target).await {
+                if matches!(
+                    proxy_error(&err),
+                    Some(ProxyError::Refused { status: 407, .. })
+                ) {
+                    tracing::warn!(proxy = %proxy.authority, "the proxy wants other credentials (407): check [fetch] proxy; its hosts' URLs wait");
+                }
+                return Err(ConnectError::Io(err));
+            }
             Ok(Connection::new(req.request().clone(), stream))
         })
     }
@@ -339,7 +364,7 @@ mod tests {
         assert!(!err.to_string().contains("hunter2"), "{err}");
         assert!(
             err.to_string()
-                .contains("https://u:<redacted>@127.0.0.1:3128"),
+                .contains("https://<redacted>@127.0.0.1:3128"),
             "{err}"
         );
     }

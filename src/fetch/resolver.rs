@@ -154,12 +154,22 @@ impl OverrideResolver {
         self
     }
 
-    /// Tells the log of an answer, if there is a log.
+    /// Tells the log of an answer, if there is a log: the addresses the
+    /// guard allows, if any (a name pointing inside the network is never
+    /// connected to, and its addresses stay out of the archive).
     fn tell(&self, host: &str, addresses: &[IpAddr], ttl: Option<std::time::Duration>) {
-        if let Some(log) = &self.log {
+        let Some(log) = &self.log else {
+            return;
+        };
+        let allowed: Vec<IpAddr> = addresses
+            .iter()
+            .copied()
+            .filter(|ip| self.guard.check(*ip).is_ok())
+            .collect();
+        if !allowed.is_empty() {
             log(Resolved {
                 host: host.to_owned(),
-                addresses: addresses.to_vec(),
+                addresses: allowed,
                 ttl,
                 at: self.clock.now().wall,
             });
@@ -373,6 +383,7 @@ mod tests {
                 actix_rt::time::sleep(Duration::from_millis(5)).await;
                 let answer = match host.as_str() {
                     "nx.example" => Err("no such name".to_owned()),
+                    "inside.example" => Ok(vec!["10.1.2.3".parse().unwrap()]),
                     _ => Ok(vec!["192.0.2.7".parse().unwrap()]),
                 };
                 Lookup {
@@ -393,9 +404,10 @@ mod tests {
         overrides.insert("over.test".to_owned(), "127.0.0.9".parse().unwrap());
         let told: Rc<RefCell<Vec<Resolved>>> = Rc::default();
         let log = told.clone();
+        let denied: Vec<ipnet::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
         let resolver = OverrideResolver::new(
             DnsOverrides::new(&overrides),
-            AddressPolicy::default(),
+            AddressPolicy::new(&denied, &[]),
             settings,
             Arc::new(Metrics::new()),
             backend,
@@ -407,6 +419,8 @@ mod tests {
             futures_util::future::join_all(asks).await;
             resolver.addresses("site.example").await.unwrap();
             assert!(resolver.addresses("nx.example").await.is_err());
+            // Denied by the guard: never connected to, never told.
+            resolver.addresses("inside.example").await.unwrap();
             resolver.addresses("over.test").await.unwrap();
             resolver.addresses("over.test").await.unwrap();
             clock.advance(Duration::from_secs(301));
@@ -415,7 +429,8 @@ mod tests {
         let told = told.borrow();
         let names: Vec<&str> = told.iter().map(|r| r.host.as_str()).collect();
         // A lookup and its joiners once, the override once, the lookup
-        // again once its answer expired; never the failure or a hit.
+        // again once its answer expired; never the failure, a hit or a
+        // denied answer.
         assert_eq!(names, ["site.example", "over.test", "site.example"]);
         assert_eq!(told[0].addresses, ["192.0.2.7".parse::<IpAddr>().unwrap()]);
         assert_eq!(told[0].ttl, Some(Duration::from_secs(300)));

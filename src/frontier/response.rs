@@ -82,6 +82,10 @@ pub fn classify(
 ) -> Retry {
     match result {
         Err(FetchError::SsrfDenied(_)) => Retry::Denied,
+        // The proxy's failure is not the URL's: tried again (after the
+        // host's backoff) however often, so an outage of the proxy, or a
+        // proxy that refuses the crawler, loses no URL.
+        Err(FetchError::Proxy(_)) => Retry::Again,
         Err(err) if !err.is_transient() => Retry::GiveUp,
         Err(_) => {
             attempts.failed += 1;

@@ -138,6 +138,37 @@ impl From<StoredEntry> for AdmitEntry {
     }
 }
 
+/// The most URL bytes (the URLs, their hosts and the URLs they were found
+/// on) one stored batch holds: a quarter of a bridge frame
+/// ([`crate::cluster::wire::MAX_FRAME`]), so a batch, with its encoding's
+/// overhead, always fits one. A page's 5,000 links of 2 KiB, each found on
+/// a 2 KiB URL, are three batches.
+pub const MAX_BATCH_BYTES: usize = crate::cluster::wire::MAX_FRAME / 4;
+
+/// `entries` in consecutive runs of at most [`MAX_BATCH_BYTES`] (at least
+/// one entry each); none for no entries.
+fn sized_chunks(entries: &[AdmitEntry]) -> impl Iterator<Item = &[AdmitEntry]> {
+    let mut rest = entries;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut end = 0;
+        for e in rest {
+            let size = e.url.len() + e.host.len() + e.provenance.via.as_deref().map_or(0, str::len);
+            if end > 0 && bytes + size > MAX_BATCH_BYTES {
+                break;
+            }
+            bytes += size;
+            end += 1;
+        }
+        let (chunk, tail) = rest.split_at(end);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
 /// The stored form of a batch's entries (the current version).
 fn encode_entries(entries: &[AdmitEntry]) -> Result<Vec<u8>, CodecError> {
     let stored: Vec<StoredWithProvenance> = entries
@@ -229,19 +260,24 @@ impl PartitionStore {
     /// Adds `outbox` to `batch`, under sequence numbers reserved at once:
     /// two writers (the partition's actor, the node's seeding) never take
     /// one number, whichever commits first. A number reserved by a write
-    /// that then fails is skipped.
+    /// that then fails is skipped. A page's links for one partition are
+    /// stored (and so sent) in batches of at most [`MAX_BATCH_BYTES`] of
+    /// URLs, so a batch always fits one bridge frame.
     fn stage_outbox(
         &self,
         batch: &mut WriteBatch,
         outbox: &[OutboxBatch],
     ) -> Result<(), StoreError> {
-        let batches: Vec<&OutboxBatch> = outbox.iter().filter(|b| !b.entries.is_empty()).collect();
+        let chunks: Vec<(u16, &[AdmitEntry])> = outbox
+            .iter()
+            .flat_map(|b| sized_chunks(&b.entries).map(move |c| (b.partition, c)))
+            .collect();
         let first = self
             .outbox_seq
-            .fetch_add(batches.len() as u64, Ordering::Relaxed);
-        for (seq, b) in (first..).zip(batches) {
-            let value = encode_entries(&b.entries).map_err(|e| self.codec(e))?;
-            batch.put_cf(self.cf(CF_OUTBOX), key(seq, b.partition), value);
+            .fetch_add(chunks.len() as u64, Ordering::Relaxed);
+        for (seq, (partition, entries)) in (first..).zip(chunks) {
+            let value = encode_entries(entries).map_err(|e| self.codec(e))?;
+            batch.put_cf(self.cf(CF_OUTBOX), key(seq, partition), value);
         }
         Ok(())
     }
@@ -321,6 +357,33 @@ mod tests {
         entries[0].lastmod_ms = Some(5);
         entries[0].referrer = Some("a.test".into());
         OutboxBatch { partition, entries }
+    }
+
+    #[test]
+    fn long_links_are_split_into_batches_that_each_fit_a_frame() {
+        use crate::frontier::provenance::Hop;
+        let long = "x".repeat(2000);
+        let via: std::sync::Arc<str> = std::sync::Arc::from(format!("http://a.test/{long}"));
+        let entries: Vec<AdmitEntry> = (0..5000)
+            .map(|i| AdmitEntry {
+                provenance: Provenance::seed().then(&via, Hop::Link),
+                ..entry(&format!("http://b.test/{i}/{long}"), "b.test")
+            })
+            .collect();
+        let chunks: Vec<&[AdmitEntry]> = sized_chunks(&entries).collect();
+        assert!(chunks.len() >= 3, "{}", chunks.len());
+        assert_eq!(chunks.iter().map(|c| c.len()).sum::<usize>(), 5000);
+        for chunk in &chunks {
+            // Each, as the bridge sends it, fits a frame.
+            let wire: Vec<crate::cluster::wire::WireEntry> = chunk.iter().map(Into::into).collect();
+            let message = crate::cluster::wire::Message::Admit {
+                seq: 1,
+                partition: 0,
+                entries: wire,
+            };
+            assert!(crate::cluster::wire::encode(&message).is_ok());
+        }
+        assert_eq!(sized_chunks(&[]).count(), 0);
     }
 
     #[test]

@@ -389,13 +389,11 @@ impl WarcWriter {
         let parquet = self.settings.parquet_index;
         let (synced, indexed) = std::thread::scope(|scope| {
             let synced = scope.spawn(|| inner.sync_all());
-            let indexed = file
-                .index
-                .write(&final_path)
-                .and_then(|cdxj| match parquet {
-                    true => parquet::write_from_cdxj(&cdxj, &final_path).map(|_| cdxj),
-                    false => Ok(cdxj),
-                });
+            let indexed = file.index.write(&final_path).inspect(|cdxj| {
+                if parquet {
+                    parquet::write_beside(cdxj, &final_path);
+                }
+            });
             let synced = synced
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));

@@ -123,6 +123,19 @@ pub fn write_from_cdxj(cdxj: &Path, warc: &Path) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// [`write_from_cdxj`], its failure logged rather than returned: the
+/// Parquet index is derived from the CDXJ index, and a file whose
+/// Parquet index could not be written (a full disk) is still closed,
+/// sealed and uploaded; its partial file is removed.
+pub fn write_beside(cdxj: &Path, warc: &Path) {
+    if let Err(err) = write_from_cdxj(cdxj, warc) {
+        tracing::warn!(file = %warc.display(), error = %err, "the parquet index of a warc file could not be written");
+        let mut partial = index_path(warc).into_os_string();
+        partial.push(".partial");
+        let _ = std::fs::remove_file(partial);
+    }
+}
+
 /// Writes the rows of `lines` to `out` as a Parquet file; returns `out`.
 fn write_rows(out: File, lines: impl Iterator<Item = io::Result<String>>) -> io::Result<File> {
     let schema = Arc::new(parse_message_type(SCHEMA).map_err(io::Error::other)?);

@@ -130,7 +130,7 @@ pub(super) fn recover_file(
     file.sync_all()?;
     let cdxj = lines.write(final_path)?;
     if parquet {
-        super::parquet::write_from_cdxj(&cdxj, final_path)?;
+        super::parquet::write_beside(&cdxj, final_path);
     }
     std::fs::rename(path, final_path)?;
     Ok(good)

@@ -148,9 +148,22 @@ fn recovery_cuts_a_torn_last_record() {
     // is not ours to recover.
     let theirs = dir.path().join("t-n2-20261130000000-00000-ab.warc.gz.open");
     std::fs::write(&theirs, b"in use").unwrap();
-    let recovered = recover_open_files(dir.path(), "t", false).unwrap();
+    let recovered = recover_open_files(dir.path(), "t", true).unwrap();
     assert_eq!(recovered.len(), 1);
     assert!(theirs.exists(), "left alone");
+    // Its indexes, CDXJ and Parquet, hold what was kept: the warcinfo
+    // isn't indexed; both responses and the first request are not either
+    // (requests never are): two lines, two rows.
+    let warc = dir.path().join(&a.file);
+    let cdxj = std::fs::read_to_string(cdxj::index_path(&warc)).unwrap();
+    let rows = {
+        use ::parquet::file::reader::{FileReader, SerializedFileReader};
+        let file = std::fs::File::open(parquet::index_path(&warc)).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        reader.metadata().file_metadata().num_rows()
+    };
+    assert_eq!(cdxj.lines().count(), 2, "{cdxj}");
+    assert_eq!(rows, 2);
     assert!(recover::written_with(
         "t-n2-20261130000000-00000-ab.warc.gz",
         "t-n2"

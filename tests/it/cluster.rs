@@ -95,6 +95,88 @@ async fn wait_split(
     .await
 }
 
+/// A client of node `id`'s admin API over HTTPS: the cluster's CA alone,
+/// the certificate naming the node, the token.
+fn https_client(ca: &Path, id: &str) -> awc::Client {
+    let name = trawl::cluster::tls::node_name(id);
+    let tls = trawl::admin::tls::client_config(ca, Some(&name)).unwrap();
+    awc::Client::builder()
+        .connector(awc::Connector::new().rustls_0_23(tls))
+        .bearer_auth(TOKEN)
+        .finish()
+}
+
+#[test]
+fn admin_apis_on_https_forward_to_each_other_checking_the_peer() {
+    trawl::fetch::install_crypto_provider();
+    let data = tempfile::tempdir().unwrap();
+    let (g1, g2) = (gossip_addr(), gossip_addr());
+    let ((l1, a1), (l2, a2)) = (admin_listener(), admin_listener());
+    // Both APIs serve HTTPS with their node's cluster certificate.
+    let tls = |mut c: Config| {
+        c.admin.tls = true;
+        c
+    };
+    let c1 = tls(node_config(data.path(), "n1", g1, g2, a1));
+    let c2 = tls(node_config(data.path(), "n2", g2, g1, a2));
+    let ca = c1.cluster.tls_ca.clone();
+    let (m1, m2) = (
+        Arc::new(Metrics::for_node(Some("n1"))),
+        Arc::new(Metrics::for_node(Some("n2"))),
+    );
+    actix_rt::System::new().block_on(async move {
+        let Served {
+            node: n1,
+            admin: admin1,
+            ..
+        } = Served::start_on(c1, l1, m1);
+        let Served {
+            node: n2,
+            admin: admin2,
+            ..
+        } = Served::start_on(c2, l2, m2);
+        let split = wait_split(&n1, &n2)
+            .await
+            .expect("the nodes split the partitions");
+        let n1_api = https_client(&ca, "n1");
+        // A host of n2's partitions, asked of n1: n1 asks n2 over HTTPS
+        // (n2 serves nothing else), checking n2's certificate.
+        let host = (0..64)
+            .map(trawl::testweb::SyntheticWeb::host_name)
+            .find(|h| split.1.contains(&trawl::url::partition_of(h, PARTITIONS)))
+            .expect("a host of n2's");
+        let mut answer = n1_api
+            .get(format!("https://{a1}/api/v1/hosts/{host}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 200, "{host}");
+        let snapshot: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(snapshot["host"], host.as_str());
+        // A pause asked of n1 is set on n2 too, over HTTPS.
+        let mut paused = n1_api
+            .post(format!("https://{a1}/api/v1/crawl/pause"))
+            .send()
+            .await
+            .unwrap();
+        let paused: serde_json::Value = paused.json().await.unwrap();
+        assert_eq!(paused["nodes"][0]["node"], "n2", "{paused}");
+        assert_eq!(paused["nodes"][0]["status"], 200, "{paused}");
+        // Plain HTTP is not served; n1's certificate is not n2's.
+        let plain = n1_api.get(format!("http://{a2}/api/v1/crawl")).send().await;
+        assert!(plain.is_err() || plain.unwrap().status().as_u16() >= 400);
+        let wrong = n1_api
+            .get(format!("https://{a2}/api/v1/crawl"))
+            .send()
+            .await;
+        assert!(wrong.is_err(), "n2's API passed for n1");
+        admin1.handle.stop(true).await;
+        admin2.handle.stop(true).await;
+        n1.send(Shutdown).await.unwrap().expect("n1 stops");
+        n2.send(Shutdown).await.unwrap().expect("n2 stops");
+    });
+}
+
 #[test]
 fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
     let (web, server) = start_web(12, 8, 21);

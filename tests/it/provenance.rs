@@ -3,8 +3,8 @@
 //! link, `R` redirect, `M` sitemap), how long the fetch took and the
 //! address fetched from; the metadata record lists the page's outlinks
 //! and points at the response it describes (`WARC-Concurrent-To`). The
-//! paths hold across the queue (a restart reads them back from the
-//! store) and warcio reads the files.
+//! paths travel through the store (each queue entry is read back from
+//! it before its fetch), and warcio reads the files.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -37,6 +37,20 @@ fn transient_failures_and_5xx_share_max_attempts() {
 }
 
 #[test]
+fn a_proxy_failure_is_never_charged_to_the_url() {
+    let mut a = Attempts::default();
+    let proxy = Err(FetchError::Proxy("proxy refused the tunnel: 502".into()));
+    for _ in 0..(LIMITS.max_attempts * 4) {
+        assert_eq!(classify(&proxy, &mut a, LIMITS), Retry::Again);
+    }
+    assert_eq!((a.failed, a.throttled), (0, 0));
+    // The URL's own failures still count from zero.
+    let err = Err(FetchError::Timeout);
+    assert_eq!(classify(&err, &mut a, LIMITS), Retry::Again);
+    assert_eq!(a.failed, 1);
+}
+
+#[test]
 fn throttling_counts_apart_from_failures() {
     let mut a = Attempts::default();
     for _ in 0..4 {

@@ -98,14 +98,16 @@ impl Served {
     }
 
     /// The API on `listener` (a cluster test binds it first: its port is
-    /// in the node's config), with the access rules of the config's
-    /// `[admin]` and the node's own `metrics`.
+    /// in the node's config), with the access rules and the TLS of the
+    /// config's `[admin]` and the node's own `metrics`.
     pub fn start_on(config: Config, listener: TcpListener, metrics: Arc<Metrics>) -> Served {
         let access =
             trawl::admin::Access::from_config(&config.admin).expect("the admin API's access rules");
+        let tls = trawl::admin::tls::AdminTls::from_config(&config).expect("the admin API's TLS");
         let node = Node::start(config, metrics.clone()).expect("the node starts");
-        let admin = trawl::admin::start_on(listener, access, node.clone(), metrics.clone())
-            .expect("the admin API starts");
+        let admin =
+            trawl::admin::start_secured_on(listener, access, tls, node.clone(), metrics.clone())
+                .expect("the admin API starts");
         Served {
             node,
             admin,
