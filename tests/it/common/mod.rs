@@ -423,7 +423,11 @@ pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
             let Ok(entries) = std::fs::read_dir(&path) else {
                 continue;
             };
-            files.extend(entries.filter_map(|e| Some(e.ok()?.path())));
+            // Not the store's staging files (`NAME#N`, renamed to `NAME`
+            // once written whole: object_store's local uploads): one read
+            // half-written is no segment yet.
+            let whole = |p: &PathBuf| !p.to_string_lossy().contains('#');
+            files.extend(entries.filter_map(|e| Some(e.ok()?.path())).filter(whole));
         }
     }
     files.sort();
