@@ -38,7 +38,6 @@ use crate::frontier::host::{
 use crate::frontier::importance;
 use crate::frontier::lifecycle::{self, Observed};
 use crate::frontier::page_flow::PageStep;
-use crate::frontier::provenance::Hop;
 use crate::frontier::response::{self, Plan};
 use crate::frontier::{Candidate, EntryKind};
 use crate::metrics::{GaugeHold, Metrics};
@@ -642,13 +641,7 @@ impl Runner {
         let header =
             response::header_directives(&job.response, &self.settings.robots.product_token);
         let not_modified = plan == Plan::NotModified;
-        // How what this response leads to was reached from it.
-        let hop = match &plan {
-            Plan::ReadSitemap => Some(Hop::Manifest),
-            Plan::ParseHtml => Some(Hop::Link),
-            Plan::Archive { .. } => Some(Hop::Redirect),
-            Plan::NotArchived | Plan::NotModified => None,
-        };
+        let hop = plan.hop();
         let (mut found, record) = match plan {
             Plan::NotArchived => (Vec::new(), None),
             Plan::NotModified => {

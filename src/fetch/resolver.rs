@@ -303,6 +303,16 @@ mod tests {
 
     use super::*;
 
+    /// A cache keeping answers 60 s to an hour, failures 30 s.
+    fn cache_settings() -> DnsCacheSettings {
+        DnsCacheSettings {
+            min_ttl: Duration::from_secs(60),
+            max_ttl: Duration::from_secs(3600),
+            negative_ttl: Duration::from_secs(30),
+            max_entries: 100,
+        }
+    }
+
     #[test]
     fn concurrent_lookups_share_one_query_and_answers_are_cached() {
         let calls = Rc::new(Cell::new(0));
@@ -325,12 +335,7 @@ mod tests {
             }
             .boxed_local()
         });
-        let settings = DnsCacheSettings {
-            min_ttl: Duration::from_secs(60),
-            max_ttl: Duration::from_secs(3600),
-            negative_ttl: Duration::from_secs(30),
-            max_entries: 100,
-        };
+        let settings = cache_settings();
         let metrics = Arc::new(Metrics::new());
         let clock = crate::clock::ManualClock::new();
         let resolver = OverrideResolver::new(
@@ -393,12 +398,7 @@ mod tests {
             }
             .boxed_local()
         });
-        let settings = DnsCacheSettings {
-            min_ttl: Duration::from_secs(60),
-            max_ttl: Duration::from_secs(3600),
-            negative_ttl: Duration::from_secs(30),
-            max_entries: 100,
-        };
+        let settings = cache_settings();
         let clock = crate::clock::ManualClock::new();
         let mut overrides = BTreeMap::new();
         overrides.insert("over.test".to_owned(), "127.0.0.9".parse().unwrap());

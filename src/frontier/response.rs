@@ -155,6 +155,20 @@ pub enum Plan {
     NotModified,
 }
 
+impl Plan {
+    /// The hop by which what this response leads to is reached from it
+    /// (`frontier/provenance.rs`): a sitemap's entries, a page's links, a
+    /// redirect's target; `None` when it leads nowhere.
+    pub fn hop(&self) -> Option<Hop> {
+        match self {
+            Plan::ReadSitemap => Some(Hop::Manifest),
+            Plan::ParseHtml => Some(Hop::Link),
+            Plan::Archive { .. } => Some(Hop::Redirect),
+            Plan::NotArchived | Plan::NotModified => None,
+        }
+    }
+}
+
 /// Plans a final response of a queue entry of `kind` at `depth` fetched
 /// from `url`; `has_copy`: the URL's payload is on record (so a 304
 /// confirms it; without one a 304 is archived like any response).
