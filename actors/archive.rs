@@ -23,7 +23,7 @@ use super::messages::{
     Archive, ArchiveDns, ArchiveRemoval, ArchiveSnapshot, ArchiveUploaded, CloseArchive, Failure,
     GetArchiveSnapshot, HandOver, WarcClosed,
 };
-use crate::archive::{ArchiveHealth, Archived, Archiver};
+use crate::archive::{ArchiveHealth, Archived, Archiver, ReportBook};
 use crate::config::Config;
 use crate::dedup::DedupIndex;
 use crate::durable::{GroupCommit, GroupSettings, Ticket};
@@ -67,13 +67,14 @@ impl ArchiveActor {
     /// Opens the writers (recovering files a crash left) and starts the
     /// actor on its own thread, archiving into `dedup` (opened by the
     /// caller: see [`DedupIndex::open`]); `uploads` hears of every file it
-    /// closes.
+    /// closes; each event it writes is folded into `report`.
     pub fn start(
         config: &Config,
         dedup: DedupIndex,
         metrics: Arc<Metrics>,
         uploads: Option<Recipient<WarcClosed>>,
         health: Arc<ArchiveHealth>,
+        report: ReportBook,
     ) -> Result<Addr<ArchiveActor>, ArchiveOpenError> {
         let warc = WarcWriter::new(WarcSettings {
             dir: config.data_path(&config.warc.dir),
@@ -104,7 +105,8 @@ impl ArchiveActor {
             config.recrawl.change_distance,
             metrics.clone(),
         )
-        .with_metadata_records(config.warc.metadata_records);
+        .with_metadata_records(config.warc.metadata_records)
+        .with_report(report);
         if config.storage.sync_writes {
             let commit = GroupCommit::start(GroupSettings::default(), metrics.clone())
                 .map_err(ArchiveOpenError::Sync)?;

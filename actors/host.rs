@@ -683,6 +683,7 @@ impl Runner {
                 record.links_dropped = findings.links_dropped;
                 record.canonical = findings.canonical;
                 record.simhash = findings.simhash;
+                record.language = findings.language;
                 record.digest = Some(parsed.digest);
                 let mut links = findings.found;
                 record.outlinks = links.iter().map(|c| c.url.to_string()).collect();

@@ -493,6 +493,19 @@ pub struct ListHosts(pub ListQuery);
 
 pub use crate::frontier::listing::{HostPage, ListQuery};
 pub use crate::politeness::slowdown::Slowdown;
+
+/// Asks the node for its crawl report (`src/report`): what its archive
+/// folded from the events it wrote, with its partitions' frontier (the
+/// hosts with the most URLs queued).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "crate::report::CrawlReport")]
+pub struct GetReport;
+
+/// Asks the node for the report its archive folds into, to read once the
+/// node has stopped (the pages that finished during the stop included).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "crate::archive::ReportBook")]
+pub struct GetReportBook;
 pub use crate::store::HostQueue;
 
 // ------------------------------------------------------------- FetcherPool

@@ -27,6 +27,7 @@ mod idle;
 mod links;
 mod operator;
 mod orders;
+mod report;
 mod seeds;
 mod shutdown;
 mod wiring;
@@ -63,7 +64,7 @@ use super::parser::ParserPool;
 use super::partition::{PartitionActor, PartitionSetup};
 use super::seen::SeenSet;
 use super::upload::{UploadActor, UploadOpenError, Uploads};
-use crate::archive::ArchiveHealth;
+use crate::archive::{ArchiveHealth, ReportBook};
 use crate::clock::{Now, SharedClock, SystemClock};
 use crate::cluster::gossip_auth::GossipKey;
 use crate::cluster::lease::StopReason;
@@ -183,6 +184,8 @@ pub struct Node {
     archive: Addr<ArchiveActor>,
     /// Whether the archive's writes fail: no checkpoint then.
     archive_health: Arc<ArchiveHealth>,
+    /// The crawl report the archive folds its events into.
+    report: ReportBook,
     /// Told to close its connections once a stop drained the partitions.
     fetcher: Addr<FetcherPool>,
     /// The uploader, with `[upload]` on; stopped after shutdown.

@@ -316,6 +316,8 @@ fn warc_write(c: &mut Criterion) {
                 response_head: b"HTTP/1.1 200 OK\r\ncontent-type: text/html\r\n\r\n",
                 payload: page.as_bytes(),
                 truncated: None,
+                identified_type: None,
+                languages: None,
             };
             black_box(writer.write_exchange(&ex).unwrap())
         })

@@ -86,6 +86,8 @@ pub struct ArchiveRequest {
     pub provenance: Provenance,
     /// The links found on the page, for its metadata record.
     pub outlinks: Vec<String>,
+    /// The page's language (ISO 639-3), if the parser detected it.
+    pub language: Option<&'static str>,
 }
 
 /// What archiving a response produced, for the URL's record.
@@ -131,6 +133,7 @@ impl ArchiveRequest {
             stored: None,
             provenance: Provenance::seed(),
             outlinks: Vec::new(),
+            language: None,
         }
     }
 
@@ -203,7 +206,13 @@ pub struct Archiver {
     events_handle: Option<SyncHandle>,
     /// `[warc] metadata_records`.
     metadata_records: bool,
+    /// The crawl report each event is folded into (`src/report`), shared
+    /// with whoever reads it.
+    report: Option<ReportBook>,
 }
+
+/// A crawl report being folded by the archive and read by others.
+pub type ReportBook = Arc<std::sync::Mutex<crate::report::CrawlReport>>;
 
 impl Archiver {
     /// An archiver over opened writers.
@@ -226,7 +235,14 @@ impl Archiver {
             tickets: Tickets::handover(),
             events_handle: None,
             metadata_records: false,
+            report: None,
         }
+    }
+
+    /// Folds each event written into `report`.
+    pub fn with_report(mut self, report: ReportBook) -> Self {
+        self.report = Some(report);
+        self
     }
 
     /// Writes a `metadata` record beside each page's and sitemap's
@@ -337,6 +353,11 @@ impl Archiver {
             response_head: &resp.head,
             payload: &resp.body,
             truncated: resp.truncated.then_some("length"),
+            identified_type: crate::parse::sniff::payload_type(
+                &resp.body,
+                resp.header("content-encoding"),
+            ),
+            languages: req.language,
         };
         if req.not_modified {
             let confirmed = req
@@ -378,6 +399,7 @@ impl Archiver {
         let event = Event {
             duplicate_of,
             changed,
+            mime_detected: exchange.identified_type.map(str::to_owned),
             ..Self::event(&req, date, &stored.at, &sha256)
         };
         let durable = self.append(event)?;
@@ -606,6 +628,9 @@ impl Archiver {
             hops: found.then(|| req.provenance.hops.as_str().to_owned()),
             fetch_ms: Some(resp.elapsed.as_millis() as u64),
             ip: resp.ip.map(|ip| ip.to_string()),
+            bytes: Some(resp.body.len() as u64),
+            mime_detected: None,
+            language: req.language.map(str::to_owned),
         }
     }
 
@@ -617,6 +642,12 @@ impl Archiver {
         self.events
             .append_after(&event, || warc.flush().map_err(std::io::Error::other))
             .map_err(|e| Failure::Archive(e.to_string()))?;
+        if let Some(report) = &self.report {
+            // A poisoned lock only means a reader panicked: the report
+            // itself is whole (each fold is one call under the lock).
+            let mut report = report.lock().unwrap_or_else(|p| p.into_inner());
+            report.record(&event);
+        }
         Ok(Some(self.tickets.issue()))
     }
 
@@ -650,6 +681,9 @@ impl Archiver {
             hops: None,
             fetch_ms: None,
             ip: None,
+            bytes: None,
+            mime_detected: None,
+            language: None,
         };
         self.metrics
             .removed
@@ -685,6 +719,9 @@ impl Archiver {
             hops: None,
             fetch_ms: None,
             ip: None,
+            bytes: None,
+            mime_detected: None,
+            language: None,
         };
         // The sync pushes the events buffer out: the records its lines
         // point at go first.

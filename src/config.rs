@@ -95,6 +95,10 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// Uploading closed WARC files to object storage.
     pub upload: UploadConfig,
+    /// Crawl reports.
+    pub report: ReportConfig,
+    /// An earlier crawl this one follows.
+    pub previous: PreviousConfig,
 }
 
 /// An object store's options (`[upload] options`, `[cluster]
@@ -885,6 +889,43 @@ pub struct EventsConfig {
     pub path: PathBuf,
 }
 
+/// `[report]`: the crawl report (`src/report`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportConfig {
+    /// Where `trawl run` writes `report.json`, `report.txt` and
+    /// `summary.json` at its end, relative to `storage.data_dir` unless
+    /// absolute (a cluster node's gets `-<node>`).
+    pub dir: PathBuf,
+    /// Hosts listed by name; what the others did is summed.
+    pub max_hosts: usize,
+    /// Seeds listed by name.
+    pub max_seeds: usize,
+}
+
+impl ReportConfig {
+    /// The report's bounds.
+    pub fn limits(&self) -> crate::report::ReportLimits {
+        crate::report::ReportLimits {
+            max_hosts: self.max_hosts,
+            max_seeds: self.max_seeds,
+        }
+    }
+}
+
+/// `[previous]`: an earlier crawl this one follows (a recurring crawl,
+/// `src/dedup/previous.rs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviousConfig {
+    /// Its CDXJ indexes: files, or directories whose `*.cdxj` files are
+    /// read. A payload fetched again unchanged is written as a revisit of
+    /// its copy there.
+    pub indexes: Vec<PathBuf>,
+    /// Also offer its URLs (its 2xx and 3xx page captures) as seeds.
+    pub reseed: bool,
+}
+
 /// `[admin]`: the admin HTTP API.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1023,6 +1064,8 @@ pub struct ParseConfig {
     /// Time one page's parse may take before it stops (a backstop).
     #[serde(with = "humantime_serde")]
     pub time_budget: Duration,
+    /// Detect each page's language from its text (`parse/sniff.rs`).
+    pub detect_language: bool,
 }
 
 impl Config {
@@ -1114,6 +1157,16 @@ impl Config {
     /// directory is shared and nothing but the partition stores may be.
     pub fn events_file(&self) -> PathBuf {
         let path = self.data_path(&self.events.path);
+        match self.node_id() {
+            Some(node) => with_node(&path, node),
+            None => path,
+        }
+    }
+
+    /// The directory this node's crawl reports go to (`<dir>-<node>` on a
+    /// cluster node).
+    pub fn report_dir(&self) -> PathBuf {
+        let path = self.data_path(&self.report.dir);
         match self.node_id() {
             Some(node) => with_node(&path, node),
             None => path,

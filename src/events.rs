@@ -97,6 +97,17 @@ pub struct Event {
     /// The address fetched from (also the record's `WARC-IP-Address`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
+    /// Payload bytes received (of a truncated response, those kept);
+    /// absent from `removed` and `uploaded` events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The payload's type as sniffed from its bytes (the record's
+    /// `WARC-Identified-Payload-Type`), when it could be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mime_detected: Option<String>,
+    /// A page's language (ISO 639-3), when detected from its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
 }
 
 /// Serde's test for a count left out of an event when it is 0.
@@ -288,6 +299,9 @@ mod tests {
             hops: None,
             fetch_ms: None,
             ip: None,
+            bytes: None,
+            mime_detected: None,
+            language: None,
         }
     }
 

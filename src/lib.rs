@@ -53,6 +53,7 @@ pub mod frontier;
 pub mod metrics;
 pub mod parse;
 pub mod politeness;
+pub mod report;
 pub mod robots;
 pub mod scheduler;
 pub mod sitemap;

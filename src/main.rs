@@ -36,6 +36,9 @@ enum Command {
     Run(cli::run::RunArgs),
     /// Decide URLs against a robots.txt file, naming the deciding line.
     Robots(cli::robots::RobotsArgs),
+    /// The crawl report (hosts, MIME types, status codes, seeds) of
+    /// events files: every run of a crawl, every node of a cluster.
+    Report(cli::report::ReportArgs),
     /// Control a running node through its admin API.
     Ctl(cli::ctl::CtlArgs),
     /// Serve the synthetic web on loopback.
@@ -107,6 +110,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(a) => cli::run::main(a),
         Command::Ctl(a) => cli::ctl::main(a),
         Command::Robots(a) => cli::robots::main(a),
+        Command::Report(a) => cli::report::main(a),
         Command::Testweb(a) => cli::testweb::main(a),
         Command::Url {
             command: UrlCommand::Normalize(a),

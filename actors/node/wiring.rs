@@ -117,12 +117,16 @@ impl Node {
         let uploads = UploadActor::start(&config, metrics.clone(), clock.clone())?;
         let closed_to = uploads.as_ref().map(|u| u.addr.clone().recipient());
         let archive_health = Arc::new(ArchiveHealth::new(config.data_path(&config.warc.dir)));
+        let report: ReportBook = Arc::new(std::sync::Mutex::new(crate::report::CrawlReport::new(
+            config.report.limits(),
+        )));
         let archive = ArchiveActor::start(
             &config,
             dedup,
             metrics.clone(),
             closed_to,
             archive_health.clone(),
+            report.clone(),
         )?;
         if let Some(u) = &uploads {
             u.addr.do_send(ArchiveOpened(archive.clone().recipient()));
@@ -259,6 +263,7 @@ impl Node {
             routes,
             archive,
             archive_health,
+            report,
             fetcher,
             uploads,
             upload_wait: config.upload.shutdown_wait,

@@ -283,6 +283,8 @@ fn html_limits(engine: trawl::parse::ParseEngine) -> trawl::parse::ParseLimits {
         max_attributes: 64,
         max_tree_steps: 200_000,
         time_budget: defaults.time_budget,
+        // The language detector reads what hostile pages say, too.
+        detect_language: true,
     }
 }
 

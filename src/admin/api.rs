@@ -12,8 +12,10 @@ use super::error::{ApiError, ErrorBody};
 use super::forward::PeerOutcome;
 use super::hosts::{self, BlockResponse, HostsResponse, QueueResponse, SlowdownRequest};
 use super::AdminState;
+use crate::actors::messages::GetReport;
 use crate::actors::{ClusterStatus, GetCluster, GetStatus, NodeStatus};
 use crate::control::Controls;
+use crate::report::CrawlReport;
 
 /// The API reference operators read (`docs/api.md`): each endpoint of
 /// `doc` with its method and summary, generated from the document (a unit
@@ -59,6 +61,7 @@ pub fn reference_markdown(doc: &utoipa::openapi::OpenApi) -> String {
     paths(
         status,
         cluster,
+        report,
         hosts::host,
         hosts::hosts,
         hosts::queue,
@@ -121,6 +124,46 @@ pub async fn status(
 ) -> Result<HttpResponse, ApiError> {
     state.access.read(&req)?;
     Ok(node_json(&state.node.send(GetStatus).await?))
+}
+
+/// How `GET /api/v1/report` answers.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ReportQuery {
+    /// `json` (the default) or `text` (the plain-text report).
+    pub format: Option<String>,
+}
+
+/// The crawl report of this node: hosts, MIME types, status codes, seeds
+/// and what each led to, and the frontier by host (`src/report`). What
+/// this node archived since it started; on a cluster, each node reports
+/// its own.
+#[utoipa::path(get, path = "/api/v1/report", tag = "read", params(ReportQuery),
+    responses((status = 200, description = "The crawl report (JSON, or text/plain with format=text)", body = CrawlReport),
+              (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn report(
+    state: web::Data<AdminState>,
+    query: web::Query<ReportQuery>,
+    req: HttpRequest,
+) -> Result<HttpResponse, ApiError> {
+    state.access.read(&req)?;
+    let text = match query.format.as_deref() {
+        None | Some("json") => false,
+        Some("text") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "format must be json or text, not {other:?}"
+            )))
+        }
+    };
+    let report = state.node.send(GetReport).await?;
+    Ok(match text {
+        true => HttpResponse::Ok()
+            .content_type("text/plain; charset=utf-8")
+            .body(report.to_string()),
+        false => node_json(&report),
+    })
 }
 
 /// A cluster node's view of the cluster: members, partition map, handoffs.

@@ -5,6 +5,8 @@
 //! - `GET /metrics`: Prometheus text exposition;
 //! - `GET /api/v1/status`: the node's status as JSON;
 //! - `GET /api/v1/cluster`: a cluster node's view of the cluster;
+//! - `GET /api/v1/report?format=json|text`: the node's crawl report
+//!   (`src/report`);
 //! - `GET /api/v1/hosts/{host}`: one host's robots.txt, politeness state
 //!   and queue sizes; on a cluster node, a host of a partition another
 //!   node holds is asked of that node's admin API;
@@ -158,6 +160,7 @@ fn serve(
             .service(resource("/metrics").route(web::get().to(metrics_text)))
             .service(resource("/api/v1/status").route(web::get().to(api::status)))
             .service(resource("/api/v1/cluster").route(web::get().to(api::cluster)))
+            .service(resource("/api/v1/report").route(web::get().to(api::report)))
             .service(resource("/api/v1/hosts").route(web::get().to(hosts::hosts)))
             .service(resource("/api/v1/hosts/{host}").route(web::get().to(hosts::host)))
             .service(resource("/api/v1/hosts/{host}/queue").route(web::get().to(hosts::queue)))

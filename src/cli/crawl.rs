@@ -7,7 +7,9 @@ use actix::Addr;
 use anyhow::Context as _;
 use trawl::actors::messages::ArchiveSnapshot;
 use trawl::actors::messages::UrlOutcome;
+use trawl::actors::messages::{GetReport, GetReportBook};
 use trawl::actors::{GetStatus, Node, SeedEach, Shutdown, WhenIdle};
+use trawl::archive::ReportBook;
 use trawl::config::{Config, CrawlConfig};
 use trawl::error::Failure;
 use trawl::metrics::Metrics;
@@ -29,6 +31,8 @@ pub struct CrawlOutcome {
     pub seeds_all_refused: bool,
     /// What the run did, from the node's counters.
     pub summary: super::summary::Summary,
+    /// The crawl report of the run (`src/report`), frontier included.
+    pub report: trawl::report::CrawlReport,
 }
 
 /// Seeds offered to the node per message: a seeds file of millions of
@@ -166,8 +170,16 @@ pub async fn crawl(
         None => None,
     };
     probe_state_store(&config).await?;
+    let previous = super::previous::Previous::open(&config.previous)?;
     let metrics = Arc::new(Metrics::for_node(config.node_id()));
     let node = Node::start(config.clone(), metrics.clone()).context("starting the node")?;
+    let book = match node.send(GetReportBook).await {
+        Ok(book) => book,
+        Err(err) => {
+            stop_after_failure(&node).await;
+            return Err(err).context("node mailbox");
+        }
+    };
     let https = admin_tls.is_some();
     let admin = match (admin_socket, access) {
         (Some(socket), Some(access)) => {
@@ -200,7 +212,10 @@ pub async fn crawl(
                 .context("node mailbox")?;
             tracing::info!("every partition has an owner");
         }
-        offer_seeds(&node, seeds, mode.reseed).await
+        // The earlier crawl's copies are known before anything is fetched.
+        previous.register(&node).await?;
+        let seeds = seeds.into_iter().chain(previous.seeds());
+        offer_seeds(&node, seeds, mode.reseed, &book).await
     };
     // The time limit counts from the start: joining and seeding too.
     let mut early = Ended::Interrupted;
@@ -269,6 +284,8 @@ pub async fn crawl(
         .send(trawl::actors::GetStatus)
         .await
         .unwrap_or_default();
+    // What is left queued, asked while the partitions still answer.
+    let frontier = node.send(GetReport).await.ok().and_then(|r| r.frontier);
     let archive = node
         .send(Shutdown)
         .await
@@ -280,6 +297,8 @@ pub async fn crawl(
     }
     let elapsed = started.elapsed();
     let summary = super::summary::Summary::new(&metrics, elapsed, ended, status.completed, seeds);
+    let mut report = book.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    report.frontier = frontier;
     Ok(CrawlOutcome {
         archive,
         elapsed,
@@ -287,6 +306,7 @@ pub async fn crawl(
         completed: status.completed,
         seeds_all_refused,
         summary,
+        report,
     })
 }
 
@@ -365,6 +385,7 @@ async fn offer_seeds(
     node: &actix::Addr<Node>,
     seeds: impl IntoIterator<Item = anyhow::Result<String>>,
     reseed: bool,
+    report: &ReportBook,
 ) -> anyhow::Result<SeedCounts> {
     let mut total = SeedCounts::default();
     let mut batch = Vec::with_capacity(SEED_BATCH);
@@ -375,10 +396,17 @@ async fn offer_seeds(
             batch.push(seed?);
         }
         let outcomes = offer_batch(node, &batch, reseed).await?;
+        let mut report = report.lock().unwrap_or_else(|p| p.into_inner());
         for (url, outcome) in batch.iter().zip(outcomes) {
-            if let UrlOutcome::Filtered(reason) = outcome {
-                tracing::warn!(seed = %url, reason, "seed refused");
-            }
+            let offered = match &outcome {
+                UrlOutcome::Admitted => "admitted".to_owned(),
+                UrlOutcome::Seen | UrlOutcome::Forwarded => "seen".to_owned(),
+                UrlOutcome::Filtered(reason) => {
+                    tracing::warn!(seed = %url, reason, "seed refused");
+                    format!("refused: {reason}")
+                }
+            };
+            report.offered(url, &offered);
             total.count(outcome);
         }
     }

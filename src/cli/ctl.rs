@@ -39,6 +39,9 @@ pub struct CtlArgs {
 enum CtlCommand {
     /// The node's status, as a table.
     Status,
+    /// The node's crawl report: hosts, MIME types, status codes, seeds and
+    /// what each led to, the frontier by host.
+    Report,
     /// Stop starting requests (those in flight finish); kept across restarts.
     Pause,
     /// Start requests again.
@@ -131,6 +134,7 @@ fn plan(command: &CtlCommand) -> (&'static str, String, Option<Value>) {
     };
     match command {
         CtlCommand::Status => ("GET", "/api/v1/status".to_owned(), None),
+        CtlCommand::Report => ("GET", "/api/v1/report".to_owned(), None),
         CtlCommand::Pause => ("POST", "/api/v1/crawl/pause".to_owned(), None),
         CtlCommand::Resume => ("POST", "/api/v1/crawl/resume".to_owned(), None),
         CtlCommand::Rate { per_second } => (
@@ -210,6 +214,11 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     }
     match &args.command {
         CtlCommand::Status => print!("{}", status_table(&answer)),
+        CtlCommand::Report => {
+            let report: trawl::report::CrawlReport =
+                serde_json::from_value(answer).context("reading the report")?;
+            print!("{report}");
+        }
         CtlCommand::Seed { .. } => print!("{}", seed_table(&answer)),
         CtlCommand::Pause | CtlCommand::Resume | CtlCommand::Rate { .. } => {
             println!(

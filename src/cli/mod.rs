@@ -3,7 +3,9 @@
 pub mod cluster;
 pub mod crawl;
 pub mod demo;
+pub mod previous;
 pub mod progress;
+pub mod report;
 pub mod robots;
 pub mod run;
 pub mod simhash;

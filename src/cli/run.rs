@@ -80,6 +80,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         until_idle: args.until_idle,
         reseed: args.reseed,
     };
+    let report_dir = config.report_dir();
     let outcome = super::run_system(super::crawl::crawl(config, seeds, mode))?;
     tracing::info!(
         completed = outcome.completed,
@@ -92,6 +93,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.summary_json {
         outcome.summary.write_json(path)?;
     }
+    let written = super::summary::write_reports(&report_dir, &outcome.summary, &outcome.report)?;
+    eprintln!("  report           {}", written.display());
     if outcome.seeds_all_refused {
         anyhow::bail!("every seed given was refused; nothing was crawled");
     }

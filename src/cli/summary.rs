@@ -87,6 +87,30 @@ impl Summary {
     }
 }
 
+/// Writes the run's `summary.json`, and its crawl report as
+/// `report.json` and `report.txt`, into `dir` (created if need be); each
+/// file whole or not at all (written aside, then renamed). Returns the
+/// text report's path.
+pub fn write_reports(
+    dir: &Path,
+    summary: &Summary,
+    report: &trawl::report::CrawlReport,
+) -> anyhow::Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the report directory {}", dir.display()))?;
+    let write = |name: &str, bytes: Vec<u8>| -> anyhow::Result<std::path::PathBuf> {
+        let path = dir.join(name);
+        let aside = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&aside, bytes)
+            .and_then(|()| std::fs::rename(&aside, &path))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    };
+    write("summary.json", serde_json::to_vec_pretty(summary)?)?;
+    write("report.json", serde_json::to_vec_pretty(report)?)?;
+    write("report.txt", report.to_string().into_bytes())
+}
+
 /// A counter family's non-zero series by their (one) label's value.
 fn by_label(family: &IntCounterVec) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();

@@ -29,6 +29,7 @@
 //! still read, as a fallback, so an upgraded crawl keeps its revisits.
 pub mod bloom;
 pub mod exact;
+pub mod previous;
 pub mod seen_cache;
 pub mod shortcut;
 pub mod simhash;

@@ -220,6 +220,8 @@ pub struct PageFindings {
     pub robots_meta: Option<String>,
     /// Simhash of the visible text.
     pub simhash: Option<u64>,
+    /// The language of the visible text (ISO 639-3), if detected.
+    pub language: Option<&'static str>,
     /// Distinct links dropped over `[parse] max_links_per_page`.
     pub links_dropped: usize,
 }
@@ -248,6 +250,7 @@ pub fn page_findings(
         canonical: parsed.canonical,
         robots_meta,
         simhash: parsed.simhash,
+        language: parsed.language,
         links_dropped: parsed.links_dropped,
     }
 }

@@ -90,6 +90,8 @@ pub struct ParseLimits {
     pub max_tree_steps: u64,
     /// Time the parse may take, checked between chunks.
     pub time_budget: Duration,
+    /// Detect the page's language ([`super::sniff::language`]).
+    pub detect_language: bool,
 }
 
 impl From<&crate::config::ParseConfig> for ParseLimits {
@@ -102,6 +104,7 @@ impl From<&crate::config::ParseConfig> for ParseLimits {
             max_attributes: c.max_attributes,
             max_tree_steps: c.max_tree_steps,
             time_budget: c.time_budget,
+            detect_language: c.detect_language,
         }
     }
 }

@@ -14,6 +14,7 @@ mod attributes;
 pub mod bounded;
 pub mod charset;
 mod read;
+pub mod sniff;
 pub mod stream;
 
 use std::sync::OnceLock;
@@ -41,6 +42,9 @@ pub struct ParsedPage {
     /// Simhash of the visible text (see [`crate::dedup::simhash`]), if the
     /// page has any words.
     pub simhash: Option<u64>,
+    /// The visible text's language (ISO 639-3), when detected with
+    /// confidence ([`sniff::language`]).
+    pub language: Option<&'static str>,
     /// Set when the parse stopped at a bound before the end of the page:
     /// everything above was read from the part before the cut.
     pub truncated: Option<ParseCut>,
@@ -167,21 +171,33 @@ pub fn parse_html_timed(
             let (doc, cut) = bounded::parse_document(html, limits, clock);
             ParsedPage {
                 truncated: cut,
-                ..read_page(&doc, page_url, limits.max_links)
+                ..resolve(
+                    read::walk(&doc),
+                    page_url,
+                    limits.max_links,
+                    limits.detect_language,
+                )
             }
         }
     }
 }
 
 /// What the crawl needs from the DOM of a page fetched from `page_url`,
-/// keeping at most `max_links` links (one walk of the tree: [`read`]).
+/// keeping at most `max_links` links (one walk of the tree: [`read`]);
+/// no language ([`parse_html`] detects it when its limits ask).
 pub fn read_page(doc: &Html, page_url: &Url, max_links: usize) -> ParsedPage {
-    resolve(read::walk(doc), page_url, max_links)
+    resolve(read::walk(doc), page_url, max_links, false)
 }
 
 /// What either reader found, resolved against the page's base (its first
-/// `<base href>`, else `page_url`), keeping at most `max_links` links.
-fn resolve(found: read::Found<'_>, page_url: &Url, max_links: usize) -> ParsedPage {
+/// `<base href>`, else `page_url`), keeping at most `max_links` links;
+/// with `detect_language`, its text's language too.
+fn resolve(
+    found: read::Found<'_>,
+    page_url: &Url,
+    max_links: usize,
+    detect_language: bool,
+) -> ParsedPage {
     let base = found
         .base
         .and_then(|href| page_url.join(href.trim()).ok())
@@ -216,6 +232,9 @@ fn resolve(found: read::Found<'_>, page_url: &Url, max_links: usize) -> ParsedPa
         .map(|t| t.trim().to_owned())
         .filter(|t| !t.is_empty());
     page.simhash = crate::dedup::simhash(&found.text);
+    if detect_language {
+        page.language = sniff::language(&found.text);
+    }
     page
 }
 
@@ -227,6 +246,29 @@ mod tests {
         ParseLimits {
             max_links,
             ..default_limits().clone()
+        }
+    }
+
+    #[test]
+    fn the_language_is_detected_only_when_asked_by_either_reader() {
+        let html = "<html><body><p>The quick brown fox jumps over the lazy dog while \
+                    the farmer watches from the porch and the children play.</p></body></html>";
+        let url = Url::parse("http://a.test/").unwrap();
+        for engine in [ParseEngine::Stream, ParseEngine::Tree] {
+            let off = ParseLimits {
+                engine,
+                ..limits(10)
+            };
+            assert_eq!(parse_html(html, &url, &off).language, None);
+            let on = ParseLimits {
+                detect_language: true,
+                ..off
+            };
+            assert_eq!(
+                parse_html(html, &url, &on).language,
+                Some("eng"),
+                "{engine:?}"
+            );
         }
     }
 

@@ -100,7 +100,12 @@ pub(super) fn parse_in_chunks(
     let mut found = tokenizer.sink.found.into_inner();
     ParsedPage {
         truncated: cut,
-        ..super::resolve(found.as_read(), page_url, limits.max_links)
+        ..super::resolve(
+            found.as_read(),
+            page_url,
+            limits.max_links,
+            limits.detect_language,
+        )
     }
 }
 

@@ -12,7 +12,13 @@
 //! `--sort`, byte for byte: `SURT-key timestamp {json}` with `url`, `mime`,
 //! `status`, `digest` (the record's `WARC-Payload-Digest` as written, so
 //! `sha256:BASE32`), `length`, `offset`, `filename`, values as strings,
-//! keys in that order, JSON spaced and ASCII-escaped as Python writes it.
+//! keys in that order, JSON spaced and ASCII-escaped as Python writes it;
+//! plus, as Common Crawl's index lines have them, `mime-detected` (after
+//! `mime`: a response record's `WARC-Identified-Payload-Type`, the type
+//! sniffed from its payload) and `languages` (before `length`: the page's
+//! language, ISO 639-3, when detected as it was written; not after crash
+//! recovery, which has only the records). Readers of pywb's lines ignore
+//! fields they do not know.
 //! Response, revisit, resource and metadata records are indexed (not
 //! requests, nor `application/warc-fields` resource or metadata records);
 //! a revisit's `mime` is `warc/revisit`. Lines are sorted as whole lines,
@@ -34,6 +40,9 @@ pub struct RecordView<'a> {
     /// The record block; from a [`super::Record`], its first part (which
     /// holds a response's HTTP head, all the index reads of a block).
     pub block: &'a [u8],
+    /// The page's language (ISO 639-3), when the writer knows it: the
+    /// line's `languages` (a record read back by recovery has none).
+    pub languages: Option<&'a str>,
 }
 
 impl<'a> RecordView<'a> {
@@ -55,6 +64,7 @@ impl<'a> From<&'a super::Record<'_>> for RecordView<'a> {
                 .map(|(n, v)| (*n, v.as_str()))
                 .collect(),
             block: &record.block,
+            languages: None,
         }
     }
 }
@@ -312,12 +322,17 @@ fn line_stem(record: &RecordView<'_>, offset: u64, length: u64) -> Option<String
     let status = head.as_ref().map(|h| h.status.clone());
     let mut fields: Vec<(&str, String)> = vec![("url", url.to_owned())];
     fields.extend(mime.map(|m| ("mime", m)));
+    let detected = record
+        .header("WARC-Identified-Payload-Type")
+        .filter(|_| kind == "response");
+    fields.extend(detected.map(|d| ("mime-detected", short_mime(d))));
     fields.extend(status.map(|s| ("status", s)));
     fields.extend(
         record
             .header("WARC-Payload-Digest")
             .map(|d| ("digest", d.to_owned())),
     );
+    fields.extend(record.languages.map(|l| ("languages", l.to_owned())));
     fields.push(("length", length.to_string()));
     fields.push(("offset", offset.to_string()));
     let json: Vec<String> = fields
@@ -416,6 +431,88 @@ impl HttpHead {
     }
 }
 
+/// One capture of a CDXJ index, read back from its line (ours, or any
+/// pywb-style index: `SURT TIMESTAMP {json}`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capture {
+    /// The SURT key.
+    pub surt: String,
+    /// The 14-digit timestamp (`20261130154354`).
+    pub timestamp: String,
+    /// The URL.
+    pub url: String,
+    /// `mime` (`warc/revisit` for a revisit).
+    pub mime: Option<String>,
+    /// `mime-detected`: the type sniffed from the payload.
+    pub mime_detected: Option<String>,
+    /// `status`, if the record has one.
+    pub status: Option<u16>,
+    /// `digest`, as written (`sha256:BASE32`).
+    pub digest: Option<String>,
+    /// `filename`, `offset` and `length`, if given.
+    pub filename: Option<String>,
+    /// Byte offset of the record in `filename`.
+    pub offset: Option<u64>,
+    /// Its length there.
+    pub length: Option<u64>,
+    /// `languages`: the page's language(s), ISO 639-3, comma-separated.
+    pub languages: Option<String>,
+}
+
+impl Capture {
+    /// The capture of a CDXJ line; `None` for a line that is not one (a
+    /// comment, a torn line, a `url` missing).
+    pub fn parse(line: &str) -> Option<Capture> {
+        let (surt, rest) = line.split_once(' ')?;
+        let (timestamp, json) = rest.split_once(' ')?;
+        if timestamp.len() != 14 || !timestamp.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let fields: serde_json::Value = serde_json::from_str(json).ok()?;
+        let text = |name: &str| fields.get(name)?.as_str().map(str::to_owned);
+        let number = |name: &str| text(name)?.parse::<u64>().ok();
+        Some(Capture {
+            surt: surt.to_owned(),
+            timestamp: timestamp.to_owned(),
+            url: text("url")?,
+            mime: text("mime"),
+            mime_detected: text("mime-detected"),
+            status: number("status").and_then(|s| u16::try_from(s).ok()),
+            digest: text("digest"),
+            filename: text("filename"),
+            offset: number("offset"),
+            length: number("length"),
+            languages: text("languages"),
+        })
+    }
+
+    /// Its time, as a WARC date (`2026-11-30T15:43:54Z`).
+    pub fn warc_date(&self) -> Option<String> {
+        let time = chrono::NaiveDateTime::parse_from_str(&self.timestamp, "%Y%m%d%H%M%S").ok()?;
+        Some(time.and_utc().format("%Y-%m-%dT%H:%M:%SZ").to_string())
+    }
+
+    /// Its time, Unix milliseconds.
+    pub fn unix_ms(&self) -> Option<i64> {
+        let time = chrono::NaiveDateTime::parse_from_str(&self.timestamp, "%Y%m%d%H%M%S").ok()?;
+        Some(time.and_utc().timestamp_millis())
+    }
+
+    /// The payload's SHA-256, if its digest is one (`sha256:BASE32`, or
+    /// hex); `None` for other algorithms.
+    pub fn sha256(&self) -> Option<[u8; 32]> {
+        let (algorithm, value) = self.digest.as_deref()?.split_once(':')?;
+        if !algorithm.eq_ignore_ascii_case("sha256") {
+            return None;
+        }
+        let bytes = data_encoding::BASE32
+            .decode(value.as_bytes())
+            .or_else(|_| data_encoding::HEXLOWER_PERMISSIVE.decode(value.as_bytes()))
+            .ok()?;
+        bytes.try_into().ok()
+    }
+}
+
 /// The index file of the WARC file at `warc`: its name plus `.cdxj`.
 pub fn index_path(warc: &Path) -> PathBuf {
     let mut name = warc.as_os_str().to_owned();
@@ -439,6 +536,7 @@ pub fn parse_record(bytes: &[u8]) -> Option<RecordView<'_>> {
     let view = RecordView {
         block: &[],
         headers,
+        languages: None,
     };
     let length: usize = view.header("Content-Length")?.parse().ok()?;
     // A torn or corrupt record may claim any length: no overflow.
@@ -506,6 +604,7 @@ mod tests {
                 ("WARC-Payload-Digest", "sha256:ABC"),
             ],
             block: b"HTTP/1.1 404 Not Found\r\ncontent-type: Text/HTML; charset=utf-8\r\n\r\nx",
+            languages: None,
         };
         assert_eq!(
             index_line(&record, &at()).unwrap(),
@@ -517,6 +616,28 @@ mod tests {
     }
 
     #[test]
+    fn the_detected_type_and_the_language_are_common_crawls_fields() {
+        let record = RecordView {
+            headers: vec![
+                ("WARC-Type", "response"),
+                ("WARC-Date", "2026-11-30T15:43:54Z"),
+                ("WARC-Target-URI", "http://a.test/"),
+                ("WARC-Identified-Payload-Type", "text/html"),
+            ],
+            block: b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\n",
+            languages: Some("eng"),
+        };
+        let line = index_line(&record, &at()).unwrap();
+        assert!(
+            line.contains("\"mime\": \"text/plain\", \"mime-detected\": \"text/html\", \"status\": \"200\", \"languages\": \"eng\", \"length\""),
+            "{line}"
+        );
+        let capture = Capture::parse(&line).unwrap();
+        assert_eq!(capture.mime_detected.as_deref(), Some("text/html"));
+        assert_eq!(capture.languages.as_deref(), Some("eng"));
+    }
+
+    #[test]
     fn revisits_say_so_and_requests_are_left_out() {
         let mut record = RecordView {
             headers: vec![
@@ -525,6 +646,7 @@ mod tests {
                 ("WARC-Target-URI", "http://a.test/"),
             ],
             block: b"HTTP/1.1 304 Not Modified\r\n\r\n",
+            languages: None,
         };
         let line = index_line(&record, &at()).unwrap();
         assert!(
@@ -610,6 +732,7 @@ mod tests {
                     ("WARC-Target-URI", &url),
                 ],
                 block: b"",
+                languages: None,
             };
             let (offset, length) = (pick * 10, 5 + n % 2);
             lines.push(&record, offset, length);

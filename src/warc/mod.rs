@@ -235,7 +235,7 @@ impl WarcWriter {
         payload_sha256: [u8; 32],
     ) -> Result<Stored, WarcError> {
         let (response, request) = record::exchange_records(exchange, &payload_sha256);
-        self.write_pair(&response, &request, payload_sha256)
+        self.write_pair(&response, &request, payload_sha256, exchange.languages)
     }
 
     /// Writes a revisit record (and the request record) for an exchange
@@ -274,23 +274,25 @@ impl WarcWriter {
     ) -> Result<Stored, WarcError> {
         let (revisit, request) =
             record::revisit_records(exchange, &payload_sha256, original, profile);
-        self.write_pair(&revisit, &request, payload_sha256)
+        self.write_pair(&revisit, &request, payload_sha256, None)
     }
 
-    /// Writes a record and its request record to one file.
+    /// Writes a record and its request record to one file; `languages`
+    /// goes to the first one's index line.
     fn write_pair(
         &mut self,
         first: &Record<'_>,
         request: &Record<'_>,
         payload_sha256: [u8; 32],
+        languages: Option<&str>,
     ) -> Result<Stored, WarcError> {
         let record_id = first.header("WARC-Record-ID").unwrap_or("").to_owned();
         let first_bytes = self.compress(first);
         let request_bytes = self.compress(request);
         // Both records of an exchange go to the same file.
         self.file_for((first_bytes.len() + request_bytes.len()) as u64)?;
-        let at = self.write_member(&first_bytes, first)?;
-        self.write_member(&request_bytes, request)?;
+        let at = self.write_member(&first_bytes, first, languages)?;
+        self.write_member(&request_bytes, request, None)?;
         Ok(Stored {
             at,
             payload_sha256,
@@ -314,7 +316,7 @@ impl WarcWriter {
     pub fn write_record(&mut self, record: &Record<'_>) -> Result<WarcRef, WarcError> {
         let member = self.compress(record);
         self.file_for(member.len() as u64)?;
-        self.write_member(&member, record)
+        self.write_member(&member, record, None)
     }
 
     /// `record` compressed as the settings say.
@@ -324,7 +326,14 @@ impl WarcWriter {
 
     /// Appends `record`, compressed as `member`, to the current file
     /// (opened by `file_for`), and its line to the file's index.
-    fn write_member(&mut self, member: &[u8], record: &Record<'_>) -> Result<WarcRef, WarcError> {
+    /// Appends one compressed record (`member`) and indexes it, with
+    /// `languages` in its index line.
+    fn write_member(
+        &mut self,
+        member: &[u8],
+        record: &Record<'_>,
+        languages: Option<&str>,
+    ) -> Result<WarcRef, WarcError> {
         let file = self.current.as_mut().expect("file_for opened a file");
         let at = WarcRef {
             file: file.name.clone(),
@@ -338,8 +347,11 @@ impl WarcWriter {
         file.offset += member.len() as u64;
         let handed_over = file.offset - file.out.buffer().len() as u64;
         file.writeback.advance(file.out.get_ref(), handed_over);
-        file.index
-            .push(&cdxj::RecordView::from(record), at.offset, at.length);
+        let view = cdxj::RecordView {
+            languages,
+            ..cdxj::RecordView::from(record)
+        };
+        file.index.push(&view, at.offset, at.length);
         self.records += 1;
         self.bytes += member.len() as u64;
         Ok(at)
@@ -529,7 +541,7 @@ impl WarcWriter {
         self.sync_dir_entries()?;
         let info = Record::warcinfo(&name, &self.settings.info);
         let member = self.compress(&info);
-        let at = self.write_member(&member, &info)?;
+        let at = self.write_member(&member, &info, None)?;
         if let Some(file) = &mut self.current {
             file.info_end = at.offset + at.length;
         }

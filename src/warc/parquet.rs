@@ -12,10 +12,13 @@
 //! `url_host_registered_domain` (the public-suffix list's registrable
 //! domain), `fetch_time` (UTC timestamp, second precision as in CDXJ),
 //! `fetch_status`, `content_mime_type` (the Content-Type's media type,
-//! `warc/revisit` for a revisit), `content_mime_detected` (null: trawl
-//! sniffs no types), `content_digest`, `content_languages` (null: trawl
-//! detects no languages), `warc_filename`, `warc_record_offset`,
-//! `warc_record_length`. Pages are snappy-compressed.
+//! `warc/revisit` for a revisit), `content_mime_detected` (the CDXJ
+//! line's `mime-detected`: the type sniffed from a response's payload,
+//! `parse/sniff.rs`), `content_digest`, `content_languages` (its
+//! `languages`: a page's language, ISO 639-3, when detected; null for
+//! other records and after crash recovery), `warc_filename`,
+//! `warc_record_offset`, `warc_record_length`. Pages are
+//! snappy-compressed.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
@@ -67,7 +70,9 @@ struct Row {
     fetch_time_ms: i64,
     status: Option<i32>,
     mime: Option<String>,
+    mime_detected: Option<String>,
     digest: Option<String>,
+    languages: Option<String>,
     filename: String,
     offset: i64,
     length: i64,
@@ -76,31 +81,27 @@ struct Row {
 /// The row of a CDXJ line (`SURT TIMESTAMP {json}`); `None` for a line
 /// that is not one.
 fn row_of(line: &str) -> Option<Row> {
-    let (surt, rest) = line.split_once(' ')?;
-    let (timestamp, json) = rest.split_once(' ')?;
-    let fields: serde_json::Value = serde_json::from_str(json).ok()?;
-    let text = |name: &str| fields.get(name)?.as_str().map(str::to_owned);
-    let number = |name: &str| text(name)?.parse::<i64>().ok();
-    let url = text("url")?;
-    let host = url::Url::parse(&url)
+    let capture = super::cdxj::Capture::parse(line)?;
+    let host = url::Url::parse(&capture.url)
         .ok()
         .and_then(|u| u.host_str().map(str::to_owned));
     let domain = host
         .as_deref()
         .map(|h| crate::url::registrable_domain(h).to_owned());
-    let time = chrono::NaiveDateTime::parse_from_str(timestamp, "%Y%m%d%H%M%S").ok()?;
     Some(Row {
-        surt: surt.to_owned(),
+        fetch_time_ms: capture.unix_ms()?,
+        status: capture.status.map(i32::from),
+        filename: capture.filename?,
+        offset: i64::try_from(capture.offset?).ok()?,
+        length: i64::try_from(capture.length?).ok()?,
+        surt: capture.surt,
         host,
         domain,
-        fetch_time_ms: time.and_utc().timestamp_millis(),
-        status: number("status").and_then(|s| i32::try_from(s).ok()),
-        mime: text("mime"),
-        digest: text("digest"),
-        filename: text("filename")?,
-        offset: number("offset")?,
-        length: number("length")?,
-        url,
+        mime: capture.mime,
+        mime_detected: capture.mime_detected,
+        digest: capture.digest,
+        languages: capture.languages,
+        url: capture.url,
     })
 }
 
@@ -173,9 +174,9 @@ fn write_group(writer: &mut SerializedFileWriter<File>, rows: &[Row]) -> io::Res
         Column::Long(rows.iter().map(|r| r.fetch_time_ms).collect()),
         Column::Int(rows.iter().map(|r| r.status).collect()),
         Column::Text(text(|r| r.mime.as_deref())),
-        Column::Text(vec![None; rows.len()]),
+        Column::Text(text(|r| r.mime_detected.as_deref())),
         Column::Text(text(|r| r.digest.as_deref())),
-        Column::Text(vec![None; rows.len()]),
+        Column::Text(text(|r| r.languages.as_deref())),
         Column::Required(rows.iter().map(|r| r.filename.as_str()).collect()),
         Column::Long(rows.iter().map(|r| r.offset).collect()),
         Column::Long(rows.iter().map(|r| r.length).collect()),

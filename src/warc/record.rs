@@ -23,6 +23,12 @@ pub struct Exchange<'a> {
     pub payload: &'a [u8],
     /// `Some("length")` when the body was cut at the size cap.
     pub truncated: Option<&'a str>,
+    /// The payload's type as detected from its bytes
+    /// (`parse/sniff.rs`): the response record's
+    /// `WARC-Identified-Payload-Type`.
+    pub identified_type: Option<&'a str>,
+    /// The page's language (ISO 639-3), for the index (`languages`).
+    pub languages: Option<&'a str>,
 }
 
 /// A record ready to serialise: named headers in order, then the block.
@@ -222,6 +228,9 @@ pub fn exchange_records<'a>(
     if let Some(reason) = ex.truncated {
         headers.push(("WARC-Truncated", reason.to_owned()));
     }
+    if let Some(kind) = ex.identified_type {
+        headers.push(("WARC-Identified-Payload-Type", kind.to_owned()));
+    }
     headers.push(("Content-Type", "application/http;msgtype=response".into()));
     let response = Record {
         headers,
@@ -253,9 +262,13 @@ pub fn revisit_records(
     if let Some(ip) = ex.ip {
         headers.push(("WARC-IP-Address", ip.to_string()));
     }
+    headers.push(("WARC-Profile", profile.to_owned()));
+    // A copy known from an earlier crawl's CDXJ index has no record ID
+    // (`dedup/previous.rs`): the optional field is left out.
+    if !original.record_id.is_empty() {
+        headers.push(("WARC-Refers-To", original.record_id.clone()));
+    }
     headers.extend([
-        ("WARC-Profile", profile.to_owned()),
-        ("WARC-Refers-To", original.record_id.clone()),
         ("WARC-Refers-To-Target-URI", original.uri.clone()),
         ("WARC-Refers-To-Date", original.date.clone()),
         ("WARC-Block-Digest", sha256_digest(&block)),

@@ -24,6 +24,8 @@ fn exchange<'a>(uri: &'a str, payload: &'a [u8]) -> Exchange<'a> {
         response_head: b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n",
         payload,
         truncated: None,
+        identified_type: None,
+        languages: None,
     }
 }
 
