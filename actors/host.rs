@@ -684,6 +684,7 @@ impl Runner {
                 record.canonical = findings.canonical;
                 record.simhash = findings.simhash;
                 record.language = findings.language;
+                record.mime_detected = findings.mime_detected;
                 record.digest = Some(parsed.digest);
                 let mut links = findings.found;
                 record.outlinks = links.iter().map(|c| c.url.to_string()).collect();

@@ -87,7 +87,8 @@ impl ParserPool {
             }
         };
         let (html, _) = decode_html(&body, msg.content_type.as_deref());
-        let page = parse_html(&html, &msg.url, &self.limits);
+        let mut page = parse_html(&html, &msg.url, &self.limits);
+        page.mime_detected = crate::parse::sniff::decoded_type(&body);
         if let Some(cut) = page.truncated {
             self.metrics
                 .parse_cuts

@@ -88,6 +88,9 @@ pub struct ArchiveRequest {
     pub outlinks: Vec<String>,
     /// The page's language (ISO 639-3), if the parser detected it.
     pub language: Option<&'static str>,
+    /// The payload's type by its bytes, if the parser sniffed it (else
+    /// the archive does).
+    pub mime_detected: Option<&'static str>,
 }
 
 /// What archiving a response produced, for the URL's record.
@@ -134,6 +137,7 @@ impl ArchiveRequest {
             provenance: Provenance::seed(),
             outlinks: Vec::new(),
             language: None,
+            mime_detected: None,
         }
     }
 
@@ -353,10 +357,9 @@ impl Archiver {
             response_head: &resp.head,
             payload: &resp.body,
             truncated: resp.truncated.then_some("length"),
-            identified_type: crate::parse::sniff::payload_type(
-                &resp.body,
-                resp.header("content-encoding"),
-            ),
+            identified_type: req.mime_detected.or_else(|| {
+                crate::parse::sniff::payload_type(&resp.body, resp.header("content-encoding"))
+            }),
             languages: req.language,
         };
         if req.not_modified {

@@ -178,10 +178,13 @@ pub fn main(args: DemoArgs) -> anyhow::Result<ExitCode> {
         data_dir: config.storage.data_dir.clone(),
         ok,
     };
+    let written =
+        super::summary::write_reports(&config.report_dir(), &outcome.summary, &outcome.report)?;
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
         print_summary(&summary);
+        println!("  crawl report         {}", written.display());
         for v in report.violations.iter().take(10) {
             println!("  violation at {}: {}", v.host, v.what);
         }

@@ -222,6 +222,8 @@ pub struct PageFindings {
     pub simhash: Option<u64>,
     /// The language of the visible text (ISO 639-3), if detected.
     pub language: Option<&'static str>,
+    /// The payload's type by its bytes, if the parser sniffed it.
+    pub mime_detected: Option<&'static str>,
     /// Distinct links dropped over `[parse] max_links_per_page`.
     pub links_dropped: usize,
 }
@@ -251,6 +253,7 @@ pub fn page_findings(
         robots_meta,
         simhash: parsed.simhash,
         language: parsed.language,
+        mime_detected: parsed.mime_detected,
         links_dropped: parsed.links_dropped,
     }
 }

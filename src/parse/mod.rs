@@ -45,6 +45,10 @@ pub struct ParsedPage {
     /// The visible text's language (ISO 639-3), when detected with
     /// confidence ([`sniff::language`]).
     pub language: Option<&'static str>,
+    /// The payload's type by its bytes ([`sniff::decoded_type`]), set by
+    /// whoever decoded the body (the parser pool): the archive need not
+    /// decode it again.
+    pub mime_detected: Option<&'static str>,
     /// Set when the parse stopped at a bound before the end of the page:
     /// everything above was read from the part before the cut.
     pub truncated: Option<ParseCut>,

@@ -30,7 +30,13 @@ pub const LANGUAGE_BYTES: usize = 2048;
 /// `None` for an empty body or a coding that cannot be undone.
 pub fn payload_type(body: &[u8], content_encoding: Option<&str>) -> Option<&'static str> {
     let decoded = decode_body(body, content_encoding, SNIFF_BYTES).ok()?;
-    let head = &decoded.bytes[..decoded.bytes.len().min(SNIFF_BYTES)];
+    decoded_type(&decoded.bytes)
+}
+
+/// The MIME type of a payload whose coding is undone already (`decoded`,
+/// of which the first [`SNIFF_BYTES`] are read); `None` if it is empty.
+pub fn decoded_type(decoded: &[u8]) -> Option<&'static str> {
+    let head = &decoded[..decoded.len().min(SNIFF_BYTES)];
     if head.is_empty() {
         return None;
     }
@@ -105,6 +111,7 @@ mod tests {
         );
         assert_eq!(payload_type(b"", None), None);
         assert_eq!(payload_type(b"not gzip", Some("gzip")), None);
+        assert_eq!(decoded_type(html), Some("text/html"));
         // A character cut by the sniff window is still text.
         let long = "é".repeat(SNIFF_BYTES);
         assert_eq!(payload_type(long.as_bytes(), None), Some("text/plain"));
