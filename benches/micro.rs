@@ -2,7 +2,7 @@
 //! its bounds cost: an ordinary page against one html5ever call, and the
 //! pathological pages the bounds cut short), URL normalisation and
 //! fingerprints, simhash, the store's batched seen check (exact and Bloom
-//! modes), WARC record writing.
+//! modes), WARC record writing, the language detector and the type sniff.
 //!
 //! `cargo bench --bench micro` (add `-- parse` to run one group).
 
@@ -39,6 +39,27 @@ fn link_extraction(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % pages.len();
             black_box(parse_html(&pages[i], &base, &limits))
+        })
+    });
+    // The same pages with `[parse] detect_language`: the language
+    // detector's cost is the difference.
+    let with_language = ParseLimits {
+        detect_language: true,
+        ..limits.clone()
+    };
+    group.bench_function("links_per_page_with_language", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % pages.len();
+            black_box(parse_html(&pages[i], &base, &with_language))
+        })
+    });
+    // What sniffing a page's type costs (always on).
+    group.bench_function("sniff_type", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 1) % pages.len();
+            black_box(trawl::parse::sniff::decoded_type(pages[i].as_bytes()))
         })
     });
     // The same pages read by the tree reader (html5ever's DOM, bounded).

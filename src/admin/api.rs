@@ -81,6 +81,7 @@ pub fn reference_markdown(doc: &utoipa::openapi::OpenApi) -> String {
     components(schemas(
         Controls,
         ControlsResponse,
+        ReportResponse,
         PeerOutcome,
         RateRequest,
         SeedRequest,
@@ -134,12 +135,22 @@ pub struct ReportQuery {
     pub format: Option<String>,
 }
 
-/// The crawl report of this node: hosts, MIME types, status codes, seeds
-/// and what each led to, and the frontier by host (`src/report`). What
-/// this node archived since it started; on a cluster, each node reports
-/// its own.
+/// The crawl report with the other nodes' answers.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ReportResponse {
+    /// The report (on a cluster, every node's that answered, merged).
+    #[serde(flatten)]
+    pub report: CrawlReport,
+    /// Each other node asked for its report, and how it answered.
+    pub nodes: Vec<PeerOutcome>,
+}
+
+/// The crawl report: hosts, MIME types, status codes, seeds and what each
+/// led to, and the frontier by host (`src/report`). What the node archived
+/// since it started; on a cluster, every node's report merged (each
+/// node's part is in `nodes`).
 #[utoipa::path(get, path = "/api/v1/report", tag = "read", params(ReportQuery),
-    responses((status = 200, description = "The crawl report (JSON, or text/plain with format=text)", body = CrawlReport),
+    responses((status = 200, description = "The crawl report (JSON, or text/plain with format=text)", body = ReportResponse),
               (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
               (status = 503, body = ErrorBody)))]
 pub async fn report(
@@ -157,12 +168,26 @@ pub async fn report(
             )))
         }
     };
-    let report = state.node.send(GetReport).await?;
+    let mut report = state.node.send(GetReport).await?;
+    let peers = super::forward::to_peers(&state, &req, "/api/v1/report", None).await;
+    for peer in &peers {
+        let Ok((status, body)) = &peer.answer else {
+            continue;
+        };
+        if !status.is_success() {
+            continue;
+        }
+        match serde_json::from_slice::<CrawlReport>(body) {
+            Ok(theirs) => report.merge(&theirs),
+            Err(err) => tracing::warn!(node = peer.node, %err, "unreadable crawl report"),
+        }
+    }
+    let nodes = peers.iter().map(|p| p.outcome()).collect();
     Ok(match text {
         true => HttpResponse::Ok()
             .content_type("text/plain; charset=utf-8")
             .body(report.to_string()),
-        false => node_json(&report),
+        false => node_json(&ReportResponse { report, nodes }),
     })
 }
 

@@ -282,6 +282,20 @@ fn two_nodes_split_the_partitions_and_crawl_the_web_once() {
         let held: BTreeSet<u16> = view.held.iter().copied().collect();
         assert_eq!(held, split.1, "what n2 holds");
         assert!(view.taking.is_empty() && view.handing_back.is_empty());
+        // Either node's report is the cluster's: its own hosts and the
+        // other node's, merged.
+        let own = n2.send(trawl::actors::messages::GetReport).await.unwrap();
+        let (code, report) = admin_call("GET", &format!("http://{a2}/api/v1/report")).await;
+        assert_eq!(code, 200, "{report}");
+        assert_eq!(report["nodes"][0]["node"], "n1", "{report}");
+        assert_eq!(report["nodes"][0]["status"], 200, "{report}");
+        let reported = report["hosts"].as_object().unwrap().len();
+        if reached {
+            assert_eq!(reported, hosts, "{report}");
+            assert!(own.hosts.len() < hosts, "n2 alone crawled every host");
+        }
+        let from_n1 = report["totals"]["responses"].as_u64().unwrap() - own.totals.responses;
+        assert!(from_n1 > 0, "nothing of n1's in the report: {report}");
         // n1's admin API answers for a host of n2's partitions by asking
         // n2's, and for its own hosts itself.
         let host_of = |held: &BTreeSet<u16>| {
