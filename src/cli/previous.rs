@@ -98,6 +98,9 @@ impl Previous {
             }
             register_chunk(node, copies, &mut done).await;
         }
+        if self.files.is_empty() {
+            return Ok(done);
+        }
         tracing::info!(
             files = self.files.len(),
             lines = done.lines,

@@ -14,8 +14,9 @@
 //! - **hosts**: responses recorded (pages, robots.txt, sitemaps), payload
 //!   bytes, status codes, duplicates, URLs removed; the **robots outcome**
 //!   is the last robots.txt answer recorded for the host (2xx: its rules
-//!   apply; 4xx: unavailable, everything allowed; 5xx: unreachable,
-//!   everything disallowed, RFC 9309 §2.3.1); the **politeness delay used**
+//!   apply; 4xx, or a 3xx ending a redirect chain too long to follow:
+//!   unavailable, everything allowed; 5xx: unreachable, everything
+//!   disallowed, RFC 9309 §2.3.1); the **politeness delay used**
 //!   is measured as the site saw it: from the end of one recorded response
 //!   (its start plus its fetch time) to the start of the host's next
 //!   request, smallest and mean. Requests that failed without a response
@@ -87,7 +88,7 @@ impl Tally {
 pub enum RobotsOutcome {
     /// A 2xx: its rules apply.
     Rules,
-    /// A 4xx: unavailable, everything is allowed.
+    /// A 4xx (or too many redirects): unavailable, everything is allowed.
     Unavailable,
     /// A 5xx (or another status): unreachable, everything is disallowed
     /// until it answers.
@@ -95,11 +96,15 @@ pub enum RobotsOutcome {
 }
 
 impl RobotsOutcome {
-    /// The outcome of a robots.txt response of `status`.
+    /// The outcome of a robots.txt response of `status`, if it is the
+    /// host's last: a 3xx is followed (its target's answer comes next and
+    /// decides), so a 3xx that is last ended a chain too long to follow,
+    /// which counts as unavailable (RFC 9309 §2.3.1.2, as
+    /// `robots::MAX_ROBOTS_REDIRECTS` does).
     pub fn of(status: u16) -> Self {
         match status {
             200..=299 => RobotsOutcome::Rules,
-            400..=499 => RobotsOutcome::Unavailable,
+            300..=499 => RobotsOutcome::Unavailable,
             _ => RobotsOutcome::Unreachable,
         }
     }

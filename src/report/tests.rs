@@ -97,6 +97,8 @@ fn hosts_count_responses_bytes_statuses_robots_and_the_delay_the_site_saw() {
     assert_eq!(r.mime_types["text/html"].responses, 4);
     assert_eq!(r.status_codes[&200].responses, 2);
     assert_eq!(RobotsOutcome::of(503), RobotsOutcome::Unreachable);
+    // A redirect chain's last 3xx: too many to follow.
+    assert_eq!(RobotsOutcome::of(301), RobotsOutcome::Unavailable);
 }
 
 #[test]
