@@ -20,5 +20,5 @@ pub mod upload;
 
 pub use node::{
     ClusterStatus, CrashHostActor, CrashPartition, GetCluster, GetStatus, Node, NodeError,
-    NodeStatus, Seed, SeedEach, Shutdown, WhenAssigned, WhenIdle,
+    NodeStatus, OfferEarlier, Seed, SeedEach, Shutdown, WhenAssigned, WhenIdle,
 };

@@ -33,7 +33,7 @@ mod shutdown;
 mod wiring;
 
 pub use idle::WhenIdle;
-pub use seeds::{Seed, SeedEach};
+pub use seeds::{OfferEarlier, Seed, SeedEach};
 use shutdown::sync_stores;
 pub use shutdown::Shutdown;
 

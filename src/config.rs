@@ -922,7 +922,8 @@ pub struct PreviousConfig {
     /// read. A payload fetched again unchanged is written as a revisit of
     /// its copy there.
     pub indexes: Vec<PathBuf>,
-    /// Also offer its URLs (its 2xx and 3xx page captures) as seeds.
+    /// Also offer its URLs (its 2xx and 3xx page captures) after the
+    /// seeds, as URLs it fetched (not as seeds).
     pub reseed: bool,
 }
 

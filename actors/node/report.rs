@@ -15,7 +15,7 @@ impl Handler<GetReport> for Node {
             .report
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone();
+            .snapshot();
         let listing = ctx.address().send(ListHosts(CrawlReport::frontier_query()));
         Box::pin(async move {
             match listing.await {

@@ -16,7 +16,7 @@ impl Handler<Seed> for Node {
 
     fn handle(&mut self, msg: Seed, _: &mut Self::Context) -> Self::Result {
         Box::pin(
-            self.offer(msg.urls, false, false)
+            self.offer(msg.urls, false, false, Priority::SEED)
                 .map(|r, _, _| r.map(|(a, _)| a)),
         )
     }
@@ -40,16 +40,40 @@ impl Handler<SeedEach> for Node {
 
     fn handle(&mut self, msg: SeedEach, _: &mut Self::Context) -> Self::Result {
         Box::pin(
-            self.offer(msg.urls, true, msg.reseed)
+            self.offer(msg.urls, true, msg.reseed, Priority::SEED)
+                .map(|r, _, _| r.map(|(_, o)| o)),
+        )
+    }
+}
+
+/// Offers URLs an earlier crawl fetched (`[previous] reseed`): admitted
+/// like seeds (depth 0, no via) but not as seeds: at [`Priority::HIGH`],
+/// ahead of what this crawl finds, without marking their domains seeded
+/// (which would raise their budgets) or counting as seeds in the report.
+/// Replies with each URL's outcome.
+#[derive(Debug, Message)]
+#[rtype(result = "Result<Vec<UrlOutcome>, Failure>")]
+pub struct OfferEarlier {
+    /// The URLs.
+    pub urls: Vec<String>,
+}
+
+impl Handler<OfferEarlier> for Node {
+    type Result = ResponseActFuture<Self, Result<Vec<UrlOutcome>, Failure>>;
+
+    fn handle(&mut self, msg: OfferEarlier, _: &mut Self::Context) -> Self::Result {
+        Box::pin(
+            self.offer(msg.urls, true, false, Priority::HIGH)
                 .map(|r, _, _| r.map(|(_, o)| o)),
         )
     }
 }
 
 impl Node {
-    /// Offers `urls` as seeds (depth 0); with `detail`, also what became of
-    /// each (an unparseable one is filtered as `invalid`); with `reseed`,
-    /// as changed now (a `lastmod` of now). With a checkpoint chain it
+    /// Offers `urls` at depth 0 and `priority` (seeds: [`Priority::SEED`]);
+    /// with `detail`, also what became of each (an unparseable one is
+    /// filtered as `invalid`); with `reseed`, as changed now (a `lastmod`
+    /// of now). With a checkpoint chain it
     /// resolves only once published checkpoints hold the seeds (see
     /// [`Node::published`]): a seed answered is never lost with this node.
     pub(super) fn offer(
@@ -57,6 +81,7 @@ impl Node {
         urls: Vec<String>,
         detail: bool,
         reseed: bool,
+        priority: Priority,
     ) -> impl ActorFuture<Self, Output = Result<(Admission, Vec<UrlOutcome>), Failure>> {
         let parsed: Vec<Option<Url>> = urls.iter().map(|u| Url::parse(u.trim()).ok()).collect();
         let lastmod_ms = reseed.then(|| self.clock.now().unix_ms());
@@ -68,7 +93,7 @@ impl Node {
                 referrer: None,
                 url: url.clone(),
                 depth: 0,
-                priority: Priority::SEED,
+                priority,
                 kind: EntryKind::Page,
                 lastmod_ms,
                 cash: crate::frontier::importance::Cash::SEED,

@@ -170,19 +170,19 @@ pub async fn report(
     };
     let mut report = state.node.send(GetReport).await?;
     let peers = super::forward::to_peers(&state, &req, "/api/v1/report", None).await;
+    let mut nodes = Vec::with_capacity(peers.len());
     for peer in &peers {
-        let Ok((status, body)) = &peer.answer else {
-            continue;
-        };
-        if !status.is_success() {
-            continue;
+        let mut outcome = peer.outcome();
+        if let Ok((status, body)) = &peer.answer {
+            if status.is_success() {
+                match serde_json::from_slice::<CrawlReport>(body) {
+                    Ok(theirs) => report.merge(&theirs),
+                    Err(err) => outcome.error = Some(format!("unreadable report: {err}")),
+                }
+            }
         }
-        match serde_json::from_slice::<CrawlReport>(body) {
-            Ok(theirs) => report.merge(&theirs),
-            Err(err) => tracing::warn!(node = peer.node, %err, "unreadable crawl report"),
-        }
+        nodes.push(outcome);
     }
-    let nodes = peers.iter().map(|p| p.outcome()).collect();
     Ok(match text {
         true => HttpResponse::Ok()
             .content_type("text/plain; charset=utf-8")

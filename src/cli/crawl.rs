@@ -214,8 +214,9 @@ pub async fn crawl(
         }
         // The earlier crawl's copies are known before anything is fetched.
         previous.register(&node).await?;
-        let seeds = seeds.into_iter().chain(previous.seeds());
-        offer_seeds(&node, seeds, mode.reseed, &book).await
+        let offered = offer_seeds(&node, seeds, mode.reseed, &book).await?;
+        previous.offer(&node).await?;
+        Ok(offered)
     };
     // The time limit counts from the start: joining and seeding too.
     let mut early = Ended::Interrupted;
@@ -297,7 +298,7 @@ pub async fn crawl(
     }
     let elapsed = started.elapsed();
     let summary = super::summary::Summary::new(&metrics, elapsed, ended, status.completed, seeds);
-    let mut report = book.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let mut report = book.lock().unwrap_or_else(|p| p.into_inner()).snapshot();
     report.frontier = frontier;
     Ok(CrawlOutcome {
         archive,
@@ -359,14 +360,27 @@ async fn offer_batch(
     batch: &[String],
     reseed: bool,
 ) -> anyhow::Result<Vec<UrlOutcome>> {
+    offer_rerouted(node, || SeedEach {
+        urls: batch.to_vec(),
+        reseed,
+    })
+    .await
+}
+
+/// Sends the offer `make` makes, again while [`reroutable`] (for
+/// [`SEED_REROUTE_FOR`] at most): each URL's outcome.
+pub(super) async fn offer_rerouted<M>(
+    node: &actix::Addr<Node>,
+    make: impl Fn() -> M,
+) -> anyhow::Result<Vec<UrlOutcome>>
+where
+    M: actix::Message<Result = Result<Vec<UrlOutcome>, Failure>> + Send + 'static,
+    Node: actix::Handler<M>,
+{
     let started = Instant::now();
     let mut wait = SEED_REROUTE_WAIT;
     loop {
-        let seeds = SeedEach {
-            urls: batch.to_vec(),
-            reseed,
-        };
-        match node.send(seeds).await.context("node mailbox")? {
+        match node.send(make()).await.context("node mailbox")? {
             Ok(outcomes) => return Ok(outcomes),
             Err(failure) if reroutable(&failure) && started.elapsed() < SEED_REROUTE_FOR => {
                 tracing::info!(error = %failure, "a seed batch's partition changed hands: offering it again");
@@ -375,6 +389,18 @@ async fn offer_batch(
             }
             Err(failure) => return Err(failure).context("admitting seeds"),
         }
+    }
+}
+
+/// The URL a seed line is reported under: as its events name it (parsed,
+/// without its fragment), or as given if it does not parse.
+fn report_key(seed: &str) -> String {
+    match url::Url::parse(seed.trim()) {
+        Ok(mut url) => {
+            url.set_fragment(None);
+            url.to_string()
+        }
+        Err(_) => seed.to_owned(),
     }
 }
 
@@ -400,13 +426,14 @@ async fn offer_seeds(
         for (url, outcome) in batch.iter().zip(outcomes) {
             let offered = match &outcome {
                 UrlOutcome::Admitted => "admitted".to_owned(),
-                UrlOutcome::Seen | UrlOutcome::Forwarded => "seen".to_owned(),
+                UrlOutcome::Seen => "seen".to_owned(),
+                UrlOutcome::Forwarded => "forwarded".to_owned(),
                 UrlOutcome::Filtered(reason) => {
                     tracing::warn!(seed = %url, reason, "seed refused");
                     format!("refused: {reason}")
                 }
             };
-            report.offered(url, &offered);
+            report.offered(&report_key(url), &offered);
             total.count(outcome);
         }
     }

@@ -216,8 +216,14 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         CtlCommand::Status => print!("{}", status_table(&answer)),
         CtlCommand::Report => {
             let report: trawl::report::CrawlReport =
-                serde_json::from_value(answer).context("reading the report")?;
+                serde_json::from_value(answer.clone()).context("reading the report")?;
             print!("{report}");
+            for node in answer["nodes"].as_array().into_iter().flatten() {
+                if let Some(error) = node["error"].as_str() {
+                    let id = node["node"].as_str().unwrap_or("?");
+                    println!("node {id}: its part is missing from this report ({error})");
+                }
+            }
         }
         CtlCommand::Seed { .. } => print!("{}", seed_table(&answer)),
         CtlCommand::Pause | CtlCommand::Resume | CtlCommand::Rate { .. } => {

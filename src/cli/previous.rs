@@ -1,7 +1,7 @@
 //! `[previous]`: a recurring crawl starts from the crawl before it
 //! (`trawl::dedup::previous`). Its stored copies are registered with exact
-//! dedup before anything is fetched; then (with `reseed`) its page URLs
-//! follow the seeds given.
+//! dedup before the seeds are offered; then (with `reseed`) its page URLs
+//! follow the seeds given, as URLs it fetched rather than as seeds.
 
 use std::io::BufRead as _;
 use std::path::PathBuf;
@@ -9,10 +9,11 @@ use std::path::PathBuf;
 use actix::Addr;
 use anyhow::Context as _;
 use futures_util::StreamExt as _;
-use trawl::actors::messages::DigestQuery;
-use trawl::actors::Node;
+use trawl::actors::messages::{DigestQuery, UrlOutcome};
+use trawl::actors::{Node, OfferEarlier};
 use trawl::config::PreviousConfig;
 use trawl::dedup::exact::{DigestAsk, DigestReply};
+use trawl::dedup::previous::exact_copy;
 use trawl::warc::cdxj::Capture;
 
 /// Registrations in flight at once.
@@ -84,11 +85,14 @@ impl Previous {
         for path in &self.files {
             let file =
                 std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            // The index's own WARC files are beside it.
+            let dir = path.parent().unwrap_or(std::path::Path::new("."));
             let mut copies = Vec::with_capacity(CHUNK);
             for line in std::io::BufReader::new(file).lines() {
                 let line = line.with_context(|| format!("reading {}", path.display()))?;
                 done.lines += 1;
-                match Capture::parse(&line).and_then(|c| c.stored_copy()) {
+                let copy = Capture::parse(&line).and_then(|c| exact_copy(dir, &c));
+                match copy {
                     Some(copy) => copies.push(copy),
                     None => done.skipped += 1,
                 }
@@ -112,35 +116,53 @@ impl Previous {
         Ok(done)
     }
 
-    /// The earlier crawl's page URLs (with `reseed`; none without), read
-    /// as they are offered.
-    pub fn seeds(&self) -> impl Iterator<Item = anyhow::Result<String>> + use<> {
-        let files = if self.reseed {
-            self.files.clone()
-        } else {
-            Vec::new()
-        };
-        files.into_iter().flat_map(|path| {
-            let lines: Box<dyn Iterator<Item = anyhow::Result<String>>> =
-                match std::fs::File::open(&path) {
-                    Ok(file) => {
-                        let path = path.clone();
-                        Box::new(
-                            std::io::BufReader::new(file).lines().map(move |l| {
-                                l.with_context(|| format!("reading {}", path.display()))
-                            }),
-                        )
+    /// Offers the earlier crawl's page URLs (with `reseed`), read as
+    /// they are offered, in batches, as URLs it fetched, not as seeds
+    /// (`OfferEarlier`); logs what became of them.
+    pub async fn offer(&self, node: &Addr<Node>) -> anyhow::Result<()> {
+        if !self.reseed || self.files.is_empty() {
+            return Ok(());
+        }
+        let (mut admitted, mut seen, mut refused) = (0u64, 0u64, 0u64);
+        for path in &self.files {
+            let file =
+                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+            let mut batch = Vec::with_capacity(CHUNK);
+            let mut lines = std::io::BufReader::new(file).lines();
+            loop {
+                let line = lines.next().transpose();
+                let line = line.with_context(|| format!("reading {}", path.display()))?;
+                let end = line.is_none();
+                batch.extend(
+                    line.as_deref()
+                        .and_then(Capture::parse)
+                        .filter(Capture::is_page)
+                        .map(|c| c.url),
+                );
+                if batch.len() == CHUNK || (end && !batch.is_empty()) {
+                    let urls = std::mem::take(&mut batch);
+                    let outcomes =
+                        super::crawl::offer_rerouted(node, || OfferEarlier { urls: urls.clone() })
+                            .await?;
+                    for outcome in outcomes {
+                        match outcome {
+                            UrlOutcome::Admitted => admitted += 1,
+                            UrlOutcome::Seen | UrlOutcome::Forwarded => seen += 1,
+                            UrlOutcome::Filtered(_) => refused += 1,
+                        }
                     }
-                    Err(e) => Box::new(std::iter::once(
-                        Err(e).with_context(|| format!("opening {}", path.display())),
-                    )),
-                };
-            lines.filter_map(|line| match line {
-                Ok(line) => Capture::parse(&line)
-                    .filter(Capture::is_page)
-                    .map(|c| Ok(c.url)),
-                Err(e) => Some(Err(e)),
-            })
-        })
+                }
+                if end {
+                    break;
+                }
+            }
+        }
+        tracing::info!(
+            admitted,
+            seen,
+            refused,
+            "[previous] the earlier crawl's pages are offered"
+        );
+        Ok(())
     }
 }

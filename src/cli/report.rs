@@ -3,7 +3,6 @@
 //! folds a run's events (`trawl::report`). Read a line at a time: a file
 //! of any size takes the report's memory, not its own.
 
-use std::io::BufRead as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -37,7 +36,7 @@ pub fn main(args: ReportArgs) -> anyhow::Result<ExitCode> {
         let file =
             std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
         let skipped = report
-            .fold_lines(std::io::BufReader::new(file).lines())
+            .fold_lines(std::io::BufReader::new(file))
             .with_context(|| format!("reading {}", path.display()))?;
         if skipped > 0 {
             eprintln!(

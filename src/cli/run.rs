@@ -93,8 +93,14 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.summary_json {
         outcome.summary.write_json(path)?;
     }
-    let written = super::summary::write_reports(&report_dir, &outcome.summary, &outcome.report)?;
-    eprintln!("  report           {}", written.display());
+    // The crawl's own outcome decides the exit status; a report that
+    // cannot be written is said, not made the crawl's failure.
+    match super::summary::write_reports(&report_dir, &outcome.summary, &outcome.report) {
+        Ok(written) => eprintln!("  report           {}", written.display()),
+        Err(err) => {
+            tracing::error!(error = %format!("{err:#}"), "the crawl report was not written")
+        }
+    }
     if outcome.seeds_all_refused {
         anyhow::bail!("every seed given was refused; nothing was crawled");
     }

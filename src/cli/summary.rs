@@ -89,8 +89,8 @@ impl Summary {
 
 /// Writes the run's `summary.json`, and its crawl report as
 /// `report.json` and `report.txt`, into `dir` (created if need be); each
-/// file whole or not at all (written aside, then renamed). Returns the
-/// text report's path.
+/// file whole or not at all (written aside, synced, then renamed).
+/// Returns the text report's path.
 pub fn write_reports(
     dir: &Path,
     summary: &Summary,
@@ -101,7 +101,11 @@ pub fn write_reports(
     let write = |name: &str, bytes: Vec<u8>| -> anyhow::Result<std::path::PathBuf> {
         let path = dir.join(name);
         let aside = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&aside, bytes)
+        let written = std::fs::File::create(&aside).and_then(|mut file| {
+            std::io::Write::write_all(&mut file, &bytes)?;
+            file.sync_all()
+        });
+        written
             .and_then(|()| std::fs::rename(&aside, &path))
             .with_context(|| format!("writing {}", path.display()))?;
         Ok(path)

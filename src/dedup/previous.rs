@@ -8,23 +8,30 @@
 //!   ([`crate::dedup::exact`]) as the copy of its payload, before this
 //!   crawl fetches anything. A page fetched again with the same payload
 //!   then becomes a `revisit` record (profile `identical-payload-digest`)
-//!   pointing at the earlier copy by `WARC-Refers-To-Target-URI` and
-//!   `WARC-Refers-To-Date`, not stored again. A CDXJ index names no record
-//!   ID, so `WARC-Refers-To` is left out (it is optional; replay tools
-//!   find the copy by URI and date). The first copy registered for a
-//!   digest stays: a crawl resumed with the same `[previous]` registers
-//!   nothing new.
+//!   pointing at the earlier copy by `WARC-Refers-To`,
+//!   `WARC-Refers-To-Target-URI` and `WARC-Refers-To-Date`, not stored
+//!   again. A CDXJ line names no record ID and dates to the second only,
+//!   so the copy's record is read from its WARC file when that file is
+//!   beside the index ([`exact_copy`]): its own `WARC-Record-ID` and
+//!   `WARC-Date`. Without the file, the line's URI and time are all
+//!   there is: `WARC-Refers-To` is left out (it is optional) and the date
+//!   is the line's, to the second. The first copy registered for a digest
+//!   stays: a crawl resumed with the same `[previous]` registers nothing
+//!   new.
 //! - **The recrawl's start.** Its page captures (`http(s)`, status 2xx
-//!   or 3xx, revisits included; not robots.txt) are this crawl's seeds
-//!   ([`Capture::is_page`]), offered after the registrations: the crawl
-//!   starts from what the earlier one fetched, and its own discoveries
-//!   come on top. They are admitted as seeds are (scope, budgets and the
-//!   URL-seen set apply: a URL captured several times is queued once).
+//!   or 3xx, revisits included; not robots.txt; [`Capture::is_page`])
+//!   are offered after the registrations and the seeds: the crawl starts
+//!   from what the earlier one fetched, and its own discoveries come on
+//!   top. They are not seeds: they come at the priority below seeds and
+//!   mark no domain as seeded (a seeded domain's budget is larger);
+//!   scope, budgets and the URL-seen set apply (a URL captured several
+//!   times is queued once).
 //!
 //! Digests of other algorithms (pywb's indexer writes SHA-1 for WARCs
 //! that carry one) cannot be compared with trawl's SHA-256: their lines
 //! are counted as skipped, and their URLs are still offered.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::store::StoredCopy;
@@ -101,6 +108,69 @@ impl Capture {
     }
 }
 
+/// The most of a record read to find its header: a record's WARC header
+/// is a few hundred bytes, and no more is decompressed than this.
+const HEADER_BYTES: u64 = 16 * 1024;
+
+/// The copy `capture` names, as [`Capture::stored_copy`] has it, made
+/// exact from the record itself when its WARC file is in `dir` (the
+/// index's directory): the record's `WARC-Record-ID` and full `WARC-Date`.
+pub fn exact_copy(dir: &Path, capture: &Capture) -> Option<([u8; 32], StoredCopy)> {
+    let (digest, mut copy) = capture.stored_copy()?;
+    if let Some((date, record_id)) = record_identity(dir, capture) {
+        copy.date = date;
+        copy.record_id = record_id;
+    }
+    Some((digest, copy))
+}
+
+/// The `WARC-Date` and `WARC-Record-ID` of the record at `capture`'s
+/// `offset` of its `filename` in `dir`; `None` when the file is not there
+/// or what is there is not a record of the capture's URL (an index and
+/// files that do not belong together). A `filename` that is a path, not a
+/// name, is not followed.
+pub fn record_identity(dir: &Path, capture: &Capture) -> Option<(String, String)> {
+    let name = capture.filename.as_deref()?;
+    if name.is_empty() || name.contains(['/', '\\']) || name == ".." {
+        return None;
+    }
+    let mut file = std::fs::File::open(dir.join(name)).ok()?;
+    file.seek(SeekFrom::Start(capture.offset?)).ok()?;
+    let member = file.take(capture.length?);
+    let mut head = Vec::new();
+    // A member read only in part ends in an error once its input ends:
+    // what was decompressed before is the header sought.
+    let _ = match name.ends_with(".zst") {
+        true => zstd::stream::read::Decoder::new(member)
+            .ok()?
+            .take(HEADER_BYTES)
+            .read_to_end(&mut head),
+        false => flate2::read::GzDecoder::new(member)
+            .take(HEADER_BYTES)
+            .read_to_end(&mut head),
+    };
+    let end = head.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let text = std::str::from_utf8(&head[..end]).ok()?;
+    let mut lines = text.split("\r\n");
+    if !lines.next()?.starts_with("WARC/") {
+        return None;
+    }
+    let (mut target, mut date, mut id) = (None, None, None);
+    for (name, value) in lines.filter_map(|l| l.split_once(':')) {
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "warc-target-uri" => target = Some(value),
+            "warc-date" => date = Some(value),
+            "warc-record-id" => id = Some(value),
+            _ => {}
+        }
+    }
+    if target? != capture.url {
+        return None;
+    }
+    Some((date?.to_owned(), id?.to_owned()))
+}
+
 fn is_http(url: &str) -> bool {
     url.starts_with("http://") || url.starts_with("https://")
 }
@@ -149,6 +219,48 @@ mod tests {
             assert!(
                 !Capture::parse(&not_a_page).unwrap().is_page(),
                 "{not_a_page}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_copy_is_made_exact_from_its_record_when_the_file_is_there() {
+        use std::io::Write as _;
+        let dir = tempfile::tempdir().unwrap();
+        let record = "WARC/1.1\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:abc>\r\n\
+                      WARC-Date: 2026-11-30T15:43:54.123456Z\r\nWARC-Target-URI: http://a.test/x\r\n\
+                      Content-Length: 0\r\n\r\n\r\n\r\n";
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(record.as_bytes()).unwrap();
+        let member = gz.finish().unwrap();
+        let mut file = b"something before".to_vec();
+        let offset = file.len();
+        file.extend(&member);
+        std::fs::write(dir.path().join("f.warc.gz"), &file).unwrap();
+        let digest = format!("sha256:{}", data_encoding::BASE32.encode(&[1u8; 32]));
+        let at = |url: &str, name: &str, offset: usize| {
+            Capture::parse(&format!(
+                "key 20261130154354 {{\"url\": \"{url}\", \"mime\": \"text/html\", \"status\": \"200\", \"digest\": \"{digest}\", \"length\": \"{}\", \"offset\": \"{offset}\", \"filename\": \"{name}\"}}",
+                member.len()
+            ))
+            .unwrap()
+        };
+        let (_, copy) =
+            exact_copy(dir.path(), &at("http://a.test/x", "f.warc.gz", offset)).unwrap();
+        assert_eq!(copy.record_id, "<urn:uuid:abc>");
+        assert_eq!(copy.date, "2026-11-30T15:43:54.123456Z");
+        // Not its record, not its file, not a name: the line's own copy.
+        for capture in [
+            at("http://a.test/other", "f.warc.gz", offset),
+            at("http://a.test/x", "f.warc.gz", 0),
+            at("http://a.test/x", "gone.warc.gz", offset),
+            at("http://a.test/x", "../f.warc.gz", offset),
+        ] {
+            assert_eq!(record_identity(dir.path(), &capture), None, "{capture:?}");
+            let (_, copy) = exact_copy(dir.path(), &capture).unwrap();
+            assert_eq!(
+                (copy.record_id.as_str(), copy.date.as_str()),
+                ("", "2026-11-30T15:43:54Z")
             );
         }
     }

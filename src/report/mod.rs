@@ -30,9 +30,13 @@
 //!   At the end of `trawl run` every seed offered is listed, with what
 //!   became of it when it was offered (admitted, seen already, refused).
 //!
-//! Bounded: at most `max_hosts` hosts and `max_seeds` seeds are kept by
-//! name; what hosts past the cap did is summed in `other_hosts` (a crawl
-//! can know millions of hosts, and a report is kept in memory).
+//! Bounded, whatever the servers send: at most `max_hosts` hosts and
+//! `max_seeds` seeds are kept by name (what hosts past the cap did is
+//! summed in `other_hosts`: a crawl can know millions of hosts, and a
+//! report is kept in memory); [`MAX_MIME_TYPES`] MIME types (the rest are
+//! `other`) of at most [`MAX_MIME_LEN`] characters; [`MAX_HOST_STATUSES`]
+//! status codes a host (the rest by class). Counts saturate. Gaps over
+//! [`IDLE_GAP_MS`] are idle time, not a delay.
 
 pub mod text;
 
@@ -72,13 +76,13 @@ pub struct Tally {
 
 impl Tally {
     fn add(&mut self, bytes: u64) {
-        self.responses += 1;
-        self.bytes += bytes;
+        self.responses = self.responses.saturating_add(1);
+        self.bytes = self.bytes.saturating_add(bytes);
     }
 
     fn merge(&mut self, other: &Tally) {
-        self.responses += other.responses;
-        self.bytes += other.bytes;
+        self.responses = self.responses.saturating_add(other.responses);
+        self.bytes = self.bytes.saturating_add(other.bytes);
     }
 }
 
@@ -143,23 +147,23 @@ pub struct DelayUsed {
 
 impl DelayUsed {
     fn add(&mut self, ms: u64) {
-        self.samples += 1;
+        self.samples = self.samples.saturating_add(1);
         self.total_ms = self.total_ms.saturating_add(ms);
         self.min_ms = Some(self.min_ms.map_or(ms, |m| m.min(ms)));
-        self.mean_ms = Some(self.total_ms / self.samples);
+        self.mean_ms = self.total_ms.checked_div(self.samples);
     }
 
     fn merge(&mut self, other: &DelayUsed) {
         if other.samples == 0 {
             return;
         }
-        self.samples += other.samples;
+        self.samples = self.samples.saturating_add(other.samples);
         self.total_ms = self.total_ms.saturating_add(other.total_ms);
         self.min_ms = match (self.min_ms, other.min_ms) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.mean_ms = Some(self.total_ms / self.samples);
+        self.mean_ms = self.total_ms.checked_div(self.samples);
     }
 }
 
@@ -187,12 +191,16 @@ pub struct HostReport {
 }
 
 impl HostReport {
-    /// Folds one response of this host, started at `start_ms`.
+    /// Folds one response of this host, started at `start_ms` (`None`:
+    /// the host is `other_hosts`, whose responses are not one site's and
+    /// measure no delay).
     fn response(&mut self, event: &Event, start_ms: Option<i64>) {
-        self.responses += 1;
-        self.bytes += event.bytes.unwrap_or(0);
-        *self.statuses.entry(event.status).or_default() += 1;
-        self.duplicates += u64::from(event.duplicate_of.is_some());
+        self.responses = self.responses.saturating_add(1);
+        self.bytes = self.bytes.saturating_add(event.bytes.unwrap_or(0));
+        count_status(&mut self.statuses, event.status);
+        self.duplicates = self
+            .duplicates
+            .saturating_add(u64::from(event.duplicate_of.is_some()));
         if event.kind == EventKind::Robots {
             self.robots = Some(RobotsAnswer {
                 outcome: RobotsOutcome::of(event.status),
@@ -201,7 +209,12 @@ impl HostReport {
         }
         let Some(start) = start_ms else { return };
         if let Some((_, last_end)) = self.last.filter(|(last_start, _)| start > *last_start) {
-            self.delay.add(start.saturating_sub(last_end).max(0) as u64);
+            let gap = start.saturating_sub(last_end).max(0) as u64;
+            // A longer gap is the host having had nothing to do (an empty
+            // queue, a refresh interval, the time between two runs).
+            if gap <= IDLE_GAP_MS {
+                self.delay.add(gap);
+            }
         }
         let end = start.saturating_add(event.fetch_ms.unwrap_or(0) as i64);
         if self.last.is_none_or(|(last_start, _)| start > last_start) {
@@ -210,18 +223,52 @@ impl HostReport {
     }
 
     fn merge(&mut self, other: &HostReport) {
-        self.responses += other.responses;
-        self.bytes += other.bytes;
+        self.responses = self.responses.saturating_add(other.responses);
+        self.bytes = self.bytes.saturating_add(other.bytes);
         for (status, n) in &other.statuses {
-            *self.statuses.entry(*status).or_default() += n;
+            let key = status_key(&self.statuses, *status);
+            let count = self.statuses.entry(key).or_default();
+            *count = count.saturating_add(*n);
         }
-        self.duplicates += other.duplicates;
-        self.removed += other.removed;
+        self.duplicates = self.duplicates.saturating_add(other.duplicates);
+        self.removed = self.removed.saturating_add(other.removed);
         self.robots = self.robots.or(other.robots);
         self.delay.merge(&other.delay);
         // The later response is the one a next delay is measured from.
         self.last = self.last.max(other.last);
     }
+}
+
+/// Distinct status codes a host lists; further codes are counted under
+/// their class (`400` for a new 4xx): a hostile host answering every code
+/// there is keeps a small map.
+pub const MAX_HOST_STATUSES: usize = 32;
+
+/// Distinct MIME types listed; further types are counted as `other`.
+pub const MAX_MIME_TYPES: usize = 1_000;
+
+/// The longest MIME type kept (longer ones are cut).
+pub const MAX_MIME_LEN: usize = 100;
+
+/// A gap between a host's responses longer than this is the host being
+/// idle, not a politeness delay (the longest delay trawl waits on its own,
+/// `[politeness] max_delay` and Crawl-delay's default cap, is 60 s).
+pub const IDLE_GAP_MS: u64 = 5 * 60 * 1000;
+
+/// The key `status` is counted under in `statuses`: itself, unless the
+/// map is full and does not have it (then its class).
+fn status_key(statuses: &BTreeMap<u16, u64>, status: u16) -> u16 {
+    if statuses.len() < MAX_HOST_STATUSES || statuses.contains_key(&status) {
+        status
+    } else {
+        status / 100 * 100
+    }
+}
+
+/// Counts one response of `status`.
+fn count_status(statuses: &mut BTreeMap<u16, u64>, status: u16) {
+    let count = statuses.entry(status_key(statuses, status)).or_default();
+    *count = count.saturating_add(1);
 }
 
 /// What one seed led to.
@@ -301,28 +348,28 @@ impl CrawlReport {
     }
 
     /// Folds every event of a JSON-lines events file; lines that are not
-    /// events (a torn last line) are skipped and counted.
-    pub fn fold_lines(
-        &mut self,
-        lines: impl Iterator<Item = std::io::Result<String>>,
-    ) -> std::io::Result<u64> {
+    /// events (a torn last line, cut inside a character or not) are
+    /// skipped and counted.
+    pub fn fold_lines(&mut self, mut input: impl std::io::BufRead) -> std::io::Result<u64> {
         let mut skipped = 0;
-        for line in lines {
-            match serde_json::from_str::<Event>(&line?) {
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            if input.read_until(b'\n', &mut line)? == 0 {
+                return Ok(skipped);
+            }
+            match serde_json::from_slice::<Event>(&line) {
                 Ok(event) => self.record(&event),
                 Err(_) => skipped += 1,
             }
         }
-        Ok(skipped)
     }
 
     fn response(&mut self, event: &Event) {
         let bytes = event.bytes.unwrap_or(0);
         self.totals.add(bytes);
-        self.mime_types
-            .entry(mime_of(event.content_type.as_deref()))
-            .or_default()
-            .add(bytes);
+        let mime = self.mime_key(mime_of(event.content_type.as_deref()));
+        self.mime_types.entry(mime).or_default().add(bytes);
         self.status_codes
             .entry(event.status)
             .or_default()
@@ -330,8 +377,10 @@ impl CrawlReport {
         let start = chrono::DateTime::parse_from_rfc3339(&event.fetched_at)
             .ok()
             .map(|t| t.timestamp_millis());
-        if let Some(host) = self.host(&event.url) {
-            host.response(event, start);
+        match self.host(&event.url) {
+            Some((host, true)) => host.response(event, start),
+            Some((host, false)) => host.response(event, None),
+            None => {}
         }
         if event.kind == EventKind::Page {
             self.seed_response(event);
@@ -339,21 +388,35 @@ impl CrawlReport {
     }
 
     fn removal(&mut self, event: &Event) {
-        if let Some(host) = self.host(&event.url) {
-            host.removed += 1;
+        if let Some((host, _)) = self.host(&event.url) {
+            host.removed = host.removed.saturating_add(1);
         }
         if let Some(seed) = self.seeds.get_mut(&event.url) {
             seed.removed = event.reason.clone();
         }
     }
 
-    /// The host of `url`'s report: its own, or `other_hosts` past the cap.
-    fn host(&mut self, url: &str) -> Option<&mut HostReport> {
+    /// The host of `url`'s report, and whether it is the host's own
+    /// (`false`: `other_hosts`, past the cap).
+    fn host(&mut self, url: &str) -> Option<(&mut HostReport, bool)> {
         let name = url::Url::parse(url).ok()?.host_str()?.to_owned();
         if self.hosts.len() < self.limits.max_hosts || self.hosts.contains_key(&name) {
-            return Some(self.hosts.entry(name).or_default());
+            return Some((self.hosts.entry(name).or_default(), true));
         }
-        Some(self.other_hosts.get_or_insert_with(HostReport::default))
+        Some((
+            self.other_hosts.get_or_insert_with(HostReport::default),
+            false,
+        ))
+    }
+
+    /// The key `mime` is counted under: itself, or `other` once
+    /// [`MAX_MIME_TYPES`] are listed.
+    fn mime_key(&self, mime: String) -> String {
+        if self.mime_types.len() < MAX_MIME_TYPES || self.mime_types.contains_key(&mime) {
+            mime
+        } else {
+            "other".to_owned()
+        }
     }
 
     /// A page's part in what the seeds led to.
@@ -381,14 +444,14 @@ impl CrawlReport {
                 self.roots.insert(event.url.clone(), root);
             }
         } else {
-            seed.found += 1;
+            seed.found = seed.found.saturating_add(1);
         }
     }
 
     /// The report of seed `url`, unless the seeds listed are at the cap.
     fn seed(&mut self, url: &str) -> Option<&mut SeedReport> {
         if self.seeds.len() >= self.limits.max_seeds && !self.seeds.contains_key(url) {
-            self.seeds_not_listed += 1;
+            self.seeds_not_listed = self.seeds_not_listed.saturating_add(1);
             return None;
         }
         Some(self.seeds.entry(url.to_owned()).or_default())
@@ -398,6 +461,24 @@ impl CrawlReport {
     pub fn offered(&mut self, url: &str, outcome: &str) {
         if let Some(seed) = self.seed(url) {
             seed.offered = Some(outcome.to_owned());
+        }
+    }
+
+    /// A copy of what the report says, without the redirect chains it
+    /// follows (up to 8 URLs a seed, not part of the report): what is
+    /// handed out on demand, under the lock the archive folds under.
+    pub fn snapshot(&self) -> CrawlReport {
+        CrawlReport {
+            totals: self.totals,
+            hosts: self.hosts.clone(),
+            other_hosts: self.other_hosts.clone(),
+            mime_types: self.mime_types.clone(),
+            status_codes: self.status_codes.clone(),
+            seeds: self.seeds.clone(),
+            seeds_not_listed: self.seeds_not_listed,
+            frontier: self.frontier.clone(),
+            roots: HashMap::new(),
+            limits: self.limits,
         }
     }
 
@@ -413,10 +494,8 @@ impl CrawlReport {
                 .merge(other_hosts);
         }
         for (mime, tally) in &other.mime_types {
-            self.mime_types
-                .entry(mime.clone())
-                .or_default()
-                .merge(tally);
+            let mime = self.mime_key(mime.clone());
+            self.mime_types.entry(mime).or_default().merge(tally);
         }
         for (status, tally) in &other.status_codes {
             self.status_codes.entry(*status).or_default().merge(tally);
@@ -427,14 +506,14 @@ impl CrawlReport {
             mine.status = mine.status.or(seed.status);
             mine.led_to = mine.led_to.take().or_else(|| seed.led_to.clone());
             mine.led_to_status = mine.led_to_status.or(seed.led_to_status);
-            mine.found += seed.found;
+            mine.found = mine.found.saturating_add(seed.found);
             mine.removed = mine.removed.take().or_else(|| seed.removed.clone());
         }
-        self.seeds_not_listed += other.seeds_not_listed;
+        self.seeds_not_listed = self.seeds_not_listed.saturating_add(other.seeds_not_listed);
         if let Some(frontier) = &other.frontier {
             let mine = self.frontier.get_or_insert_with(FrontierReport::default);
-            mine.hosts_total += frontier.hosts_total;
-            mine.queued += frontier.queued;
+            mine.hosts_total = mine.hosts_total.saturating_add(frontier.hosts_total);
+            mine.queued = mine.queued.saturating_add(frontier.queued);
             mine.hosts.extend(frontier.hosts.iter().cloned());
             mine.hosts
                 .sort_by(|a, b| b.queued.cmp(&a.queued).then(a.host.cmp(&b.host)));
@@ -469,7 +548,8 @@ impl CrawlReport {
 fn mime_of(content_type: Option<&str>) -> String {
     let mime = content_type
         .and_then(|c| c.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase())
+        .map(|m| m.trim().chars().take(MAX_MIME_LEN).collect::<String>())
+        .map(|m| m.to_ascii_lowercase())
         .filter(|m| !m.is_empty());
     mime.unwrap_or_else(|| "none".into())
 }

@@ -205,13 +205,15 @@ fn merged_reports_add_up_and_an_events_file_folds_to_the_same_report() {
     assert_eq!(first.status_codes, whole.status_codes);
     assert_eq!(first.seeds, whole.seeds);
 
-    let mut lines: Vec<std::io::Result<String>> = events
-        .iter()
-        .map(|e| Ok(serde_json::to_string(e).unwrap()))
-        .collect();
-    lines.push(Ok("{\"url\": torn".into()));
+    let mut file: Vec<u8> = Vec::new();
+    for e in &events {
+        file.extend(serde_json::to_vec(e).unwrap());
+        file.push(b'\n');
+    }
+    // A torn last line, cut inside a character.
+    file.extend(&"{\"url\": \"é".as_bytes()[..10]);
     let mut folded = CrawlReport::new(ReportLimits::default());
-    assert_eq!(folded.fold_lines(lines.into_iter()).unwrap(), 1);
+    assert_eq!(folded.fold_lines(&file[..]).unwrap(), 1);
     assert_eq!(folded.hosts, whole.hosts);
     assert_eq!(folded.seeds, whole.seeds);
     let json = serde_json::to_value(&folded).unwrap();
@@ -247,4 +249,60 @@ fn the_frontier_lists_hosts_by_queued_urls() {
         text.find("a.test").unwrap() < text.find("b.test").unwrap(),
         "{text}"
     );
+}
+
+#[test]
+fn what_a_hostile_server_sends_keeps_the_report_small() {
+    let mut r = CrawlReport::new(ReportLimits::default());
+    for i in 0..(MAX_MIME_TYPES + 50) as u16 {
+        let e = Event {
+            content_type: Some(format!("x/{i}{}", "y".repeat(500))),
+            ..event(
+                EventKind::Page,
+                "http://a.test/",
+                100 + (i % 500),
+                i64::from(i),
+                1,
+            )
+        };
+        r.record(&e);
+    }
+    assert_eq!(r.mime_types.len(), MAX_MIME_TYPES + 1, "the rest are other");
+    assert!(r.mime_types.contains_key("other"));
+    assert!(r
+        .mime_types
+        .keys()
+        .all(|m| m.chars().count() <= MAX_MIME_LEN));
+    let statuses = &r.hosts["a.test"].statuses;
+    assert!(statuses.len() <= MAX_HOST_STATUSES + 5, "{statuses:?}");
+    assert_eq!(statuses.values().sum::<u64>(), (MAX_MIME_TYPES + 50) as u64);
+}
+
+#[test]
+fn idle_time_and_hosts_past_the_cap_are_no_politeness_delay() {
+    let limits = ReportLimits {
+        max_hosts: 1,
+        max_seeds: 10,
+    };
+    let mut r = CrawlReport::new(limits);
+    let idle = IDLE_GAP_MS as i64 + 1_000;
+    r.record(&event(EventKind::Page, "http://a.test/1", 200, 0, 10));
+    r.record(&event(EventKind::Page, "http://a.test/2", 200, 1_010, 10));
+    r.record(&event(
+        EventKind::Page,
+        "http://a.test/3",
+        200,
+        1_020 + idle,
+        10,
+    ));
+    let a = &r.hosts["a.test"];
+    assert_eq!(
+        (a.delay.samples, a.delay.min_ms, a.delay.mean_ms),
+        (1, Some(1_000), Some(1_000))
+    );
+    // Two other hosts a millisecond apart: no delay of anyone's.
+    r.record(&event(EventKind::Page, "http://b.test/", 200, 5, 1));
+    r.record(&event(EventKind::Page, "http://c.test/", 200, 7, 1));
+    let other = r.other_hosts.as_ref().unwrap();
+    assert_eq!((other.responses, other.delay.samples), (2, 0));
 }

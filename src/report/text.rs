@@ -100,7 +100,7 @@ impl CrawlReport {
         if self.seeds_not_listed > 0 {
             writeln!(
                 f,
-                "  ({} seeds past [report] max_seeds not listed)",
+                "  (seeds past [report] max_seeds are not listed: {} mentions of them)",
                 self.seeds_not_listed
             )?;
         }
