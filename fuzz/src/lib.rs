@@ -18,7 +18,10 @@
 //!   the input back (within the cap);
 //! - [`warc_record`], [`warc_recover`]: what trawl's writer writes, its
 //!   readers read back; recovery keeps every complete member and only a
-//!   prefix of the file.
+//!   prefix of the file;
+//! - [`crawl_index`]: an earlier crawl's CDXJ lines, an events file folded
+//!   into a crawl report, a payload's sniffed type and a text's language
+//!   stay within their bounds.
 //!
 //! This file depends only on `trawl`, std, and crates trawl itself depends
 //! on, so the main crate's tests can include it as a module.
@@ -50,6 +53,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("admin_json", admin_json),
     ("admin_request", admin_request),
     ("config", config),
+    ("crawl_index", crawl_index),
 ];
 
 /// Caps a single allocation while fuzzing, as `-malloc_limit_mb` does
@@ -972,4 +976,54 @@ pub fn config(data: &[u8]) {
     let again = trawl::config::Config::from_layers(&[("printed".to_owned(), printed.clone())])
         .unwrap_or_else(|e| panic!("the printed config does not read back: {e}\n{printed}"));
     assert_eq!(again.to_toml(), printed, "printing is a fixed point");
+}
+
+// ------------------------------------------------------------ crawl index
+
+/// What a recurring crawl and a crawl report read from files others may
+/// have written, and what is sniffed from a payload: byte 0 picks a
+/// Content-Encoding for the sniff; the rest is read as CDXJ lines, as an
+/// events file, as a payload and as page text.
+pub fn crawl_index(data: &[u8]) {
+    let Some((&coding, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    for line in text.lines() {
+        let Some(capture) = trawl::warc::cdxj::Capture::parse(line) else {
+            continue;
+        };
+        assert_eq!(capture.timestamp.len(), 14, "{line}");
+        let _ = (capture.is_page(), capture.unix_ms(), capture.sha256());
+        if let Some((digest, copy)) = capture.stored_copy() {
+            assert_eq!(Some(digest), capture.sha256(), "{line}");
+            assert_eq!(copy.uri, capture.url);
+            assert!(copy.record_id.is_empty());
+        }
+    }
+    let limits = trawl::report::ReportLimits {
+        max_hosts: 4,
+        max_seeds: 4,
+    };
+    let mut report = trawl::report::CrawlReport::new(limits);
+    let lines = rest.split(|b| *b == b'\n').count() as u64;
+    let skipped = report.fold_lines(rest).expect("reading from memory");
+    assert!(skipped <= lines);
+    assert!(report.totals.responses <= lines);
+    assert!(report.hosts.len() <= 4 && report.seeds.len() <= 4);
+    assert!(report.mime_types.len() <= trawl::report::MAX_MIME_TYPES + 1);
+    let _ = report.to_string();
+    let json = serde_json::to_vec(&report).expect("a report serialises");
+    let back: trawl::report::CrawlReport = serde_json::from_slice(&json).expect("and reads back");
+    assert_eq!(back.totals, report.totals);
+    let encoding = ["", "gzip", "br", "deflate", "zstd", "gzip, br"][usize::from(coding) % 6];
+    let encoding = (!encoding.is_empty()).then_some(encoding);
+    let sniffed = trawl::parse::sniff::payload_type(rest, encoding);
+    if encoding.is_none() {
+        assert_eq!(sniffed.is_some(), !rest.is_empty());
+        assert_eq!(sniffed, trawl::parse::sniff::decoded_type(rest));
+    }
+    if let Some(code) = trawl::parse::sniff::language(&text) {
+        assert_eq!(code.len(), 3, "{code}");
+    }
 }

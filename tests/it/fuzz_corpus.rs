@@ -91,6 +91,7 @@ corpus_tests!(
     admin_json,
     admin_request,
     config,
+    crawl_index,
 );
 
 /// A corpus input whose property fails fails the replay, by name.
