@@ -201,6 +201,15 @@ fn merged_reports_add_up_and_an_events_file_folds_to_the_same_report() {
     }
     first.merge(&second);
     assert_eq!(first.hosts, whole.hosts);
+    // One host's delays measured on two nodes (or runs) add up.
+    let (mut one, mut two) = (CrawlReport::default(), CrawlReport::default());
+    one.record(&event(EventKind::Page, "http://d.test/1", 200, 0, 10));
+    one.record(&event(EventKind::Page, "http://d.test/2", 200, 1_000, 10));
+    two.record(&event(EventKind::Page, "http://d.test/3", 200, 5_000, 10));
+    two.record(&event(EventKind::Page, "http://d.test/4", 200, 5_510, 10));
+    one.merge(&two);
+    let d = &one.hosts["d.test"].delay;
+    assert_eq!((d.samples, d.min_ms, d.mean_ms), (2, Some(500), Some(745)));
     assert_eq!(first.totals, whole.totals);
     assert_eq!(first.status_codes, whole.status_codes);
     assert_eq!(first.seeds, whole.seeds);
