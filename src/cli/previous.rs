@@ -4,7 +4,7 @@
 //! follow the seeds given, as URLs it fetched rather than as seeds.
 
 use std::io::BufRead as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use actix::Addr;
 use anyhow::Context as _;
@@ -13,7 +13,7 @@ use trawl::actors::messages::{DigestQuery, UrlOutcome};
 use trawl::actors::{Node, OfferEarlier};
 use trawl::config::PreviousConfig;
 use trawl::dedup::exact::{DigestAsk, DigestReply};
-use trawl::dedup::previous::exact_copy;
+use trawl::dedup::previous::{exact_copy, read_chunk, Chunk};
 use trawl::warc::cdxj::Capture;
 
 /// Registrations in flight at once.
@@ -34,8 +34,8 @@ pub struct Registered {
     pub failed: u64,
 }
 
-/// Copies read before they are registered (a file of any size is read
-/// in chunks).
+/// Captures picked from an index before they are registered or offered
+/// (a file of any size is read in chunks).
 const CHUNK: usize = 10_000;
 
 /// Registers `copies`, [`IN_FLIGHT`] at a time, counting the answers.
@@ -83,24 +83,12 @@ impl Previous {
     pub async fn register(&self, node: &Addr<Node>) -> anyhow::Result<Registered> {
         let mut done = Registered::default();
         for path in &self.files {
-            let file =
-                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-            // The index's own WARC files are beside it.
-            let dir = path.parent().unwrap_or(std::path::Path::new("."));
-            let mut copies = Vec::with_capacity(CHUNK);
-            for line in std::io::BufReader::new(file).lines() {
-                let line = line.with_context(|| format!("reading {}", path.display()))?;
-                done.lines += 1;
-                let copy = Capture::parse(&line).and_then(|c| exact_copy(dir, &c));
-                match copy {
-                    Some(copy) => copies.push(copy),
-                    None => done.skipped += 1,
-                }
-                if copies.len() == CHUNK {
-                    register_chunk(node, std::mem::take(&mut copies), &mut done).await;
-                }
+            let mut index = ChunkedIndex::open(path)?;
+            while let Some(chunk) = index.next(|dir, c| exact_copy(dir, &c)).await? {
+                done.lines += chunk.lines;
+                done.skipped += chunk.skipped;
+                register_chunk(node, chunk.items, &mut done).await;
             }
-            register_chunk(node, copies, &mut done).await;
         }
         if self.files.is_empty() {
             return Ok(done);
@@ -125,35 +113,19 @@ impl Previous {
         }
         let (mut admitted, mut seen, mut refused) = (0u64, 0u64, 0u64);
         for path in &self.files {
-            let file =
-                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-            let mut batch = Vec::with_capacity(CHUNK);
-            let mut lines = std::io::BufReader::new(file).lines();
-            loop {
-                let line = lines.next().transpose();
-                let line = line.with_context(|| format!("reading {}", path.display()))?;
-                let end = line.is_none();
-                batch.extend(
-                    line.as_deref()
-                        .and_then(Capture::parse)
-                        .filter(Capture::is_page)
-                        .map(|c| c.url),
-                );
-                if batch.len() == CHUNK || (end && !batch.is_empty()) {
-                    let urls = std::mem::take(&mut batch);
-                    let outcomes =
-                        super::crawl::offer_rerouted(node, || OfferEarlier { urls: urls.clone() })
-                            .await?;
-                    for outcome in outcomes {
-                        match outcome {
-                            UrlOutcome::Admitted => admitted += 1,
-                            UrlOutcome::Seen | UrlOutcome::Forwarded => seen += 1,
-                            UrlOutcome::Filtered(_) => refused += 1,
-                        }
-                    }
+            let mut index = ChunkedIndex::open(path)?;
+            while let Some(chunk) = index.next(|_, c| c.is_page().then_some(c.url)).await? {
+                if chunk.items.is_empty() {
+                    continue;
                 }
-                if end {
-                    break;
+                let urls = chunk.items;
+                let offer = || OfferEarlier { urls: urls.clone() };
+                for outcome in super::crawl::offer_rerouted(node, offer).await? {
+                    match outcome {
+                        UrlOutcome::Admitted => admitted += 1,
+                        UrlOutcome::Seen | UrlOutcome::Forwarded => seen += 1,
+                        UrlOutcome::Filtered(_) => refused += 1,
+                    }
                 }
             }
         }
@@ -164,5 +136,48 @@ impl Previous {
             "[previous] the earlier crawl's pages are offered"
         );
         Ok(())
+    }
+}
+
+/// An index file read [`CHUNK`] picks at a time on a blocking thread
+/// (a pick may read the WARC file beside it), not on the executor the
+/// node's actors run on.
+struct ChunkedIndex {
+    path: PathBuf,
+    /// `None` once its lines have ended.
+    lines: Option<std::io::Lines<std::io::BufReader<std::fs::File>>>,
+}
+
+impl ChunkedIndex {
+    fn open(path: &Path) -> anyhow::Result<ChunkedIndex> {
+        let file =
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        Ok(ChunkedIndex {
+            path: path.to_owned(),
+            lines: Some(std::io::BufReader::new(file).lines()),
+        })
+    }
+
+    /// The next chunk of what `pick` takes from the lines (given the
+    /// index's directory, where its WARC files are); `None` after the last.
+    async fn next<T: Send + 'static>(
+        &mut self,
+        pick: fn(&Path, Capture) -> Option<T>,
+    ) -> anyhow::Result<Option<Chunk<T>>> {
+        let Some(mut lines) = self.lines.take() else {
+            return Ok(None);
+        };
+        let dir = self.path.parent().unwrap_or(Path::new(".")).to_owned();
+        let (lines, chunk) = actix_rt::task::spawn_blocking(move || {
+            let chunk = read_chunk(&mut lines, CHUNK, |c| pick(&dir, c));
+            (lines, chunk)
+        })
+        .await
+        .context("reading an index")?;
+        let chunk = chunk.with_context(|| format!("reading {}", self.path.display()))?;
+        if !chunk.done {
+            self.lines = Some(lines);
+        }
+        Ok(Some(chunk))
     }
 }

@@ -108,6 +108,48 @@ impl Capture {
     }
 }
 
+/// Up to a chunk's worth of what a pass over an index picks from its
+/// lines ([`read_chunk`]).
+#[derive(Debug)]
+pub struct Chunk<T> {
+    /// What was picked.
+    pub items: Vec<T>,
+    /// Lines read.
+    pub lines: u64,
+    /// Lines read that gave nothing (not a capture, or not picked).
+    pub skipped: u64,
+    /// The lines have ended.
+    pub done: bool,
+}
+
+/// Reads `lines` (an index's) until `max` captures were picked by `pick`
+/// or the lines end. Blocking work (`pick` may read the WARC files, see
+/// [`exact_copy`]): run it off an async executor.
+pub fn read_chunk<T>(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    max: usize,
+    mut pick: impl FnMut(Capture) -> Option<T>,
+) -> std::io::Result<Chunk<T>> {
+    let mut chunk = Chunk {
+        items: Vec::new(),
+        lines: 0,
+        skipped: 0,
+        done: false,
+    };
+    while chunk.items.len() < max {
+        let Some(line) = lines.next() else {
+            chunk.done = true;
+            break;
+        };
+        chunk.lines += 1;
+        match Capture::parse(&line?).and_then(&mut pick) {
+            Some(item) => chunk.items.push(item),
+            None => chunk.skipped += 1,
+        }
+    }
+    Ok(chunk)
+}
+
 /// The most of a record read to find its header: a record's WARC header
 /// is a few hundred bytes, and no more is decompressed than this.
 const HEADER_BYTES: u64 = 16 * 1024;
@@ -263,6 +305,25 @@ mod tests {
                 ("", "2026-11-30T15:43:54Z")
             );
         }
+    }
+
+    #[test]
+    fn an_index_is_read_a_chunk_of_picks_at_a_time() {
+        let page = line("http://a.test/p", "text/html", "200", "sha1:AB");
+        let gone = line("http://a.test/g", "text/html", "404", "sha1:AB");
+        let text = [page.as_str(), "not a line", gone.as_str(), page.as_str()].join("\n");
+        let mut lines = text.lines().map(|l| Ok(l.to_owned()));
+        let pick = |c: Capture| c.is_page().then_some(c.url);
+        let first = read_chunk(&mut lines, 1, pick).unwrap();
+        assert_eq!(
+            (first.items.len(), first.lines, first.skipped, first.done),
+            (1, 1, 0, false)
+        );
+        let rest = read_chunk(&mut lines, 5, pick).unwrap();
+        assert_eq!(
+            (rest.items.len(), rest.lines, rest.skipped, rest.done),
+            (1, 3, 2, true)
+        );
     }
 
     #[test]
